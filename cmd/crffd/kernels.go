@@ -1,0 +1,179 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/plugins/host"
+	"github.com/crffd/crffd/plugins/kernels"
+)
+
+func newKernelsCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kernels",
+		Short: "List and self-test the kernel plugins",
+	}
+	cmd.AddCommand(newKernelsListCmd(a), newKernelsVerifyCmd(a))
+	return cmd
+}
+
+func newKernelsListCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "Print the kernel plugins found in the plugin directory, with their Info",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := a.pluginDir()
+			if err != nil {
+				return err
+			}
+			bins, err := host.List(dir, kernels.Kind)
+			if err != nil {
+				return err
+			}
+			if len(bins) == 0 {
+				return fmt.Errorf("no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tVERSION\tPARAMETERS\tDESCRIPTION\tPATH\tSHA256")
+			for _, b := range bins {
+				c, err := a.openKernel(cmd, dir, b.Name, nil)
+				if err != nil {
+					return err
+				}
+				in := c.Info()
+				c.Close()
+				sum, err := host.SHA256(b.Path)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, in.Version, describeParams(in.Params), in.Description, b.Path, sum)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func describeParams(ps []kernels.Param) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%s=%g (%s)", p.Name, p.Default, p.Description)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (a *app) openKernel(cmd *cobra.Command, dir, name string, p kernels.Params) (*kernels.Client, error) {
+	return kernels.Open(cmd.Context(), kernels.Options{
+		Dir: dir, Name: name, Pin: a.pin(kernels.Kind, name), Params: p, Logger: a.log,
+	})
+}
+
+// errVerifyFailed reports a kernel whose features miss its exact values.
+var errVerifyFailed = errors.New("kernel self-test failed")
+
+func newKernelsVerifyCmd(a *app) *cobra.Command {
+	o := kernels.DefaultVerifyOptions
+	cmd := &cobra.Command{
+		Use:   "verify [NAME]",
+		Short: "Check that each kernel's random features approximate its exact kernel",
+		Long: `verify launches each kernel plugin (or only NAME), draws D frequencies, and
+compares the random-feature estimate φ(a)ᵀφ(b) with the plugin's exact k(a, b)
+on random pairs. It checks every parameter value a kernel lists for testing
+(for example Matérn ν = 0.5, 1.5, 2.5), prints the figures, and exits non-zero
+when any maximum error exceeds the tolerance. It is the self-test to run on a
+new third-party kernel.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := a.pluginDir()
+			if err != nil {
+				return err
+			}
+			var names []string
+			if len(args) == 1 {
+				names = args
+			} else {
+				bins, err := host.List(dir, kernels.Kind)
+				if err != nil {
+					return err
+				}
+				if len(bins) == 0 {
+					return fmt.Errorf("no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
+				}
+				for _, b := range bins {
+					names = append(names, b.Name)
+				}
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KERNEL\tPARAMS\tDIM\tD\tPAIRS\tK RANGE\tMEAN ABS ERR\tMAX ABS ERR\tTOLERANCE\tRESULT")
+			var failed []string
+			for _, name := range names {
+				results, err := a.verifyKernel(cmd, dir, name, o)
+				if err != nil {
+					tw.Flush()
+					return err
+				}
+				for _, r := range results {
+					verdict := "ok"
+					if !r.OK() {
+						verdict = "FAIL"
+						failed = append(failed, fmt.Sprintf("%s(%s)", r.Kernel, r.Params))
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t[%.3f, %.3f]\t%.4f\t%.4f\t%g\t%s\n",
+						r.Kernel, r.Params, o.Dim, o.Features, o.Pairs, r.MinK, r.MaxK, r.MeanAbsErr, r.MaxAbsErr, o.Tolerance, verdict)
+				}
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%w: %s", errVerifyFailed, strings.Join(failed, ", "))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Dim, "dim", o.Dim, "input dimension of the test points")
+	f.IntVar(&o.Features, "features", o.Features, "number of random frequencies D")
+	f.IntVar(&o.Pairs, "pairs", o.Pairs, "number of random pairs")
+	f.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "largest acceptable absolute error")
+	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the frequencies and the pairs")
+	return cmd
+}
+
+// verifyKernel runs the self-test of one kernel at its default parameters
+// and at every value each parameter lists for testing.
+func (a *app) verifyKernel(cmd *cobra.Command, dir, name string, o kernels.VerifyOptions) ([]kernels.VerifyResult, error) {
+	c, err := a.openKernel(cmd, dir, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	settings := []kernels.Params{nil}
+	for _, p := range c.Info().Params {
+		for _, v := range p.Values {
+			if v != p.Default {
+				settings = append(settings, kernels.Params{p.Name: v})
+			}
+		}
+	}
+	var out []kernels.VerifyResult
+	for _, p := range settings {
+		cp, err := c.WithParams(p)
+		if err != nil {
+			return nil, err
+		}
+		r, err := kernels.Verify(cmd.Context(), cp, o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// newRootCmd assembles the command tree. Each subcommand lives in its own
+// file and only wires packages together.
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "crffd",
+		Short:         "Federated estimation of heterogeneous causal effects (CausalRFF)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.load(cmd)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.String("config", "", "YAML configuration file")
+	pf.String("plugin-dir", "", "directory holding the plugin executables (default: beside crffd)")
+	pf.String("log-level", "info", "log level: debug, info, warn or error")
+	pf.String("log-format", "text", "log format: text or json")
+	bindFlag(pf, "plugin-dir", "plugin_dir")
+	bindFlag(pf, "log-level", "log_level")
+	bindFlag(pf, "log-format", "log_format")
+
+	root.AddCommand(newVersionCmd(a), newKernelsCmd(a))
+	return root
+}

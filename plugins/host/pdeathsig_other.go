@@ -1,0 +1,9 @@
+//go:build !linux
+
+package host
+
+import "os/exec"
+
+// dieWithParent does nothing where the kernel offers no parent-death signal;
+// CleanupAll still kills plugins on a clean exit or a handled signal.
+func dieWithParent(*exec.Cmd) {}
