@@ -46,7 +46,8 @@ func run() int {
 	if err == nil {
 		return 0
 	}
-	if cause := context.Cause(ctx); cause != nil && errors.Is(err, context.Canceled) {
+	if cause := context.Cause(ctx); cause != nil {
+		// A signal ended the command; whatever error it returned follows from that.
 		fmt.Fprintf(os.Stderr, "crffd: stopped: %v\n", cause)
 		return 130
 	}

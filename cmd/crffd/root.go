@@ -9,7 +9,10 @@ import (
 // newRootCmd assembles the command tree. Each subcommand lives in its own
 // file and only wires packages together.
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{stdout: stdout, stderr: stderr}
+	return rootCmd(&app{stdout: stdout, stderr: stderr})
+}
+
+func rootCmd(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "crffd",
 		Short:         "Federated estimation of heterogeneous causal effects (CausalRFF)",
@@ -19,8 +22,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 			return a.load(cmd)
 		},
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
 	pf := root.PersistentFlags()
 	pf.String("config", "", "YAML configuration file")
 	pf.String("plugin-dir", "", "directory holding the plugin executables (default: beside crffd)")

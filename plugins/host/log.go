@@ -11,8 +11,8 @@ import (
 
 // Log keys used by this package, fixed so that log lines can be searched.
 const (
-	LogKeyPlugin    = "plugin"    // the plugin's name
-	LogKeySubsystem = "subsystem" // go-plugin's logger name
+	LogKeyPlugin    = "plugin_name" // the plugin's name (go-plugin logs the path under "plugin")
+	LogKeySubsystem = "subsystem"   // go-plugin's logger name
 )
 
 // hcLogger presents an slog.Logger to go-plugin, which logs through hclog.

@@ -77,7 +77,8 @@ func (s *server) checkDim(info Info, d int) error {
 	return nil
 }
 
-func (s *server) Sample(_ context.Context, req *kernelpb.SampleRequest) (*kernelpb.SampleResponse, error) {
+func (s *server) Sample(_ context.Context, req *kernelpb.SampleRequest) (resp *kernelpb.SampleResponse, err error) {
+	defer recoverPanic("sample", &err)
 	info := s.impl.Info()
 	d, n := int(req.GetDim()), int(req.GetCount())
 	if err := s.checkDim(info, d); err != nil {
@@ -109,7 +110,8 @@ func (s *server) Sample(_ context.Context, req *kernelpb.SampleRequest) (*kernel
 	return &kernelpb.SampleResponse{Rows: uint32(d), Cols: uint32(n), Data: data}, nil
 }
 
-func (s *server) Eval(_ context.Context, req *kernelpb.EvalRequest) (*kernelpb.EvalResponse, error) {
+func (s *server) Eval(_ context.Context, req *kernelpb.EvalRequest) (resp *kernelpb.EvalResponse, err error) {
+	defer recoverPanic("eval", &err)
 	info := s.impl.Info()
 	d := int(req.GetDim())
 	if err := s.checkDim(info, d); err != nil {
@@ -134,9 +136,23 @@ func (s *server) Eval(_ context.Context, req *kernelpb.EvalRequest) (*kernelpb.E
 	return &kernelpb.EvalResponse{Values: out}, nil
 }
 
+// recoverPanic turns a panic in a plugin author's code into an error for
+// the host, so that one bad request does not kill the plugin process.
+func recoverPanic(op string, err *error) {
+	if r := recover(); r != nil {
+		*err = status.Errorf(codes.Internal, "%s panicked: %v", op, r)
+	}
+}
+
 // errorf wraps a gRPC error from the plugin with the operation and kernel.
 func errorf(op, name string, err error) error {
-	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+	st, ok := status.FromError(err)
+	switch {
+	case ok && st.Code() == codes.Canceled:
+		return fmt.Errorf("kernel %q: %s: %w", name, op, context.Canceled)
+	case ok && st.Code() == codes.DeadlineExceeded:
+		return fmt.Errorf("kernel %q: %s: %w", name, op, context.DeadlineExceeded)
+	case ok && st.Code() != codes.Unknown:
 		return fmt.Errorf("kernel %q: %s: %s", name, op, st.Message())
 	}
 	return fmt.Errorf("kernel %q: %s: %w", name, op, err)

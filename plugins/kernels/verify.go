@@ -60,6 +60,9 @@ func Verify(ctx context.Context, c *Client, o VerifyOptions) (VerifyResult, erro
 	pb.Mul(b, omega)
 	res.MinK, res.MaxK = math.Inf(1), math.Inf(-1)
 	for i, k := range exact {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("verify kernel %q: %w", res.Kernel, err)
+		}
 		ra, rb := pa.RawRowView(i), pb.RawRowView(i)
 		var dot float64
 		for j := range ra {

@@ -1,0 +1,30 @@
+# crffd build targets. `make build` puts crffd and every plugin in ./bin.
+GO      ?= go
+BIN     ?= bin
+PROTOC  ?= protoc
+GOBIN   := $(shell $(GO) env GOPATH)/bin
+
+.PHONY: build test check generate clean
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/crffd ./plugins/kernels/...
+
+test:
+	$(GO) test ./...
+
+# The static checks CI runs before the tests.
+check:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GOBIN)/staticcheck ./...
+
+# Regenerate the committed protobuf code. Needs Debian's protobuf-compiler
+# and: go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+#      go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+generate:
+	PATH="$(GOBIN):$$PATH" $(PROTOC) --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+		$$(git ls-files '*.proto')
+
+clean:
+	rm -rf $(BIN)

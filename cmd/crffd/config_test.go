@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// execute runs crffd in process with args and returns the app state.
+func execute(t *testing.T, args ...string) (*app, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	a := &app{stdout: &out, stderr: &errb}
+	root := rootCmd(a)
+	root.SetArgs(args)
+	err := root.Execute()
+	return a, err
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "crffd.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestConfigPrecedence checks defaults < file < environment < flags.
+func TestConfigPrecedence(t *testing.T) {
+	file := writeConfig(t, "plugin_dir: /from/file\nlog_level: warn\n")
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+		want string
+	}{
+		{"default", "", []string{"version"}, ""},
+		{"file", "", []string{"version", "--config", file}, "/from/file"},
+		{"environment over file", "/from/env", []string{"version", "--config", file}, "/from/env"},
+		{"flag over environment", "/from/env", []string{"version", "--config", file, "--plugin-dir", "/from/flag"}, "/from/flag"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("CRFFD_PLUGIN_DIR", tc.env)
+			}
+			a, err := execute(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a.v.GetString("plugin_dir"); got != tc.want {
+				t.Errorf("plugin_dir = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(t *testing.T) []string
+		env  [2]string
+		want string
+	}{
+		{"missing file", func(t *testing.T) []string {
+			return []string{"version", "--config", "/nonexistent/crffd.yaml"}
+		}, [2]string{}, `read config "/nonexistent/crffd.yaml"`},
+		{"not YAML", func(t *testing.T) []string {
+			return []string{"version", "--config", writeConfig(t, "plugin_dir: [unclosed\n")}
+		}, [2]string{}, "read config"},
+		{"unknown key", func(t *testing.T) []string {
+			return []string{"version", "--config", writeConfig(t, "plugin_dri: /x\nlog_level: info\n")}
+		}, [2]string{}, "unknown key plugin_dri"},
+		{"bad log level flag", func(t *testing.T) []string {
+			return []string{"version", "--log-level", "loud"}
+		}, [2]string{}, `log_level "loud"`},
+		{"bad log format env", func(t *testing.T) []string {
+			return []string{"version"}
+		}, [2]string{"CRFFD_LOG_FORMAT", "xml"}, `log_format "xml"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env[0] != "" {
+				t.Setenv(tc.env[0], tc.env[1])
+			}
+			_, err := execute(t, tc.args(t)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	for key, want := range map[string]string{
+		"plugin_dir":                         "CRFFD_PLUGIN_DIR",
+		"plugin_sha256.crff-kernel-gaussian": "CRFFD_PLUGIN_SHA256_CRFF_KERNEL_GAUSSIAN",
+	} {
+		if got := envName(key); got != want {
+			t.Errorf("envName(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
