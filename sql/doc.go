@@ -1,0 +1,27 @@
+// Package sqlfiles holds the SQL that crffd runs in a site's SQLite file: the
+// numbered schema migrations and the templates of the views that depend on a
+// site's configuration. The files are embedded in the binary with go:embed,
+// so a crffd executable carries exactly the schema it was built with.
+//
+// The package lives in the directory sql/ (import path
+// github.com/crffd/crffd/sql) but is named sqlfiles, so that it can be
+// imported beside database/sql without an alias.
+//
+// # Migrations
+//
+// migrations/NNNN_name.sql are applied in the order of their 4-digit number,
+// which starts at 0001 and has no gaps. Each file is one migration, applied in
+// one transaction together with the row that records it in
+// crff_schema_version; see [Migrations] and [Latest]. A file already released
+// is never edited: a schema change is a new file.
+//
+// Every object a migration creates is named crff_…; migrations never read or
+// change the user's tables, and the package tests check both rules.
+//
+// # Views
+//
+// views/*.sql are text/template files for objects whose SQL depends on the
+// site configuration, such as crff_cate_records, which joins the user's
+// table to its CATE. [CateRecordsView] renders it with identifiers quoted by
+// [QuoteIdent].
+package sqlfiles

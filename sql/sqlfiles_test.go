@@ -1,0 +1,159 @@
+package sqlfiles
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	_ "modernc.org/sqlite"
+)
+
+func TestMigrations(t *testing.T) {
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms[0].Version != 1 || ms[0].Name != "init" {
+		t.Errorf("first migration = %d %q, want 1 init", ms[0].Version, ms[0].Name)
+	}
+	if got := Latest(); got != ms[len(ms)-1].Version {
+		t.Errorf("Latest() = %d, want %d", got, ms[len(ms)-1].Version)
+	}
+}
+
+func TestParseMigrationsRejects(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []string
+		want  string
+	}{
+		{"none", nil, "no migrations"},
+		{"bad name", []string{"0001_init.sql", "2_more.sql"}, `"2_more.sql" is not named`},
+		{"upper case", []string{"0001_Init.sql"}, "is not named"},
+		{"gap", []string{"0001_init.sql", "0003_more.sql"}, "expected version 2, found 0003_more.sql"},
+		{"starts at 2", []string{"0002_init.sql"}, "expected version 1"},
+		{"duplicate", []string{"0001_init.sql", "0001_again.sql"}, "expected version 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fsys := fstest.MapFS{"m": &fstest.MapFile{Mode: fs.ModeDir | 0o755}}
+			for _, f := range tt.files {
+				fsys["m/"+f] = &fstest.MapFile{Data: []byte("SELECT 1;")}
+			}
+			_, err := parseMigrations(fsys, "m")
+			if !errors.Is(err, ErrBadMigration) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrBadMigration containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestMigrationsApply applies every migration to an empty database, and
+// checks that each object it creates is a crff_ object.
+func TestMigrationsApply(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite")+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
+		}
+	}
+	rows, err := db.QueryContext(ctx, `SELECT type, name, tbl_name FROM sqlite_schema`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var typ, name, tbl string
+		if err := rows.Scan(&typ, &name, &tbl); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		name = strings.TrimPrefix(name, "sqlite_autoindex_")
+		if !strings.HasPrefix(name, "crff_") || !strings.HasPrefix(tbl, "crff_") {
+			t.Errorf("%s %q on %q is not a crff_ object", typ, name, tbl)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n < 8 {
+		t.Errorf("only %d schema objects created", n)
+	}
+}
+
+func TestQuoteIdent(t *testing.T) {
+	tests := []struct {
+		in, want string
+		err      bool
+	}{
+		{"x", `"x"`, false},
+		{"select", `"select"`, false},
+		{`a "b" c`, `"a ""b"" c"`, false},
+		{"naïve col", `"naïve col"`, false},
+		{"", "", true},
+		{"a\x00b", "", true},
+	}
+	for _, tt := range tests {
+		got, err := QuoteIdent(tt.in)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("QuoteIdent(%q) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestCateRecordsView(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "v.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, _ := Migrations()
+	for _, m := range ms {
+		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const table, id = `my "records"`, "patient id"
+	if _, err := db.ExecContext(ctx, `CREATE TABLE "my ""records""" ("patient id" INTEGER, x REAL)`); err != nil {
+		t.Fatal(err)
+	}
+	view, err := CateRecordsView(table, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(view, "CREATE VIEW crff_cate_records AS") {
+		t.Errorf("view SQL starts %.40q", view)
+	}
+	if _, err := db.ExecContext(ctx, view); err != nil {
+		t.Fatalf("create view: %v\n%s", err, view)
+	}
+	var stored string
+	if err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE name = 'crff_cate_records'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != view {
+		t.Errorf("sqlite_schema keeps\n%s\nwant\n%s", stored, view)
+	}
+	if _, err := CateRecordsView("", "id"); err == nil {
+		t.Error("empty table name accepted")
+	}
+	if _, err := CateRecordsView("t", "a\x00"); err == nil {
+		t.Error("NUL in id column name accepted")
+	}
+}

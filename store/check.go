@@ -1,0 +1,83 @@
+package store
+
+import (
+	"fmt"
+	"math"
+)
+
+// checkResults reports the first malformed value of res, wrapping
+// ErrBadResult, before anything is written.
+func checkResults(res Results) error {
+	if err := checkCATE(res.CATE); err != nil {
+		return err
+	}
+	if err := checkATE(res.ATE); err != nil {
+		return err
+	}
+	return checkTransfer(res.Transfer)
+}
+
+func finite(fs ...float64) bool {
+	for _, f := range fs {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func checkCATE(cs []CATE) error {
+	seen := make(map[RowID]bool, len(cs))
+	for _, c := range cs {
+		switch {
+		case !c.RowID.Valid():
+			return fmt.Errorf("%w: CATE for id %s: an id is an integer or a text", ErrBadResult, c.RowID)
+		case seen[c.RowID]:
+			return fmt.Errorf("%w: two CATEs for id %s", ErrBadResult, c.RowID)
+		case !finite(c.CATE, c.SD, c.Lower, c.Upper, c.Y0, c.Y1, c.Propensity):
+			return fmt.Errorf("%w: CATE for id %s: a value is not finite", ErrBadResult, c.RowID)
+		case c.SD < 0 || c.Lower > c.Upper:
+			return fmt.Errorf("%w: CATE for id %s: negative sd or lower > upper", ErrBadResult, c.RowID)
+		case c.Propensity < 0 || c.Propensity > 1:
+			return fmt.Errorf("%w: CATE for id %s: propensity outside [0, 1]", ErrBadResult, c.RowID)
+		}
+		seen[c.RowID] = true
+	}
+	return nil
+}
+
+func checkATE(as []ATE) error {
+	seen := map[Scope]bool{}
+	for _, a := range as {
+		switch {
+		case a.Scope != ScopeLocal && a.Scope != ScopeGlobal:
+			return fmt.Errorf("%w: ATE scope %q: must be local or global", ErrBadResult, a.Scope)
+		case seen[a.Scope]:
+			return fmt.Errorf("%w: two %s ATEs", ErrBadResult, a.Scope)
+		case !finite(a.ATE) || math.IsInf(a.SE, 0) || a.SE < 0:
+			return fmt.Errorf("%w: %s ATE: ate not finite or se negative or infinite", ErrBadResult, a.Scope)
+		case a.N <= 0:
+			return fmt.Errorf("%w: %s ATE over %d rows", ErrBadResult, a.Scope, a.N)
+		}
+		seen[a.Scope] = true
+	}
+	return nil
+}
+
+func checkTransfer(ts []Transfer) error {
+	type key struct{ peer, model string }
+	seen := map[key]bool{}
+	for _, t := range ts {
+		k := key{t.Peer, t.Model}
+		switch {
+		case t.Peer == "" || t.Model == "":
+			return fmt.Errorf("%w: transfer factor with empty peer or model", ErrBadResult)
+		case seen[k]:
+			return fmt.Errorf("%w: two transfer factors to %q for %q", ErrBadResult, t.Peer, t.Model)
+		case !finite(t.Lambda) || t.Lambda < 0 || t.Lambda > 1:
+			return fmt.Errorf("%w: transfer factor to %q for %q outside [0, 1]", ErrBadResult, t.Peer, t.Model)
+		}
+		seen[k] = true
+	}
+	return nil
+}

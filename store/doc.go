@@ -1,0 +1,57 @@
+// Package store is everything crffd does with a site's SQLite file: opening
+// it, reading and validating the site's records through the configured
+// table or view, and writing model state, results and the audit log into
+// crffd's own crff_ tables, where users query them with any SQLite client.
+//
+// # Opening
+//
+// [Open] checks that the file is an SQLite database ([ErrNotSQLite]),
+// switches it to WAL mode, so that users can read while crffd writes, sets
+// the busy timeout ([Options.BusyTimeout]; a lock held longer is
+// [ErrLocked]) and foreign keys, and applies the schema migrations of
+// package github.com/crffd/crffd/sql that the file lacks, recording the
+// version in crff_schema_version. A file written by a newer crffd is refused
+// ([ErrSchemaTooNew]). crffd never changes the user's tables: every object
+// it creates is named crff_…, and reads go through read-only connections.
+// The only writes to other tables are the ones a user asks for, with
+// [Site.ImportCSV] and [Site.CreateTable].
+//
+// # Records
+//
+// A [Source] (decoded by viper from the site configuration) names the table
+// or view and its columns. [Site.ReadRecords] resolves it into a [Layout]
+// (the exact columns and the type of each covariate) and returns the rows as
+// [Records], ready for the estimator. Every fault has its own
+// [ValidationError], naming the file, table, column and the first offending
+// row ids, and wrapping a sentinel error such as [ErrNull] or
+// [ErrTreatment]. With on_invalid: skip the bad rows are left out and listed
+// as [Rejection]s instead. Errors never carry a record's values, only ids.
+//
+// # Runs and results
+//
+// A training run is recorded with [Site.BeginRun], its model state saved
+// with [Site.SaveModel], and its results published with
+// [Site.WriteResults], which replaces the previous run's results in one
+// transaction: a reader in another process sees the old results or the new
+// ones, never a mix, and a crash leaves one or the other. Rows added to the
+// user's table later are read with [Site.UnscoredRows] and their scores
+// added with [Site.AppendScores].
+//
+// The crff_ objects users query:
+//
+//	crff_cate          row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at
+//	crff_ate           scope ('local' or 'global'), ate, se, n, run, computed_at
+//	crff_transfer      peer, model, lambda, run
+//	crff_rejected      row_id, column_name, reason, run, rejected_at
+//	crff_audit         id, at, direction, peer, kind, run, model, round, tensors, bytes, digest
+//	crff_cate_records  a view: every column of the user's table, then its CATE columns
+//
+// and crffd's own bookkeeping: crff_schema_version, crff_run (runs, with
+// their layout as JSON), crff_model and crff_model_tensor (model state:
+// named tensors, values as little-endian float64 BLOBs).
+//
+// # Logging
+//
+// The store logs with log/slog to [Options.Logger], under the keys path,
+// run, rows, rejected, table, columns, from and to; never a record's value.
+package store

@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	sqlfiles "github.com/crffd/crffd/sql"
+)
+
+// SchemaVersion returns the crff_ schema version of the file: the number of
+// the last migration applied.
+func (s *Site) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.readTx(ctx, "read schema version", func(tx *sql.Tx) error {
+		var err error
+		v, err = schemaVersion(ctx, tx)
+		return err
+	})
+	return v, err
+}
+
+// querier is what *sql.DB, *sql.Conn and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// schemaVersion returns 0 for a file without crff_ schema.
+func schemaVersion(ctx context.Context, q querier) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx,
+		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'crff_schema_version'`).Scan(&n)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	var v int
+	err = q.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM crff_schema_version`).Scan(&v)
+	return v, err
+}
+
+// migrate applies the migrations the file lacks, all in one IMMEDIATE
+// transaction, and refuses a file whose schema is newer than this binary. A
+// file already up to date is only read, so opening it does not wait for
+// another connection's write lock.
+func (s *Site) migrate(ctx context.Context) error {
+	ms, err := sqlfiles.Migrations()
+	if err != nil {
+		return fmt.Errorf("open site %q: %w", s.path, err)
+	}
+	latest := ms[len(ms)-1].Version
+	have, err := schemaVersion(ctx, s.rw)
+	if err != nil {
+		return s.wrap("open site", err)
+	}
+	if have > latest {
+		return fmt.Errorf("open site %q: %w: the file has schema version %d, this crffd knows up to %d; use a newer crffd",
+			s.path, ErrSchemaTooNew, have, latest)
+	}
+	if have == latest {
+		return nil
+	}
+	from := have
+	err = s.writeTx(ctx, "migrate site", func(tx *sql.Tx) error {
+		// Read again under the write lock: another process may have
+		// migrated the file meanwhile.
+		have, err := schemaVersion(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if have > latest {
+			return fmt.Errorf("%w: the file has schema version %d, this crffd knows up to %d", ErrSchemaTooNew, have, latest)
+		}
+		from = have
+		for _, m := range ms[have:] {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+			if _, err := tx.ExecContext(ctx,
+				`INSERT INTO crff_schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.Version, m.Name, now()); err != nil {
+				return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		s.log.InfoContext(ctx, "crff schema migrated", "path", s.path, "from", from, "to", latest)
+	}
+	return err
+}

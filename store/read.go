@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
+	sqlfiles "github.com/crffd/crffd/sql"
+)
+
+// Records are a site's rows as read through its Source and validated.
+// Row i of Data describes the record with id IDs[i].
+type Records struct {
+	Layout   Layout           // the resolved configuration the rows were read with
+	Schema   estimator.Schema // Layout.Schema()
+	IDs      []RowID          // per kept row, in ascending id order
+	Data     *estimator.Data  // the kept rows; nil when there are none
+	Rejected []Rejection      // with on_invalid: skip, the faults of the rows left out
+	Read     int              // rows read, kept or not
+}
+
+// Len returns the number of kept rows.
+func (r *Records) Len() int { return len(r.IDs) }
+
+// Rejection is one fault of a row left out by on_invalid: skip. A row with
+// several faults has several Rejections.
+type Rejection struct {
+	RowID  RowID
+	Column string // the column at fault
+	Reason string // what is wrong, as stored in crff_rejected.reason
+	Err    error  // the sentinel, such as ErrNull; nil when read back from the file
+	Run    string // set when read back from the file
+}
+
+// ReadRecords reads the site's records through src's table or view and
+// validates them for training. Rows are read in ascending id order.
+//
+// Every fault has its own error, naming the file, the table, the column and
+// the first offending row ids (see [ValidationError]): a missing table or
+// column, an id that is NULL or not an integer or text, a duplicate id, a
+// covariate that is NULL, text, ±Inf or NaN (or not 0/1 when declared
+// binary), a treatment other than 0/1, a NULL or non-finite outcome, a
+// binary outcome other than 0/1, no rows, no treated or no control rows.
+//
+// With on_invalid: refuse, any fault fails the read; several faults come
+// back joined with errors.Join, each testable with errors.Is and errors.As.
+// With on_invalid: skip, the rows at fault are left out and listed in
+// Records.Rejected (for WriteResults to store in crff_rejected), but a site
+// left with no rows, no treated or no control rows is still an error.
+//
+// ReadRecords only reads the file.
+func (s *Site) ReadRecords(ctx context.Context, src Source) (*Records, error) {
+	if err := src.Validate(); err != nil {
+		return nil, fmt.Errorf("read records from %q: %w", s.path, err)
+	}
+	var recs *Records
+	err := s.readTx(ctx, "read records from", func(tx *sql.Tx) error {
+		p, err := s.resolve(ctx, tx, src)
+		if err != nil {
+			return err
+		}
+		recs, err = s.readRows(ctx, tx, p, false)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// UnscoredRows reads, through the current run's layout, the rows of the
+// user's table that have neither a CATE in crff_cate nor a line in
+// crff_rejected: rows added after the run's results were written. They are
+// validated as ReadRecords does, with the current run's covariate types and
+// on_invalid policy, but only the id and the covariates are required, since
+// scoring reads only Data.X: W and Y hold the treatment and outcome where
+// they are valid numbers and NaN elsewhere. When no row is waiting, the
+// Records are empty and Data is nil. It fails with ErrNoRun when no run is
+// current.
+func (s *Site) UnscoredRows(ctx context.Context) (*Records, error) {
+	var recs *Records
+	err := s.readTx(ctx, "read unscored rows from", func(tx *sql.Tx) error {
+		run, err := currentRun(ctx, tx)
+		if err != nil {
+			return err
+		}
+		p := &plan{Layout: run.Layout}
+		for _, b := range run.Layout.Binary {
+			t := typeContinuous
+			if b {
+				t = typeBinary
+			}
+			p.types = append(p.types, t)
+		}
+		recs, err = s.readRows(ctx, tx, p, true)
+		return err
+	})
+	return recs, err
+}
+
+// readRows reads and validates the rows of p's table: all of them for
+// training, or only those without a CATE or rejection for scoring.
+func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool) (*Records, error) {
+	query, err := selectRows(p.Layout, scoring)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	v := newValidator(s.path, p, scoring)
+	vals := make([]any, 3+len(p.Covariates))
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		if err := v.add(vals); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return v.finish()
+}
+
+// selectRows returns the query that reads p's columns: id, treatment,
+// outcome, then the covariates. Each column is read as +"name", an
+// expression without declared type, so that the driver hands over values
+// exactly as stored (it would turn a text in a DATE column into a time).
+func selectRows(l Layout, scoring bool) (string, error) {
+	qt, err := sqlfiles.QuoteIdent(l.Table)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for i, c := range append([]string{l.ID, l.Treatment, l.Outcome}, l.Covariates...) {
+		qc, err := sqlfiles.QuoteIdent(c)
+		if err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("+r." + qc)
+	}
+	b.WriteString(" FROM " + qt + " AS r")
+	if scoring {
+		qi, _ := sqlfiles.QuoteIdent(l.ID)
+		fmt.Fprintf(&b, " WHERE NOT EXISTS (SELECT 1 FROM crff_cate AS c WHERE c.row_id = +r.%[1]s)"+
+			" AND NOT EXISTS (SELECT 1 FROM crff_rejected AS j WHERE j.row_id IS +r.%[1]s)", qi)
+	}
+	b.WriteString(" ORDER BY 1")
+	return b.String(), nil
+}
+
+// number returns v as a float64 and true when SQLite stores it as an
+// integer or a real.
+func number(v any) (float64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return float64(v), true
+	case float64:
+		return v, true
+	}
+	return 0, false
+}
+
+// isBit reports whether f is 0 or 1.
+func isBit(f float64) bool { return f == 0 || f == 1 }
+
+// covariateFault returns the fault of covariate value v, or nil.
+func covariateFault(v any, binary bool) error {
+	f, ok := number(v)
+	switch {
+	case v == nil:
+		return ErrNull
+	case !ok:
+		return ErrNotNumeric
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return ErrNotFinite
+	case binary && !isBit(f):
+		return ErrNotBinary
+	}
+	return nil
+}
+
+// outcomeFault returns the fault of outcome value v, or nil.
+func outcomeFault(v any, binary bool) error {
+	f, ok := number(v)
+	switch {
+	case v == nil:
+		return ErrNullOutcome
+	case !ok:
+		return ErrNotNumeric
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return ErrNotFinite
+	case binary && !isBit(f):
+		return ErrBinaryOutcome
+	}
+	return nil
+}
+
+// emptyError is ErrEmpty, saying why when rows were read.
+func emptyError(read int) error {
+	if read == 0 {
+		return ErrEmpty
+	}
+	return fmt.Errorf("%w: all %d rows were rejected", ErrEmpty, read)
+}
+
+// joinFaults returns the one error, or the errors joined.
+func joinFaults(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+// toDense returns the n×d matrix of rows, or nil when n is 0.
+func toDense(n, d int, flat []float64) *mat.Dense {
+	if n == 0 || d == 0 {
+		return nil
+	}
+	return mat.NewDense(n, d, flat)
+}

@@ -1,0 +1,438 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/crffd/crffd/store"
+)
+
+// TestReadRecordsRefuses covers every validation case: each read fails with
+// the right sentinel and a message naming the file, the column and the
+// offending ids, and leaves the user's table byte for byte as it was.
+func TestReadRecordsRefuses(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  []string
+		args   []any // for the last setup statement
+		source func(*store.Source)
+		want   error
+		msg    string // expected after the file's name
+	}{
+		{
+			name:   "missing table",
+			source: func(s *store.Source) { s.Table = "patients" },
+			want:   store.ErrMissingTable,
+			msg:    `table "patients": no such table or view`,
+		},
+		{
+			name:   "missing column",
+			source: func(s *store.Source) { s.OutcomeColumn = "los" },
+			want:   store.ErrMissingColumn,
+			msg:    `table "records", column "los": no such column`,
+		},
+		{
+			name:   "missing covariate",
+			source: func(s *store.Source) { s.Covariates = []string{"age", "height"} },
+			want:   store.ErrMissingColumn,
+			msg:    `column "height": no such column`,
+		},
+		{
+			name:   "missing identity column",
+			source: func(s *store.Source) { s.IdentityColumns = []string{"name"} },
+			want:   store.ErrMissingColumn,
+			msg:    `column "name": no such column`,
+		},
+		{
+			name:  "NULL covariate",
+			setup: []string{`UPDATE records SET age = NULL WHERE patient_id IN (3, 7)`},
+			want:  store.ErrNull,
+			msg:   `column "age": NULL value in 2 rows (ids 3, 7)`,
+		},
+		{
+			name:  "NaN covariate",
+			setup: []string{`UPDATE records SET bmi = ? WHERE patient_id = 5`},
+			args:  []any{math.NaN()},
+			want:  store.ErrNull,
+			msg:   `column "bmi": NULL value in 1 row (id 5)`,
+		},
+		{
+			name:  "text covariate",
+			setup: []string{`UPDATE records SET bmi = 'n/a' WHERE patient_id = 4`},
+			want:  store.ErrNotNumeric,
+			msg:   `column "bmi": not a number in 1 row (id 4)`,
+		},
+		{
+			name:  "blob covariate",
+			setup: []string{`UPDATE records SET bmi = x'00ff' WHERE patient_id = 4`},
+			want:  store.ErrNotNumeric,
+			msg:   `column "bmi": not a number in 1 row (id 4)`,
+		},
+		{
+			name:  "+Inf covariate stored as 9e999",
+			setup: []string{`UPDATE records SET age = 9e999 WHERE patient_id = 2`},
+			want:  store.ErrNotFinite,
+			msg:   `column "age": not a finite number in 1 row (id 2)`,
+		},
+		{
+			name:  "-Inf covariate",
+			setup: []string{`UPDATE records SET age = -9e999 WHERE patient_id IN (2, 4)`},
+			want:  store.ErrNotFinite,
+			msg:   `column "age": not a finite number in 2 rows (ids 2, 4)`,
+		},
+		{
+			name:  "Inf bound from Go",
+			setup: []string{`UPDATE records SET age = ? WHERE patient_id = 6`},
+			args:  []any{math.Inf(1)},
+			want:  store.ErrNotFinite,
+			msg:   `column "age": not a finite number in 1 row (id 6)`,
+		},
+		{
+			name:  "many offending rows",
+			setup: []string{`UPDATE records SET bmi = NULL WHERE patient_id > 3`},
+			want:  store.ErrNull,
+			msg:   `column "bmi": NULL value in 9 rows (first ids 4, 5, 6, 7, 8)`,
+		},
+		{
+			name:   "binary covariate not 0/1",
+			setup:  []string{`UPDATE records SET smoker = 2 WHERE patient_id = 8`},
+			source: func(s *store.Source) { s.Binary = []string{"smoker"} },
+			want:   store.ErrNotBinary,
+			msg:    `column "smoker": binary covariate is not 0 or 1 in 1 row (id 8)`,
+		},
+		{
+			name:  "treatment 2",
+			setup: []string{`UPDATE records SET treated = 2 WHERE patient_id = 9`},
+			want:  store.ErrTreatment,
+			msg:   `column "treated": treatment is not 0 or 1 in 1 row (id 9)`,
+		},
+		{
+			name:  "treatment NULL and text",
+			setup: []string{`UPDATE records SET treated = CASE patient_id WHEN 1 THEN NULL ELSE 'yes' END WHERE patient_id IN (1, 10)`},
+			want:  store.ErrTreatment,
+			msg:   `column "treated": treatment is not 0 or 1 in 2 rows (ids 1, 10)`,
+		},
+		{
+			name:  "treatment 0.5",
+			setup: []string{`UPDATE records SET treated = 0.5 WHERE patient_id = 11`},
+			want:  store.ErrTreatment,
+			msg:   `column "treated": treatment is not 0 or 1 in 1 row (id 11)`,
+		},
+		{
+			name:  "NULL outcome",
+			setup: []string{`UPDATE records SET outcome = NULL WHERE patient_id = 12`},
+			want:  store.ErrNullOutcome,
+			msg:   `column "outcome": outcome is NULL in 1 row (id 12)`,
+		},
+		{
+			name:  "infinite outcome",
+			setup: []string{`UPDATE records SET outcome = 9e999 WHERE patient_id = 12`},
+			want:  store.ErrNotFinite,
+			msg:   `column "outcome": not a finite number in 1 row (id 12)`,
+		},
+		{
+			name:  "binary outcome not 0/1",
+			setup: []string{`UPDATE records SET recovered = 3 WHERE patient_id IN (2, 5)`},
+			source: func(s *store.Source) {
+				s.OutcomeColumn, s.OutcomeType, s.Covariates = "recovered", store.OutcomeBinary, []string{"age", "bmi"}
+			},
+			want: store.ErrBinaryOutcome,
+			msg:  `column "recovered": binary outcome is not 0 or 1 in 2 rows (ids 2, 5)`,
+		},
+		{
+			name:  "duplicate ids",
+			setup: []string{`UPDATE records SET patient_id = 4 WHERE patient_id IN (6, 8)`},
+			want:  store.ErrDuplicateID,
+			msg:   `column "patient_id": duplicate id in 3 rows (ids 4, 4, 4)`,
+		},
+		{
+			name:  "NULL id",
+			setup: []string{`UPDATE records SET patient_id = NULL WHERE patient_id = 3`},
+			want:  store.ErrBadID,
+			msg:   `column "patient_id": id is not an integer or a text in 1 row (id NULL)`,
+		},
+		{
+			name:  "empty table",
+			setup: []string{`DELETE FROM records`},
+			want:  store.ErrEmpty,
+			msg:   `table "records": no rows`,
+		},
+		{
+			name:  "no treated rows",
+			setup: []string{`UPDATE records SET treated = 0`},
+			want:  store.ErrNoTreated,
+			msg:   `column "treated": no treated rows (treatment = 1)`,
+		},
+		{
+			name:  "no control rows",
+			setup: []string{`UPDATE records SET treated = 1`},
+			want:  store.ErrNoControl,
+			msg:   `column "treated": no control rows (treatment = 0)`,
+		},
+		{
+			name:  "no covariates",
+			setup: []string{`CREATE TABLE bare (id INTEGER, w INTEGER, y REAL, name TEXT)`, `INSERT INTO bare VALUES (1, 0, 1.0, 'a'), (2, 1, 2.0, 'b')`},
+			source: func(s *store.Source) {
+				s.Table, s.IDColumn, s.TreatmentColumn, s.OutcomeColumn = "bare", "id", "w", "y"
+			},
+			want: store.ErrNoCovariates,
+			msg:  `table "bare": no covariate columns`,
+		},
+	}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := newRecordsFile(t, tt.setup[:max(0, len(tt.setup)-1)]...)
+			if len(tt.setup) > 0 {
+				execSQL(t, path, tt.setup[len(tt.setup)-1], tt.args...)
+			}
+			src := recordsSource(path)
+			if tt.source != nil {
+				tt.source(&src)
+			}
+			table := src.Table
+			if tt.want == store.ErrMissingTable {
+				table = "records"
+			}
+			before := tableDigest(t, path, table)
+			s := openSite(t, path)
+			recs, err := s.ReadRecords(ctx, src)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("ReadRecords: err = %v, want %v", err, tt.want)
+			}
+			if recs != nil {
+				t.Errorf("ReadRecords returned records with an error")
+			}
+			want := `site "` + path + `", ` + tt.msg
+			if !strings.HasPrefix(err.Error(), `site "`+path+`"`) || !strings.HasSuffix(err.Error(), tt.msg) {
+				t.Errorf("message\n got %s\nwant %s", err, want)
+			}
+			var ve *store.ValidationError
+			if !errors.As(err, &ve) || ve.File != path {
+				t.Errorf("err is not a *ValidationError naming the file: %#v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if after := tableDigest(t, path, table); after != before {
+				t.Errorf("user table changed:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+// TestReadRecordsJoinsFaults checks that several faults are all reported.
+func TestReadRecordsJoinsFaults(t *testing.T) {
+	path := newRecordsFile(t,
+		`UPDATE records SET age = NULL WHERE patient_id = 2`,
+		`UPDATE records SET treated = 7 WHERE patient_id = 5`)
+	s := openSite(t, path)
+	_, err := s.ReadRecords(context.Background(), recordsSource(path))
+	if !errors.Is(err, store.ErrNull) || !errors.Is(err, store.ErrTreatment) {
+		t.Fatalf("err = %v, want both ErrNull and ErrTreatment", err)
+	}
+	if lines := strings.Split(err.Error(), "\n"); len(lines) != 2 {
+		t.Errorf("want one line per fault, got %q", err)
+	}
+}
+
+// TestReadRecordsSkip checks on_invalid: skip: bad rows are left out and
+// listed, the others are read, and the user's table is unchanged.
+func TestReadRecordsSkip(t *testing.T) {
+	path := newRecordsFile(t,
+		`UPDATE records SET age = NULL WHERE patient_id = 2`,
+		`UPDATE records SET bmi = 9e999, treated = 5 WHERE patient_id = 5`,
+		`UPDATE records SET patient_id = 9 WHERE patient_id = 10`)
+	before := tableDigest(t, path, "records")
+	s := openSite(t, path)
+	src := recordsSource(path)
+	src.OnInvalid = store.Skip
+	recs, err := s.ReadRecords(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs.Read != 12 || recs.Len() != 8 || recs.Data.Rows() != 8 {
+		t.Errorf("read %d, kept %d (%d data rows), want 12 and 8", recs.Read, recs.Len(), recs.Data.Rows())
+	}
+	var got []string
+	for _, r := range recs.Rejected {
+		got = append(got, r.RowID.String()+" "+r.Column+": "+r.Reason)
+	}
+	want := []string{
+		"2 age: NULL value",
+		"5 treated: treatment is not 0 or 1",
+		"5 bmi: not a finite number",
+		"9 patient_id: duplicate id",
+		"9 patient_id: duplicate id",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rejected\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, id := range recs.IDs {
+		if n, _ := id.Int(); n == 2 || n == 5 || n == 9 {
+			t.Errorf("rejected row %s was kept", id)
+		}
+	}
+	if err := s.BeginRun(context.Background(), "r1", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	res := fakeResults(recs.IDs, 1)
+	res.Rejected = recs.Rejected
+	if err := s.WriteResults(context.Background(), "r1", res); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.ReadRejected(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != len(want) || stored[0].Run != "r1" || stored[0].Reason != "NULL value" {
+		t.Errorf("crff_rejected = %+v", stored)
+	}
+	s.Close()
+	if after := tableDigest(t, path, "records"); after != before {
+		t.Errorf("user table changed:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestReadRecordsSkipStillRefuses checks that skipping cannot hide a site
+// with nothing left to train on.
+func TestReadRecordsSkipStillRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup string
+		want  error
+		msg   string
+	}{
+		{"all rejected", `UPDATE records SET age = NULL`, store.ErrEmpty, `no rows: all 12 rows were rejected`},
+		{"no control left", `UPDATE records SET outcome = NULL WHERE treated = 0`, store.ErrNoControl, `no control rows (treatment = 0)`},
+		{"no treated left", `UPDATE records SET treated = 3 WHERE treated = 1`, store.ErrNoTreated, `no treated rows (treatment = 1)`},
+		{"empty table", `DELETE FROM records`, store.ErrEmpty, `table "records": no rows`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := newRecordsFile(t, tt.setup)
+			before := tableDigest(t, path, "records")
+			s := openSite(t, path)
+			src := recordsSource(path)
+			src.OnInvalid = store.Skip
+			_, err := s.ReadRecords(context.Background(), src)
+			if !errors.Is(err, tt.want) || !strings.HasSuffix(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want %v ending %q", err, tt.want, tt.msg)
+			}
+			s.Close()
+			if after := tableDigest(t, path, "records"); after != before {
+				t.Errorf("user table changed")
+			}
+		})
+	}
+}
+
+// TestReadRecordsLayout checks covariate selection and type detection.
+func TestReadRecordsLayout(t *testing.T) {
+	path := newRecordsFile(t,
+		`CREATE VIEW cohort AS SELECT patient_id AS pid, age / 10.0 AS decade, smoker + 0 AS smokes,
+		        note, treated AS w, recovered AS y FROM records WHERE patient_id <= 10`)
+	s := openSite(t, path)
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		src        store.Source
+		covariates string
+		binary     []bool
+		binaryY    bool
+		rows       int
+	}{
+		{
+			name:       "all numeric columns",
+			src:        recordsSource(path),
+			covariates: "age smoker bmi recovered",
+			binary:     []bool{false, true, false, true},
+			rows:       12,
+		},
+		{
+			name: "listed, case-insensitive, typed",
+			src: func() store.Source {
+				s := recordsSource(path)
+				s.Covariates, s.Continuous, s.IdentityColumns = []string{"BMI", "Smoker"}, []string{"smoker"}, []string{"note"}
+				return s
+			}(),
+			covariates: "bmi smoker",
+			binary:     []bool{false, false},
+			rows:       12,
+		},
+		{
+			name: "view with untyped columns, binary outcome detected",
+			src: store.Source{Table: "cohort", DB: path, IDColumn: "pid", TreatmentColumn: "w",
+				OutcomeColumn: "y"},
+			covariates: "decade smokes",
+			binary:     []bool{false, true},
+			binaryY:    true,
+			rows:       10,
+		},
+		{
+			name: "identity columns are not covariates",
+			src: func() store.Source {
+				s := recordsSource(path)
+				s.IdentityColumns = []string{"age", "visit"}
+				return s
+			}(),
+			covariates: "smoker bmi recovered",
+			binary:     []bool{true, false, true},
+			rows:       12,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, err := s.ReadRecords(ctx, tt.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(recs.Layout.Covariates, " "); got != tt.covariates {
+				t.Errorf("covariates %q, want %q", got, tt.covariates)
+			}
+			if !equalBools(recs.Schema.Binary, tt.binary) || recs.Schema.BinaryOutcome != tt.binaryY {
+				t.Errorf("schema %+v, want binary %v, outcome %v", recs.Schema, tt.binary, tt.binaryY)
+			}
+			n, d := recs.Data.X.Dims()
+			if n != tt.rows || d != len(tt.binary) || len(recs.IDs) != n || len(recs.Data.W) != n {
+				t.Errorf("data %d×%d with %d ids, want %d rows", n, d, len(recs.IDs), tt.rows)
+			}
+		})
+	}
+}
+
+func TestReadRecordsValues(t *testing.T) {
+	path := newRecordsFile(t, `UPDATE records SET patient_id = 'p' || patient_id WHERE patient_id > 10`)
+	s := openSite(t, path)
+	src := recordsSource(path)
+	src.Covariates = []string{"age", "smoker"}
+	recs, err := s.ReadRecords(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Integers sort before texts, as in SQLite.
+	if got := recs.IDs[0].String() + " " + recs.IDs[11].String(); got != `1 "p12"` {
+		t.Errorf("first and last ids %s", got)
+	}
+	if x := recs.Data.X.RawRowView(1); x[0] != 51.5 || x[1] != 1 {
+		t.Errorf("row of id 2 = %v", x)
+	}
+	if recs.Data.W[1] != 0 || recs.Data.Y[1] != 1.5 {
+		t.Errorf("w, y of id 2 = %v, %v", recs.Data.W[1], recs.Data.Y[1])
+	}
+}
+
+func equalBools(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+)
+
+// ReadCATE returns crff_cate: the CATE of every scored row of the current
+// run, in ascending row id order.
+func (s *Site) ReadCATE(ctx context.Context) ([]CATE, error) {
+	var out []CATE
+	err := s.readTx(ctx, "read crff_cate from", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx,
+			`SELECT row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at FROM crff_cate ORDER BY row_id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c CATE
+			var at string
+			if err := rows.Scan(&c.RowID, &c.CATE, &c.SD, &c.Lower, &c.Upper, &c.Y0, &c.Y1, &c.Propensity, &c.Run, &at); err != nil {
+				return err
+			}
+			if c.ScoredAt, err = parseTime(at); err != nil {
+				return fmt.Errorf("%w: crff_cate.scored_at: %w", ErrCorrupt, err)
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// ReadATE returns crff_ate: the local ATE, then the global one, where
+// present.
+func (s *Site) ReadATE(ctx context.Context) ([]ATE, error) {
+	var out []ATE
+	err := s.readTx(ctx, "read crff_ate from", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx,
+			`SELECT scope, ate, se, n, run, computed_at FROM crff_ate ORDER BY scope = 'global', scope`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a ATE
+			var se sql.NullFloat64
+			var at string
+			if err := rows.Scan(&a.Scope, &a.ATE, &se, &a.N, &a.Run, &at); err != nil {
+				return err
+			}
+			a.SE = math.NaN()
+			if se.Valid {
+				a.SE = se.Float64
+			}
+			if a.ComputedAt, err = parseTime(at); err != nil {
+				return fmt.Errorf("%w: crff_ate.computed_at: %w", ErrCorrupt, err)
+			}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// ReadTransfer returns crff_transfer, ordered by peer and model.
+func (s *Site) ReadTransfer(ctx context.Context) ([]Transfer, error) {
+	var out []Transfer
+	err := s.readTx(ctx, "read crff_transfer from", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT peer, model, lambda, run FROM crff_transfer ORDER BY peer, model`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var t Transfer
+			if err := rows.Scan(&t.Peer, &t.Model, &t.Lambda, &t.Run); err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// ReadRejected returns crff_rejected, in the order the faults were written.
+// Rejection.Err is nil: only the reason's text is stored.
+func (s *Site) ReadRejected(ctx context.Context) ([]Rejection, error) {
+	var out []Rejection
+	err := s.readTx(ctx, "read crff_rejected from", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT row_id, column_name, reason, run FROM crff_rejected ORDER BY rowid`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r Rejection
+			if err := rows.Scan(&r.RowID, &r.Column, &r.Reason, &r.Run); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -1,0 +1,256 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// CATE is the estimated effect for one row.
+type CATE struct {
+	RowID      RowID
+	CATE       float64 // mean of the sampled effects ŷ1 − ŷ0
+	SD         float64 // their standard deviation
+	Lower      float64 // their 2.5% quantile
+	Upper      float64 // their 97.5% quantile
+	Y0, Y1     float64 // mean predicted outcome under control and under treatment
+	Propensity float64 // p(w=1|x)
+
+	Run      string    // set when read back; ignored when writing
+	ScoredAt time.Time // set when read back; ignored when writing
+}
+
+// Scope is the scope of an average treatment effect.
+type Scope string
+
+// Scopes of crff_ate.
+const (
+	ScopeLocal  Scope = "local"  // over this site's rows
+	ScopeGlobal Scope = "global" // over every site of the federation
+)
+
+// ATE is an average treatment effect.
+type ATE struct {
+	Scope Scope
+	ATE   float64
+	SE    float64 // standard error; NaN when unknown (stored as NULL)
+	N     int     // rows it averages over
+
+	Run        string    // set when read back; ignored when writing
+	ComputedAt time.Time // set when read back; ignored when writing
+}
+
+// Transfer is a learned transfer factor λ from this site to a peer, for
+// one model.
+type Transfer struct {
+	Peer   string
+	Model  string
+	Lambda float64 // in [0, 1]
+
+	Run string // set when read back; ignored when writing
+}
+
+// Results are everything a run publishes at a site.
+type Results struct {
+	CATE     []CATE      // one per scored row, each id once
+	ATE      []ATE       // at most one per scope
+	Transfer []Transfer  // at most one per (peer, model)
+	Rejected []Rejection // the rows left out of the run (Records.Rejected)
+}
+
+// WriteResults publishes run's results: in one transaction it replaces
+// everything in crff_cate, crff_ate, crff_transfer and crff_rejected with
+// res, makes run the current run, deletes every other run together with its
+// model state, and (re)creates the crff_cate_records view over the run's
+// table. Readers in other connections and processes see either the old
+// results or the new ones, never a mix, and a crash at any moment leaves one
+// or the other. The run must have been recorded with BeginRun (or be the
+// current run, to rewrite its results). WriteResults never touches the
+// user's tables.
+func (s *Site) WriteResults(ctx context.Context, run string, res Results) error {
+	if err := checkResults(res); err != nil {
+		return fmt.Errorf("write results of run %q to %q: %w", run, s.path, err)
+	}
+	err := s.writeTx(ctx, "write results to", func(tx *sql.Tx) error {
+		r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
+		if err != nil {
+			return fmt.Errorf("run %q: %w", run, err)
+		}
+		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected"} {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
+				return err
+			}
+		}
+		// Delete every other run (the old current one included, and with
+		// it its model state), then promote this one.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM crff_run WHERE run <> ?`, run); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE crff_run SET state = 'current', published_at = ? WHERE run = ?`, now(), run); err != nil {
+			return err
+		}
+		if err := insertCATE(ctx, tx, run, res.CATE, false); err != nil {
+			return err
+		}
+		if err := upsertATE(ctx, tx, run, res.ATE); err != nil {
+			return err
+		}
+		if err := insertTransfer(ctx, tx, run, res.Transfer); err != nil {
+			return err
+		}
+		if err := insertRejected(ctx, tx, run, res.Rejected); err != nil {
+			return err
+		}
+		return s.ensureCateRecords(ctx, tx, r.Layout)
+	})
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "run published", "path", s.path, "run", run,
+		"rows", len(res.CATE), "rejected", len(res.Rejected))
+	return nil
+}
+
+// AppendScores adds the CATE of rows scored after run's results were
+// written (see UnscoredRows), and the faults of rows left out, in one
+// transaction. A row that already has a CATE keeps it, so that a repeated
+// call is harmless. It fails with ErrStaleRun when run is no longer the
+// current run, so that scores from an old model never mix with a new run's.
+// The ATEs are not recomputed; use WriteATE for that.
+func (s *Site) AppendScores(ctx context.Context, run string, scores []CATE, rejected []Rejection) error {
+	if err := checkCATE(scores); err != nil {
+		return fmt.Errorf("append scores of run %q to %q: %w", run, s.path, err)
+	}
+	return s.writeTx(ctx, "append scores to", func(tx *sql.Tx) error {
+		if err := requireCurrent(ctx, tx, run); err != nil {
+			return err
+		}
+		if err := insertCATE(ctx, tx, run, scores, true); err != nil {
+			return err
+		}
+		return insertRejected(ctx, tx, run, rejected)
+	})
+}
+
+// WriteATE sets ATEs of the current run, replacing those of the same scope;
+// for example the global ATE, which arrives from the coordinator after the
+// site's results are written. It fails with ErrStaleRun when run is not the
+// current run.
+func (s *Site) WriteATE(ctx context.Context, run string, ates ...ATE) error {
+	if err := checkATE(ates); err != nil {
+		return fmt.Errorf("write ATE of run %q to %q: %w", run, s.path, err)
+	}
+	return s.writeTx(ctx, "write ATE to", func(tx *sql.Tx) error {
+		if err := requireCurrent(ctx, tx, run); err != nil {
+			return err
+		}
+		return upsertATE(ctx, tx, run, ates)
+	})
+}
+
+// WriteTransfer replaces the transfer factors of the current run. It fails
+// with ErrStaleRun when run is not the current run.
+func (s *Site) WriteTransfer(ctx context.Context, run string, ts []Transfer) error {
+	if err := checkTransfer(ts); err != nil {
+		return fmt.Errorf("write transfer factors of run %q to %q: %w", run, s.path, err)
+	}
+	return s.writeTx(ctx, "write transfer factors to", func(tx *sql.Tx) error {
+		if err := requireCurrent(ctx, tx, run); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM crff_transfer`); err != nil {
+			return err
+		}
+		return insertTransfer(ctx, tx, run, ts)
+	})
+}
+
+// requireCurrent fails unless run is the current run.
+func requireCurrent(ctx context.Context, q querier, run string) error {
+	st, err := runState(ctx, q, run)
+	if errors.Is(err, ErrNoRun) {
+		return fmt.Errorf("%w: %w (replaced by a newer run?)", ErrStaleRun, err)
+	}
+	if err != nil {
+		return err
+	}
+	if st != RunCurrent {
+		return fmt.Errorf("%w: run %q is %s", ErrStaleRun, run, st)
+	}
+	return nil
+}
+
+func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreScored bool) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	q := `INSERT INTO crff_cate (row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at)
+	      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if ignoreScored {
+		q += ` ON CONFLICT (row_id) DO NOTHING`
+	}
+	st, err := tx.PrepareContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	at := now()
+	for _, c := range cs {
+		if _, err := st.ExecContext(ctx, c.RowID, c.CATE, c.SD, c.Lower, c.Upper, c.Y0, c.Y1, c.Propensity, run, at); err != nil {
+			return fmt.Errorf("CATE of row %s: %w", c.RowID, err)
+		}
+	}
+	return nil
+}
+
+func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {
+	at := now()
+	for _, a := range as {
+		var se any
+		if !math.IsNaN(a.SE) {
+			se = a.SE
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO crff_ate (scope, ate, se, n, run, computed_at) VALUES (?, ?, ?, ?, ?, ?)
+			 ON CONFLICT (scope) DO UPDATE SET ate = excluded.ate, se = excluded.se, n = excluded.n,
+			     run = excluded.run, computed_at = excluded.computed_at`,
+			string(a.Scope), a.ATE, se, a.N, run, at); err != nil {
+			return fmt.Errorf("%s ATE: %w", a.Scope, err)
+		}
+	}
+	return nil
+}
+
+func insertTransfer(ctx context.Context, tx *sql.Tx, run string, ts []Transfer) error {
+	for _, t := range ts {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO crff_transfer (peer, model, lambda, run) VALUES (?, ?, ?, ?)`,
+			t.Peer, t.Model, t.Lambda, run); err != nil {
+			return fmt.Errorf("transfer factor to %q for %q: %w", t.Peer, t.Model, err)
+		}
+	}
+	return nil
+}
+
+func insertRejected(ctx context.Context, tx *sql.Tx, run string, rs []Rejection) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	st, err := tx.PrepareContext(ctx,
+		`INSERT INTO crff_rejected (row_id, column_name, reason, run, rejected_at) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	at := now()
+	for _, r := range rs {
+		if _, err := st.ExecContext(ctx, r.RowID, r.Column, r.Reason, run, at); err != nil {
+			return fmt.Errorf("rejection of row %s: %w", r.RowID, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// DefaultBusyTimeout is how long a statement waits for another connection's
+// lock before it fails with ErrLocked, when Options.BusyTimeout is zero.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Options configure Open. The zero value is ready to use.
+type Options struct {
+	// BusyTimeout is how long to wait for a lock held by another connection
+	// (another process, or the sqlite3 shell) before failing with
+	// ErrLocked. Zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration `mapstructure:"busy_timeout" yaml:"busy_timeout,omitempty"`
+	// Create makes Open create the file when it does not exist. Without it
+	// a missing file is an error (fs.ErrNotExist), so that a typo in a path
+	// never starts an empty site.
+	Create bool `mapstructure:"-" yaml:"-"`
+	// Logger receives the store's structured log (migrations, runs
+	// published, views recreated), never a record's values. Nil discards it.
+	Logger *slog.Logger `mapstructure:"-" yaml:"-"`
+}
+
+// Site is an open site file. Its methods are safe for concurrent use. Writes
+// go through one connection, in IMMEDIATE transactions; reads use a separate
+// pool of read-only connections, so reading never blocks on crffd's own
+// writes (the file is in WAL mode).
+type Site struct {
+	path    string
+	timeout time.Duration
+	log     *slog.Logger
+	rw      *sql.DB // one connection, BEGIN IMMEDIATE
+	ro      *sql.DB // query_only connections
+	closed  atomic.Bool
+}
+
+// sqliteHeader starts every SQLite database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// Open opens the site file at path: it checks that the file is an SQLite
+// database, switches it to WAL mode, enables foreign keys and the busy
+// timeout, and applies the crff_ schema migrations the file lacks. It
+// refuses a file whose crff_ schema is newer than this binary
+// (ErrSchemaTooNew). Open never changes the user's tables.
+//
+// Errors name the file and wrap ErrNotSQLite, ErrLocked, ErrSchemaTooNew or
+// fs.ErrNotExist where they apply.
+func Open(ctx context.Context, path string, opts Options) (*Site, error) {
+	if path == "" {
+		return nil, errors.New("open site: empty path")
+	}
+	s := &Site{path: path, timeout: opts.BusyTimeout, log: opts.Logger}
+	if s.timeout <= 0 {
+		s.timeout = DefaultBusyTimeout
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkFile(path, opts.Create); err != nil {
+		return nil, fmt.Errorf("open site %q: %w", path, err)
+	}
+	if err := s.open(ctx, opts.Create); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkFile refuses a path that is missing (unless create), not a regular
+// file, or not an SQLite database. An empty file is an empty database, as
+// SQLite has it.
+func checkFile(path string, create bool) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: not a regular file", ErrNotSQLite)
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
+		return fmt.Errorf("%w: the file does not start with the SQLite header", ErrNotSQLite)
+	}
+	return nil
+}
+
+// dsn returns the modernc.org/sqlite data source name for path. The path is
+// given as a file: URI so that no character of it is taken for a parameter.
+func (s *Site) dsn(create, readOnly bool) string {
+	mode := "rw"
+	if create {
+		mode = "rwc"
+	}
+	q := url.Values{}
+	q.Set("mode", mode)
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", s.timeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return "file:" + esc.Replace(s.path) + "?" + q.Encode()
+}
+
+func (s *Site) open(ctx context.Context, create bool) error {
+	var err error
+	if s.rw, err = sql.Open("sqlite", s.dsn(create, false)); err != nil {
+		return s.wrap("open site", err)
+	}
+	s.rw.SetMaxOpenConns(1)
+	s.rw.SetMaxIdleConns(1)
+	s.rw.SetConnMaxIdleTime(0)
+	s.rw.SetConnMaxLifetime(0)
+	var mode string
+	if err := s.rw.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return s.wrap("open site", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("open site %q: cannot switch to WAL mode (journal mode is %q)", s.path, mode)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	if s.ro, err = sql.Open("sqlite", s.dsn(false, true)); err != nil {
+		return s.wrap("open site", err)
+	}
+	if err := s.ro.PingContext(ctx); err != nil {
+		return s.wrap("open site", err)
+	}
+	return nil
+}
+
+// Path returns the site file's path as given to Open.
+func (s *Site) Path() string { return s.path }
+
+// Close closes the site's connections. It is safe to call more than once.
+func (s *Site) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	for _, db := range []*sql.DB{s.ro, s.rw} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close site %q: %w", s.path, err)
+	}
+	return nil
+}
+
+// usable returns ErrClosed, wrapped, after Close.
+func (s *Site) usable(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%s %q: %w", op, s.path, ErrClosed)
+	}
+	return nil
+}
+
+// wrap names the operation and the file in err, and adds the sentinel that
+// an SQLite error code stands for: ErrLocked for a busy or locked database,
+// ErrNotSQLite for a file that is not a database.
+func (s *Site) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return err // names the file already
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("%s %q: %w for longer than the busy timeout (%v): %w", op, s.path, ErrLocked, s.timeout, err)
+		case sqlite3.SQLITE_NOTADB:
+			return fmt.Errorf("%s %q: %w: %w", op, s.path, ErrNotSQLite, err)
+		}
+	}
+	return fmt.Errorf("%s %q: %w", op, s.path, err)
+}
+
+// writeTx runs fn in one IMMEDIATE transaction on the write connection and
+// commits it, or rolls it back when fn fails. Errors are wrapped by s.wrap.
+func (s *Site) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	tx, err := s.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return s.wrap(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(op, err)
+	}
+	return nil
+}
+
+// readTx runs fn in one read transaction on a read-only connection, so that
+// every query in fn sees the same snapshot of the file.
+func (s *Site) readTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	tx, err := s.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	defer func() { _ = tx.Rollback() }() // read-only: nothing to keep
+	if err := fn(tx); err != nil {
+		return s.wrap(op, err)
+	}
+	return nil
+}
+
+// now is the time stamp format of every crff_ table: RFC 3339, UTC,
+// milliseconds.
+func now() string { return formatTime(time.Now()) }
+
+const timeFormat = "2006-01-02T15:04:05.000Z"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func parseTime(s string) (time.Time, error) { return time.Parse(timeFormat, s) }

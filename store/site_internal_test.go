@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+)
+
+// TestConnectionSettings checks the per-connection settings Open promises:
+// foreign keys and the busy timeout on both pools, query_only on the
+// read pool.
+func TestConnectionSettings(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.sqlite"), Options{Create: true, BusyTimeout: 1234e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for name, db := range map[string]querier{"write": s.rw, "read": s.ro} {
+		var fk, busy, queryOnly int
+		if err := db.QueryRowContext(ctx, `SELECT (SELECT * FROM pragma_foreign_keys),
+			(SELECT * FROM pragma_busy_timeout), (SELECT * FROM pragma_query_only)`).Scan(&fk, &busy, &queryOnly); err != nil {
+			t.Fatal(err)
+		}
+		if fk != 1 || busy != 1234 || (queryOnly == 1) != (name == "read") {
+			t.Errorf("%s pool: foreign_keys %d, busy_timeout %d, query_only %d", name, fk, busy, queryOnly)
+		}
+	}
+	if _, err := s.ro.ExecContext(ctx, `CREATE TABLE x (a)`); err == nil {
+		t.Error("the read pool can write")
+	}
+}
+
+func TestRowID(t *testing.T) {
+	tests := []struct {
+		in    any
+		str   string
+		valid bool
+	}{
+		{int64(17), "17", true},
+		{"abc", `"abc"`, true},
+		{nil, "NULL", false},
+		{1.5, "1.5", false},
+		{[]byte{0, 255}, "x'00ff'", false},
+	}
+	for _, tt := range tests {
+		id, err := rowIDOf(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id.String() != tt.str || id.Valid() != tt.valid {
+			t.Errorf("%v: %s valid %v", tt.in, id, id.Valid())
+		}
+		v, _ := id.Value()
+		back, _ := rowIDOf(v)
+		if back != id {
+			t.Errorf("%v does not survive Value/Scan", tt.in)
+		}
+	}
+	if _, err := rowIDOf(struct{}{}); err == nil {
+		t.Error("unsupported type accepted")
+	}
+}

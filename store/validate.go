@@ -1,0 +1,182 @@
+package store
+
+import (
+	"math"
+
+	"github.com/crffd/crffd/estimator"
+)
+
+// fault is one thing wrong with one row.
+type fault struct {
+	column string
+	err    error
+}
+
+// validator collects the rows of one read and what is wrong with them.
+type validator struct {
+	file    string
+	p       *plan
+	scoring bool
+	ids     []RowID
+	w, y    []float64
+	x       []float64 // row-major, every row read
+	faults  map[int][]fault
+	count   map[RowID]int
+}
+
+func newValidator(file string, p *plan, scoring bool) *validator {
+	return &validator{file: file, p: p, scoring: scoring, faults: map[int][]fault{}, count: map[RowID]int{}}
+}
+
+func (v *validator) fault(i int, column string, err error) {
+	v.faults[i] = append(v.faults[i], fault{column, err})
+}
+
+// add takes one row: id, treatment, outcome, covariates.
+func (v *validator) add(vals []any) error {
+	p := v.p
+	i := len(v.ids)
+	id, err := rowIDOf(vals[0])
+	if err != nil {
+		return err
+	}
+	v.ids = append(v.ids, id)
+	if id.Valid() {
+		v.count[id]++
+	} else {
+		v.fault(i, p.ID, ErrBadID)
+	}
+
+	w, wok := number(vals[1])
+	y, yok := number(vals[2])
+	if v.scoring {
+		// Scoring reads only the covariates: keep what is usable.
+		if !wok || !isBit(w) {
+			w = math.NaN()
+		}
+		if !yok || math.IsInf(y, 0) {
+			y = math.NaN()
+		}
+	} else {
+		if !wok || !isBit(w) {
+			v.fault(i, p.Treatment, ErrTreatment)
+		}
+		if err := outcomeFault(vals[2], p.BinaryOutcome); err != nil {
+			v.fault(i, p.Outcome, err)
+		}
+	}
+	v.w = append(v.w, w)
+	v.y = append(v.y, y)
+
+	for j, c := range p.Covariates {
+		val := vals[3+j]
+		if err := covariateFault(val, p.types[j] == typeBinary); err != nil {
+			v.fault(i, c, err)
+		}
+		f, _ := number(val)
+		v.x = append(v.x, f)
+	}
+	return nil
+}
+
+// finish checks what needs every row (duplicate ids, counts, automatic
+// types) and returns the Records, or the faults as errors.
+func (v *validator) finish() (*Records, error) {
+	p := v.p
+	n, d := len(v.ids), len(p.Covariates)
+	for i, id := range v.ids {
+		if id.Valid() && v.count[id] > 1 {
+			v.fault(i, p.ID, ErrDuplicateID)
+		}
+	}
+
+	// One ValidationError per (column, fault), in order of first
+	// appearance; one Rejection per fault of each row.
+	var errs []error
+	byFault := map[fault]*ValidationError{}
+	var rejected []Rejection
+	keep := make([]int, 0, n)
+	for i := range n {
+		fs := v.faults[i]
+		if len(fs) == 0 {
+			keep = append(keep, i)
+			continue
+		}
+		for _, f := range fs {
+			ve := byFault[f]
+			if ve == nil {
+				ve = &ValidationError{File: v.file, Table: p.Table, Column: f.column, Err: f.err}
+				byFault[f] = ve
+				errs = append(errs, ve)
+			}
+			ve.Rows++
+			if len(ve.RowIDs) < MaxRowIDs {
+				ve.RowIDs = append(ve.RowIDs, v.ids[i])
+			}
+			rejected = append(rejected, Rejection{RowID: v.ids[i], Column: f.column, Reason: f.err.Error(), Err: f.err})
+		}
+	}
+	if len(errs) > 0 && p.OnInvalid != Skip {
+		return nil, joinFaults(errs)
+	}
+
+	recs := &Records{Rejected: rejected, Read: n}
+	m := len(keep)
+	if m == 0 && !v.scoring {
+		return nil, &ValidationError{File: v.file, Table: p.Table, Err: emptyError(n)}
+	}
+	ids := make([]RowID, m)
+	w, y := make([]float64, m), make([]float64, m)
+	x := make([]float64, m*d)
+	treated := 0
+	for k, i := range keep {
+		ids[k], w[k], y[k] = v.ids[i], v.w[i], v.y[i]
+		copy(x[k*d:(k+1)*d], v.x[i*d:(i+1)*d])
+		if w[k] == 1 {
+			treated++
+		}
+	}
+	if !v.scoring {
+		switch {
+		case treated == 0:
+			return nil, &ValidationError{File: v.file, Table: p.Table, Column: p.Treatment, Err: ErrNoTreated}
+		case treated == m:
+			return nil, &ValidationError{File: v.file, Table: p.Table, Column: p.Treatment, Err: ErrNoControl}
+		}
+	}
+
+	// Settle the automatic types on the rows kept.
+	l := p.Layout
+	if !v.scoring {
+		l.Binary = make([]bool, d)
+		for j := range d {
+			switch p.types[j] {
+			case typeBinary:
+				l.Binary[j] = true
+			case typeAuto:
+				l.Binary[j] = allBits(x[j:], d)
+			}
+		}
+		if p.autoOutcome {
+			l.BinaryOutcome = allBits(y, 1)
+		}
+	}
+	recs.Layout = l
+	recs.Schema = l.Schema()
+	recs.IDs = ids
+	if m > 0 {
+		recs.Data = &estimator.Data{X: toDense(m, d, x), W: w, Y: y}
+	}
+	return recs, nil
+}
+
+// allBits reports whether every stride-th value of xs, from the first, is 0
+// or 1.
+func allBits(xs []float64, stride int) bool {
+	for i := 0; i < len(xs); i += stride {
+		if !isBit(xs[i]) {
+			return false
+		}
+	}
+	return true
+}
