@@ -14,7 +14,7 @@ import (
 )
 
 // Packages are the main packages Build compiles, relative to the module root.
-var Packages = []string{"./cmd/crffd", "./plugins/kernels/..."}
+var Packages = []string{"./cmd/crffd", "./plugins/kernels/...", "./plugins/transport/..."}
 
 var (
 	once     sync.Once

@@ -1,0 +1,315 @@
+package certs
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/crffd/crffd/federation/wire"
+)
+
+// File names and validity periods.
+const (
+	// CACertFile and CAKeyFile are the CA's files in its folder.
+	CACertFile = "ca.crt"
+	CAKeyFile  = "ca.key"
+	// CAValidity is how long a new CA is valid.
+	CAValidity = 10 * 365 * 24 * time.Hour
+	// CertValidity is how long an issued certificate is valid, at most
+	// until the CA expires.
+	CertValidity = 2 * 365 * 24 * time.Hour
+	// caCommonName is the subject of every federation CA.
+	caCommonName = "crffd federation CA"
+	// clockSkew backdates certificates so that a peer whose clock runs
+	// slightly behind accepts them at once.
+	clockSkew = time.Hour
+)
+
+// Sentinel errors returned, wrapped with detail, by this package.
+var (
+	// ErrExists reports that a file to be written exists already.
+	ErrExists = errors.New("file exists; refusing to overwrite it")
+	// ErrInvalid reports a certificate, key or CA that cannot be used.
+	ErrInvalid = errors.New("invalid certificate material")
+	// ErrName reports a certificate name that is not a federation name.
+	ErrName = errors.New("invalid certificate name")
+)
+
+// Files names a daemon's certificate files.
+type Files struct {
+	CA   string // the federation CA certificate (ca.crt)
+	Cert string // the daemon's certificate (NAME.crt)
+	Key  string // the daemon's private key (NAME.key)
+}
+
+// FilesIn returns the files Issue writes for name into dir.
+func FilesIn(dir, name string) Files {
+	return Files{
+		CA:   filepath.Join(dir, CACertFile),
+		Cert: filepath.Join(dir, name+".crt"),
+		Key:  filepath.Join(dir, name+".key"),
+	}
+}
+
+// Issued describes a certificate written by InitCA or Issue.
+type Issued struct {
+	Certificate *x509.Certificate
+	CertFile    string
+	KeyFile     string
+}
+
+// InitCA creates a federation CA in dir (created with mode 0700 if
+// missing): ca.crt and ca.key. It refuses, with ErrExists, if either file
+// exists.
+func InitCA(dir string) (*Issued, error) {
+	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("certs: create CA folder: %w", err)
+	}
+	if err := refuseExisting(certPath, keyPath); err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("certs: generate CA key: %w", err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: caCommonName, Organization: []string{"crffd"}},
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(CAValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("certs: sign CA certificate: %w", err)
+	}
+	return writePair(der, key, certPath, keyPath)
+}
+
+// Issue signs a certificate for the daemon name with the CA in caDir and
+// writes outDir/NAME.crt and outDir/NAME.key (outDir is created with mode
+// 0700 if missing), and a copy of ca.crt when outDir is another folder, so
+// that outDir holds everything the daemon needs. The certificate has
+// CommonName name, a DNS or IP subject alternative name per entry of hosts
+// (for example "127.0.0.1", "localhost", "coord.example.org": the coordinator
+// needs the host sites dial), and ExtKeyUsage ServerAuth and ClientAuth. It
+// refuses, with ErrExists, to overwrite a file.
+func Issue(caDir, name, outDir string, hosts []string) (*Issued, error) {
+	if err := wire.CheckName(name); err != nil {
+		return nil, fmt.Errorf("certs: %w: %w", ErrName, err)
+	}
+	if name == "ca" {
+		return nil, fmt.Errorf("certs: name %q is reserved for the CA's files: %w", name, ErrName)
+	}
+	ca, caKey, err := loadCA(caDir)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := leafTemplate(name, hosts, ca)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return nil, fmt.Errorf("certs: create output folder: %w", err)
+	}
+	f := FilesIn(outDir, name)
+	if err := refuseExisting(f.Cert, f.Key); err != nil {
+		return nil, err
+	}
+	if err := copyCA(ca, f.CA); err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("certs: generate key for %q: %w", name, err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("certs: sign certificate for %q: %w", name, err)
+	}
+	return writePair(der, key, f.Cert, f.Key)
+}
+
+// leafTemplate returns the certificate template of a daemon.
+func leafTemplate(name string, hosts []string, ca *x509.Certificate) (*x509.Certificate, error) {
+	serial, err := newSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	notAfter := now.Add(CertValidity)
+	if ca.NotAfter.Before(notAfter) {
+		notAfter = ca.NotAfter
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name, Organization: []string{"crffd federation"}},
+		NotBefore:    now.Add(-clockSkew),
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, h := range hosts {
+		switch ip := net.ParseIP(h); {
+		case ip != nil:
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		case h == "":
+			return nil, fmt.Errorf("certs: empty host name for %q: %w", name, ErrInvalid)
+		default:
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return tmpl, nil
+}
+
+// loadCA reads and checks the CA certificate and key in dir.
+func loadCA(dir string) (*x509.Certificate, crypto.Signer, error) {
+	cert, err := readCert(filepath.Join(dir, CACertFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, nil, fmt.Errorf("certs: %s is not a CA certificate: %w", filepath.Join(dir, CACertFile), ErrInvalid)
+	}
+	keyPath := filepath.Join(dir, CAKeyFile)
+	b, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: read CA key: %w", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "PRIVATE KEY" {
+		return nil, nil, fmt.Errorf("certs: %s holds no PKCS #8 private key: %w", keyPath, ErrInvalid)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: parse %s: %w: %w", keyPath, ErrInvalid, err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("certs: %s is not a signing key: %w", keyPath, ErrInvalid)
+	}
+	if pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(cert.PublicKey) {
+		return nil, nil, fmt.Errorf("certs: %s does not belong to %s: %w", keyPath, filepath.Join(dir, CACertFile), ErrInvalid)
+	}
+	return cert, signer, nil
+}
+
+// readCert reads the first certificate of a PEM file.
+func readCert(path string) (*x509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("certs: read certificate: %w", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("certs: %s holds no PEM certificate: %w", path, ErrInvalid)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("certs: parse %s: %w: %w", path, ErrInvalid, err)
+	}
+	return c, nil
+}
+
+// copyCA writes the CA certificate to path unless the same certificate is
+// there already; a different certificate is an ErrExists error.
+func copyCA(ca *x509.Certificate, path string) error {
+	if have, err := os.ReadFile(path); err == nil {
+		blk, _ := pem.Decode(have)
+		if blk != nil && bytes.Equal(blk.Bytes, ca.Raw) {
+			return nil
+		}
+		return fmt.Errorf("certs: %s holds another CA certificate: %w", path, ErrExists)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("certs: %w", err)
+	}
+	return writeNew(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o644)
+}
+
+// writePair writes a certificate and its key, removing both if either
+// cannot be written.
+func writePair(der []byte, key *ecdsa.PrivateKey, certPath, keyPath string) (*Issued, error) {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("certs: parse new certificate: %w", err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("certs: encode key: %w", err)
+	}
+	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeNew(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		os.Remove(keyPath)
+		return nil, err
+	}
+	return &Issued{Certificate: cert, CertFile: certPath, KeyFile: keyPath}, nil
+}
+
+// refuseExisting returns an ErrExists error naming the first path that exists.
+func refuseExisting(paths ...string) error {
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			return fmt.Errorf("certs: %s: %w", p, ErrExists)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("certs: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeNew creates path with perm and writes data, failing with ErrExists
+// if it exists. A partly written file is removed.
+func writeNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("certs: %s: %w", path, ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("certs: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// newSerial returns a random 128-bit serial number.
+func newSerial() (*big.Int, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, fmt.Errorf("certs: serial number: %w", err)
+	}
+	return n.Add(n, big.NewInt(1)), nil
+}

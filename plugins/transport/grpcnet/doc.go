@@ -1,0 +1,48 @@
+// Package grpcnet is crffd's grpc transport (the crff-transport-grpc
+// plugin): daemons talk gRPC over mutually authenticated TLS 1.3.
+//
+// The coordinator's transport listens on Config.Coordinator. Each site's
+// transport dials out to it and holds one bidirectional stream (netpb.Relay
+// Connect), over which envelopes flow both ways; the coordinator never
+// dials a site, so sites need no inbound connections. A site that loses
+// its connection reconnects with backoff and gets its stream back.
+//
+// # Identity
+//
+// Both ends present certificates issued by the federation CA (package
+// certs). The coordinator requires and verifies client certificates; a
+// certificate from another CA fails the TLS handshake, which the
+// coordinator logs with the reason. A peer's federation name is its
+// certificate's Subject CommonName, and it must equal the sender named in
+// every envelope that peer sends: the coordinator refuses, logs and
+// answers with the reason any envelope from a site whose certificate names
+// someone else, and a site likewise refuses envelopes whose sender is not
+// its coordinator's certificate name. A transport also refuses to start
+// when its own certificate's name differs from its configured name.
+//
+// # Delivery
+//
+// The coordinator queues envelopes per site (Send returns once queued) and
+// keeps each until the site acknowledges it; a site that reconnects is sent
+// every unacknowledged envelope again, in order. A site's Send returns when
+// the coordinator's transport has accepted the envelope, or with
+// transport.ErrRefused and the coordinator's reason, or with
+// transport.ErrUnavailable and the last connection error when the context
+// ends first. Delivery is therefore at least once; wire.Tracker drops the
+// duplicates. Received envelopes wait in a bounded inbox until the daemon
+// receives them; a full inbox holds back its sender.
+//
+// # Options
+//
+// Besides transport.OptionCapture and transport.OptionLogLevel:
+//
+//	coordinator_name  (site) the coordinator's certificate name; when set, a
+//	                  server with another name is not used
+//	server_name       (site) the TLS server name to verify; default: the host
+//	                  of the coordinator address
+//	queue             envelopes queued per peer and in the inbox (default 1024)
+//	reconnect_max     (site) longest pause between connection attempts
+//	                  (a Go duration, default 5s)
+//
+// Unknown options are a configuration error.
+package grpcnet
