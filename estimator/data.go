@@ -1,6 +1,12 @@
 package estimator
 
-import "gonum.org/v1/gonum/mat"
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+)
 
 // Data holds the rows of one site that a model is trained or scored on.
 // Row i of X, W[i] and Y[i] describe the same record.
@@ -17,4 +23,57 @@ func (d *Data) Rows() int { return len(d.W) }
 type Schema struct {
 	Binary        []bool // per covariate: true for a Bernoulli column, false for a continuous one
 	BinaryOutcome bool   // the outcome is 0/1 rather than real
+}
+
+// validate checks that d fits schema s: shapes agree, treatments are 0/1,
+// a binary outcome is 0/1 and every value is finite.
+func (d *Data) validate(s Schema) error {
+	if d == nil || d.X == nil {
+		return errors.New("estimator: nil data")
+	}
+	n, dx := d.X.Dims()
+	if len(d.W) != n || len(d.Y) != n {
+		return fmt.Errorf("estimator: %d covariate rows but %d treatments and %d outcomes", n, len(d.W), len(d.Y))
+	}
+	if dx != len(s.Binary) {
+		return fmt.Errorf("estimator: %d covariates but the schema has %d", dx, len(s.Binary))
+	}
+	for i := range n {
+		if w := d.W[i]; w != 0 && w != 1 {
+			return fmt.Errorf("estimator: row %d: treatment %v is not 0 or 1", i, w)
+		}
+		y := d.Y[i]
+		if math.IsNaN(y) || math.IsInf(y, 0) || (s.BinaryOutcome && y != 0 && y != 1) {
+			return fmt.Errorf("estimator: row %d: invalid outcome %v", i, y)
+		}
+		for j, v := range d.X.RawRowView(i) {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("estimator: row %d: covariate %d is %v", i, j, v)
+			}
+		}
+	}
+	return nil
+}
+
+// Moments are the sufficient statistics a site shares for standardisation:
+// no row values, only counts and column sums.
+type Moments struct {
+	N     int       // rows
+	Sum   []float64 // per covariate, then the outcome: Σ value
+	SumSq []float64 // per covariate, then the outcome: Σ value²
+}
+
+// Moments returns the site's Moments over all its rows.
+func (d *Data) Moments() Moments {
+	n, dx := d.X.Dims()
+	m := Moments{N: n, Sum: make([]float64, dx+1), SumSq: make([]float64, dx+1)}
+	for i := range n {
+		for j, v := range d.X.RawRowView(i) {
+			m.Sum[j] += v
+			m.SumSq[j] += v * v
+		}
+		m.Sum[dx] += d.Y[i]
+		m.SumSq[dx] += d.Y[i] * d.Y[i]
+	}
+	return m
 }

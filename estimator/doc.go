@@ -1,4 +1,64 @@
-// Package estimator computes CausalRFF: random Fourier features, the three
-// models, their losses and gradients, optimisers and effect estimation. It is
-// pure computation: no SQL, no network, no plugins.
+// Package estimator implements CausalRFF (Vo, Bhattacharyya, Lee and Leong,
+// "An Adaptive Kernel Approach to Federated Learning of Heterogeneous Causal
+// Effects", NeurIPS 2022): random Fourier feature models of the propensity,
+// the outcome and a latent-confounder VAE, trained across sites with
+// adaptively shared weights, and the CATE/ATE estimates drawn from them.
+//
+// The package is pure computation. Kernels arrive as base frequencies through
+// the Spectral interface; rows arrive as Data; nothing here touches SQL,
+// the network or plugins.
+//
+// # Federated form
+//
+// Training a model alternates two functions, which are the whole protocol:
+//
+//   - (*Site).Compute runs at a site on its own rows. Given the site's
+//     effective weights W_c^s and the shared parameters (a SiteInput), it
+//     returns the site's loss J^(s), G_c^s = ∂J^(s)/∂W_c^s and the gradients
+//     of the shared parameters (a SiteOutput).
+//   - (*Coordinator).Update combines every site's output into the exact
+//     gradient of J = Σ_s J^(s) + regularisers with respect to the per-site
+//     weights θ, the transfer logits ρ and the shared parameters, and takes
+//     one optimiser step. (*Coordinator).Inputs then gives the next round's
+//     SiteInputs.
+//
+// Train (the simulated federation) calls exactly these two functions, so a
+// network layer that carries SiteInput and SiteOutput between daemons gets
+// bit-identical models. Both messages are plain data: named matrices and
+// named vectors of float64.
+//
+// # Determinism and noise
+//
+// Every random draw is a pure function of Config.Seed and a stream key, so a
+// site daemon can regenerate what the simulated federation draws:
+//
+//   - base frequencies Ω0 of feature map k: Spectral.Sample(d, D, Seed⊕k);
+//   - the latent model's reparameterisation noise ε of site s:
+//     PCG(Seed, mix(stream, s, SiteInput.Noise)), drawn draw-major over the
+//     site's rows in their original order. With L-BFGS Noise is 0 in every
+//     round (the draws are held fixed, the paper's "complete dataset" form);
+//     with Adam Noise is the round number (fresh draws each round);
+//   - effect-estimation samples of row i at site s:
+//     PCG(Seed, mix(stream, s, i)), so a row's CATE does not depend on which
+//     other rows are scored with it.
+//
+// # Standardisation
+//
+// A federation may not pool rows, so whatever is standardised must come from
+// shared scalars. Each site reports Moments (row count, per-column sums and
+// sums of squares) of its continuous covariates and outcome; NewScaler turns
+// the sites' Moments into pooled means and standard deviations, which every
+// site then applies to its own rows. Binary covariates are left as 0/1. A
+// continuous outcome is centred and scaled only when Config.StandardizeY is
+// set (the default); effects are always reported in the outcome's original
+// units.
+//
+// # Departures from DESIGN.md §3
+//
+// The latent model's decoder gives a continuous y the variance e^{2t} with a
+// learned shared t (penalised ζ_t t², like the outcome model's) instead of a
+// fixed unit variance: with a fixed variance the weight of the y term, and
+// so how much of y the latent z encodes, depends on the outcome's units.
+// Regularisers are added by the coordinator, which holds θ; SiteOutput.Loss
+// carries the data terms only, so Σ_s Loss plus the penalties is J.
 package estimator

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/certs"
+)
+
+func newCertsCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "Make the federation CA and the certificates of sites and the coordinator",
+		Long: `Daemons of a federation authenticate each other with mutual TLS. certs init
+makes a federation CA (ca.crt, ca.key) in --dir; certs issue NAME makes
+NAME.crt and NAME.key signed by it, whose name is the daemon's identity in
+every envelope it sends. Copy ca.crt, NAME.crt and NAME.key to the daemon
+NAME; ca.key stays with whoever runs the CA. Existing files are never
+overwritten.`,
+	}
+	var dir string
+	cmd.PersistentFlags().StringVar(&dir, "dir", "certs", "folder of the federation CA")
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create the federation CA",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			ca, err := certs.InitCA(dir)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "federation CA: %s (key %s, keep it private), valid until %s\n",
+				ca.CertFile, ca.KeyFile, ca.Certificate.NotAfter.Format("2006-01-02"))
+			return err
+		},
+	}
+	var out string
+	var hosts []string
+	issueCmd := &cobra.Command{
+		Use:   "issue NAME",
+		Short: "Issue the certificate of a site or the coordinator",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if out == "" {
+				out = dir
+			}
+			c, err := certs.Issue(dir, args[0], out, hosts)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "%s: %s and %s, signed by %s, valid until %s\n", args[0], c.CertFile, c.KeyFile,
+				filepath.Join(dir, certs.CACertFile), c.Certificate.NotAfter.Format("2006-01-02"))
+			return err
+		},
+	}
+	issueCmd.Flags().StringVar(&out, "out", "", "folder for NAME.crt and NAME.key (default: --dir)")
+	issueCmd.Flags().StringSliceVar(&hosts, "host", []string{"localhost", "127.0.0.1"}, "host names and addresses the certificate is valid for (the coordinator's listening address)")
+	cmd.AddCommand(initCmd, issueCmd)
+	return cmd
+}

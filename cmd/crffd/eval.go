@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/evaluate"
+	"github.com/crffd/crffd/plugins/kernels"
+)
+
+// evalOptions are the flags of crffd eval.
+type evalOptions struct {
+	data, sources, split, replicates, modes string
+	sourceSize, testSource                  int
+	kernel                                  string
+	kernelParams                            []string
+	jsonOut                                 bool
+	optimizer                               string
+	cfg                                     estimator.Config
+}
+
+func newEvalCmd(a *app) *cobra.Command {
+	o := evalOptions{
+		sources: "1,2,3", sourceSize: 249, split: "50,100,99", modes: "learned",
+		testSource: 1, kernel: "gaussian", cfg: estimator.DefaultConfig(),
+	}
+	o.optimizer = o.cfg.Method.String()
+	cmd := &cobra.Command{
+		Use:   "eval --data PATH",
+		Short: "Reproduce the paper's benchmark tables on IHDP-layout CSV files",
+		Long: `eval fits CausalRFF (and baselines) on IHDP-layout CSV files, one file per
+replicate, with the sources as equal consecutive blocks of --source-size rows and
+each source split in order into --split TRAIN,TEST,VAL rows. For every replicate,
+mode and number k of sources it trains on the training rows of the first k
+sources and reports sqrt(PEHE) and the ATE error on the test rows of
+--test-source. It prints mean ± standard error per mode and source count, or
+every run and the summary as JSON with --json.
+
+Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
+(per-arm ridge regression on the same random features, pooled).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runEval(cmd, a, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.data, "data", "", "a CSV file or a directory of CSV files (one per replicate)")
+	f.StringVar(&o.sources, "sources", o.sources, "numbers of training sources to compare, e.g. 1,2,3")
+	f.IntVar(&o.sourceSize, "source-size", o.sourceSize, "rows per source")
+	f.StringVar(&o.split, "split", o.split, "training, test and validation rows per source")
+	f.StringVar(&o.replicates, "replicates", "", "replicates to run, e.g. 1-10 (default: every file)")
+	f.StringVar(&o.modes, "modes", o.modes, "comma-separated: learned, none, full, tlearner")
+	f.IntVar(&o.testSource, "test-source", o.testSource, "source whose test rows are scored")
+	f.StringVar(&o.kernel, "kernel", o.kernel, "kernel plugin name")
+	f.StringArrayVar(&o.kernelParams, "kernel-param", nil, "kernel parameter NAME=VALUE, e.g. nu=2.5 (repeatable)")
+	f.BoolVar(&o.jsonOut, "json", false, "print every run and the summary as JSON")
+	f.IntVar(&o.cfg.Features, "features", o.cfg.Features, "random frequencies D per feature map")
+	f.IntVar(&o.cfg.Latent, "latent", o.cfg.Latent, "latent dimension dz")
+	f.IntVar(&o.cfg.Rounds, "rounds", o.cfg.Rounds, "maximum federated rounds per model")
+	f.StringVar(&o.optimizer, "optimizer", o.optimizer, "lbfgs or adam")
+	f.Float64Var(&o.cfg.LearningRate, "learning-rate", o.cfg.LearningRate, "Adam step size")
+	f.IntVar(&o.cfg.Samples, "samples", o.cfg.Samples, "effect samples per row")
+	f.IntVar(&o.cfg.MHSteps, "mh-steps", o.cfg.MHSteps, "Metropolis–Hastings steps per sample (0: sample z from q)")
+	f.Uint64Var(&o.cfg.Seed, "seed", o.cfg.Seed, "seed of frequencies, initial weights and sampling")
+	_ = cmd.MarkFlagRequired("data")
+	return cmd
+}
+
+// parseKernelParams parses NAME=VALUE pairs.
+func parseKernelParams(pairs []string) (kernels.Params, error) {
+	p := kernels.Params{}
+	for _, kv := range pairs {
+		name, val, ok := strings.Cut(kv, "=")
+		v, err := strconv.ParseFloat(val, 64)
+		if !ok || name == "" || err != nil {
+			return nil, fmt.Errorf("--kernel-param %q: want NAME=NUMBER", kv)
+		}
+		p[name] = v
+	}
+	return p, nil
+}
+
+func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
+	ctx := cmd.Context()
+	var err error
+	plan := evaluate.Plan{SourceSize: o.sourceSize, TestSource: o.testSource, Config: o.cfg}
+	switch o.optimizer {
+	case "lbfgs":
+		plan.Config.Method = estimator.LBFGS
+	case "adam":
+		plan.Config.Method = estimator.Adam
+	default:
+		return fmt.Errorf("--optimizer %q: want lbfgs or adam", o.optimizer)
+	}
+	if plan.Sources, err = evaluate.ParseList(o.sources); err != nil {
+		return fmt.Errorf("--sources: %w", err)
+	}
+	split, err := parseInts(o.split, 3, "--split")
+	if err != nil {
+		return err
+	}
+	copy(plan.Split[:], split)
+	for _, m := range strings.Split(o.modes, ",") {
+		plan.Modes = append(plan.Modes, strings.TrimSpace(m))
+	}
+	var sel []int
+	if o.replicates != "" {
+		if sel, err = evaluate.ParseList(o.replicates); err != nil {
+			return fmt.Errorf("--replicates: %w", err)
+		}
+	}
+	if plan.Replicates, err = evaluate.FindReplicates(o.data, sel); err != nil {
+		return err
+	}
+	params, err := parseKernelParams(o.kernelParams)
+	if err != nil {
+		return err
+	}
+	dir, err := a.pluginDir()
+	if err != nil {
+		return err
+	}
+	kernel, err := a.openKernel(cmd, dir, o.kernel, params)
+	if err != nil {
+		return err
+	}
+	defer kernel.Close()
+	plan.Spectral = kernel
+	plan.Progress = func(done, total int, r evaluate.Result) {
+		a.log.Info("eval run", slog.Int(logKeyDone, done), slog.Int(logKeyTotal, total),
+			slog.Int(logKeyReplicate, r.Replicate), slog.String(logKeyMode, r.Mode), slog.Int(logKeySources, r.Sources),
+			slog.Float64("sqrt_pehe", r.SqrtPEHE), slog.Float64("ate_err", r.ATEErr),
+			slog.Float64(logKeySeconds, r.TrainSeconds), slog.Int(logKeyRounds, r.Rounds))
+	}
+	rep, err := evaluate.Run(ctx, plan)
+	if err != nil {
+		return err
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(a.stdout, "%d replicates from %s; test rows of source %d; split %s; kernel %s %s\n\n",
+		len(plan.Replicates), o.data, o.testSource, o.split, o.kernel, kernel.Params())
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tSOURCES\tN\tSQRT(PEHE)\tATE ERROR")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f ± %.3f\t%.3f ± %.3f\n", s.Mode, s.Sources, s.N, s.SqrtPEHEMean, s.SqrtPEHESE, s.ATEErrMean, s.ATEErrSE)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.stdout, "\n%d runs in %.1f s\n", len(rep.Runs), rep.Seconds)
+	return err
+}
+
+// parseInts parses exactly n comma-separated non-negative integers.
+func parseInts(s string, n int, flag string) ([]int, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != n {
+		return nil, fmt.Errorf("%s %q: want %d comma-separated numbers", flag, s, n)
+	}
+	out := make([]int, n)
+	for i, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%s %q: %q is not a non-negative integer", flag, s, p)
+		}
+		out[i] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,12 @@
+package main
+
+// Log keys of crffd's own log lines, fixed so that logs can be searched.
+const (
+	logKeyDone      = "done"
+	logKeyTotal     = "total"
+	logKeyReplicate = "replicate"
+	logKeyMode      = "mode"
+	logKeySources   = "sources"
+	logKeySeconds   = "seconds"
+	logKeyRounds    = "rounds"
+)

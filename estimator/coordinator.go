@@ -1,0 +1,337 @@
+package estimator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/mat"
+)
+
+// Coordinator holds the parameters of one model across all sites, θ (one
+// set of weight blocks per site), the transfer logits ρ and the shared
+// parameters, and the optimiser that moves them. It never sees rows.
+//
+// A round is: Inputs gives every site its SiteInput; each site answers with
+// (*Site).Compute; Update combines the SiteOutputs into ∇J and takes one
+// optimiser step. Memory is O(m·P) for m sites of P parameters each.
+type Coordinator struct {
+	setup *Setup
+	lay   *layout
+	m     int
+	mode  Transfer
+	nrho  int
+	opt   stepper
+
+	lam    *mat.Dense // m×m transfer matrix Λ (Λ_ss = 1)
+	w      *mat.Dense // m×P effective weights, row s = W^s
+	g      *mat.Dense // m×P site gradients, row s = G^s
+	c      *mat.Dense // m×m: C = G·Θᵀ, for ∂J/∂ρ
+	grad   []float64
+	inputs []*SiteInput
+
+	round int
+	done  bool
+	loss  float64 // J at the last evaluated point
+}
+
+// Checkpoint is a coordinator's resumable state: the parameters, the
+// optimiser's state and the round number. An L-BFGS checkpoint is taken at
+// its last accepted iterate; a coordinator resumed from it repeats the
+// rounds since then and continues bit-identically.
+type Checkpoint struct {
+	Model  Kind
+	Sites  int
+	Method Method
+	Round  int
+	X      []float64 // flat parameters [θ (site-major) | ρ | shared]
+
+	M, V []float64 // Adam moment estimates
+	Step int       // Adam steps taken
+
+	History []Iterate // L-BFGS accepted iterates, oldest first
+	Stall   int       // L-BFGS iterations without progress
+}
+
+// NewCoordinator returns the coordinator of model kind over the given number
+// of sites, at the initial parameters: θ = 0, ρ = 0 (λ = ½) and the shared
+// parameters' documented initial values.
+func NewCoordinator(kind Kind, sites int, setup *Setup) (*Coordinator, error) {
+	if setup == nil {
+		return nil, errors.New("estimator: nil setup")
+	}
+	if kind < Propensity || kind > Latent {
+		return nil, fmt.Errorf("estimator: unknown model %v", kind)
+	}
+	if sites <= 0 {
+		return nil, errors.New("estimator: a federation needs at least one site")
+	}
+	cfg := setup.Config
+	lay := newLayout(kind, setup)
+	c := &Coordinator{setup: setup, lay: lay, m: sites, mode: cfg.Transfer}
+	if c.mode == Learned {
+		c.nrho = pairs(sites)
+	}
+	x0 := make([]float64, sites*lay.P+c.nrho+lay.S)
+	copy(x0[sites*lay.P+c.nrho:], lay.init)
+	switch cfg.Method {
+	case Adam:
+		c.opt = newAdam(x0, cfg.LearningRate, cfg.Rounds)
+	default:
+		c.opt = newLBFGS(x0, cfg.Store, cfg.Rounds, cfg.Tolerance)
+	}
+	c.lam = mat.NewDense(sites, sites, nil)
+	c.w = mat.NewDense(sites, lay.P, nil)
+	c.g = mat.NewDense(sites, lay.P, nil)
+	c.c = mat.NewDense(sites, sites, nil)
+	c.grad = make([]float64, len(x0))
+	c.inputs = make([]*SiteInput, sites)
+	for s := range sites {
+		in := &SiteInput{
+			Model:   kind,
+			Weights: make(map[string]*mat.Dense, len(lay.blocks)),
+			Shared:  make(map[string][]float64, len(lay.shared)),
+		}
+		row := c.w.RawRowView(s)
+		for b, blk := range lay.blocks {
+			in.Weights[blk.Name] = lay.blockView(row, b)
+		}
+		for _, p := range lay.shared {
+			in.Shared[p.Name] = make([]float64, p.Size)
+		}
+		c.inputs[s] = in
+	}
+	return c, nil
+}
+
+// ResumeCoordinator rebuilds a coordinator from a checkpoint.
+func ResumeCoordinator(setup *Setup, cp *Checkpoint) (*Coordinator, error) {
+	if cp == nil {
+		return nil, errors.New("estimator: nil checkpoint")
+	}
+	if cp.Method != setup.Config.Method {
+		return nil, fmt.Errorf("estimator: checkpoint of %v, configured %v", cp.Method, setup.Config.Method)
+	}
+	c, err := NewCoordinator(cp.Model, cp.Sites, setup)
+	if err != nil {
+		return nil, err
+	}
+	if len(cp.X) != len(c.grad) {
+		return nil, fmt.Errorf("estimator: checkpoint has %d parameters, want %d", len(cp.X), len(c.grad))
+	}
+	switch o := c.opt.(type) {
+	case *adam:
+		if len(cp.M) != len(cp.X) || len(cp.V) != len(cp.X) {
+			return nil, errors.New("estimator: malformed Adam checkpoint")
+		}
+		copy(o.x, cp.X)
+		copy(o.m, cp.M)
+		copy(o.v, cp.V)
+		o.step = cp.Step
+		c.done = o.step >= o.max
+	case *lbfgs:
+		for _, it := range cp.History {
+			if len(it.X) != len(cp.X) || len(it.Gradient) != len(cp.X) {
+				return nil, errors.New("estimator: malformed L-BFGS checkpoint")
+			}
+		}
+		if err := o.restore(cp); err != nil {
+			c.done = true
+		}
+	}
+	c.round = cp.Round
+	return c, nil
+}
+
+// Checkpoint returns a deep copy of the coordinator's resumable state.
+func (c *Coordinator) Checkpoint() *Checkpoint {
+	cp := &Checkpoint{Model: c.lay.kind, Sites: c.m, Method: c.setup.Config.Method, Round: c.round}
+	c.opt.save(cp)
+	if cp.X == nil {
+		cp.X = append([]float64(nil), c.opt.point()...)
+	}
+	return cp
+}
+
+// Round returns the number of rounds completed.
+func (c *Coordinator) Round() int { return c.round }
+
+// Done reports whether training has finished.
+func (c *Coordinator) Done() bool { return c.done }
+
+// Loss returns J (data terms and regularisers) at the last evaluated point.
+func (c *Coordinator) Loss() float64 { return c.loss }
+
+// Inputs returns the SiteInputs of the current round, one per site, or nil
+// once training is done. The returned messages share the coordinator's
+// storage and are valid until the next Update.
+func (c *Coordinator) Inputs() []*SiteInput {
+	if c.done {
+		return nil
+	}
+	c.effective(c.opt.point())
+	return c.inputs
+}
+
+// effective fills Λ, W = Λ·Θ and the inputs' shared parameters from x.
+func (c *Coordinator) effective(x []float64) {
+	mP := c.m * c.lay.P
+	fillLambda(c.lam, c.mode, x[mP:mP+c.nrho])
+	mixRows(c.w, c.lam, mat.NewDense(c.m, c.lay.P, x[:mP]))
+	noise := uint64(c.round)
+	if c.opt.fixedNoise() {
+		noise = 0
+	}
+	shared := x[mP+c.nrho:]
+	for _, in := range c.inputs {
+		in.Round = c.round
+		in.Noise = noise
+		for i, p := range c.lay.shared {
+			off := c.lay.sharedOff[i]
+			copy(in.Shared[p.Name], shared[off:off+p.Size])
+		}
+	}
+}
+
+// Update takes every site's output of the current round (indexed by site),
+// forms J and its exact gradient, and steps the optimiser. It reports
+// whether training has finished.
+func (c *Coordinator) Update(outs []*SiteOutput) (bool, error) {
+	if c.done {
+		return true, errors.New("estimator: update after training finished")
+	}
+	if err := c.gather(outs); err != nil {
+		return false, err
+	}
+	c.loss = c.objective(c.opt.point(), outs)
+	done, err := c.opt.tell(c.loss, c.grad)
+	c.round++
+	if err != nil {
+		c.done = true
+		return true, err
+	}
+	c.done = done
+	return done, nil
+}
+
+// gather validates the outputs and copies each site's G^s into row s of G.
+func (c *Coordinator) gather(outs []*SiteOutput) error {
+	if len(outs) != c.m {
+		return fmt.Errorf("estimator: %d site outputs, want %d", len(outs), c.m)
+	}
+	for s, o := range outs {
+		if o == nil || o.Model != c.lay.kind || o.Round != c.round || o.Site != s {
+			return fmt.Errorf("estimator: output %d is not site %d's %v gradient of round %d", s, s, c.lay.kind, c.round)
+		}
+		if math.IsNaN(o.Loss) {
+			return fmt.Errorf("estimator: site %d: loss is NaN", s)
+		}
+		row := c.g.RawRowView(s)
+		for b, blk := range c.lay.blocks {
+			gb, ok := o.Grads[blk.Name]
+			if !ok || gb == nil {
+				return fmt.Errorf("estimator: site %d: gradient %q missing", s, blk.Name)
+			}
+			if r, k := gb.Dims(); r != blk.Rows || k != blk.Cols {
+				return fmt.Errorf("estimator: site %d: gradient %q is %d×%d, want %d×%d", s, blk.Name, r, k, blk.Rows, blk.Cols)
+			}
+			c.lay.blockView(row, b).Copy(gb)
+		}
+		for _, p := range c.lay.shared {
+			if len(o.Shared[p.Name]) != p.Size {
+				return fmt.Errorf("estimator: site %d: shared gradient %q has %d values, want %d", s, p.Name, len(o.Shared[p.Name]), p.Size)
+			}
+		}
+	}
+	return nil
+}
+
+// objective returns J = Σ_s J^(s) + regularisers at x and stores ∇J in
+// c.grad, from the gathered site gradients:
+//
+//	∂J/∂θ^v = G^v + Σ_{s≠v} λ^{s,v} G^s + 2ζθ^v      (row v of Λ·G + 2ζΘ),
+//	∂J/∂ρ_sv = σ'(ρ_sv)·(⟨G^s, θ^v⟩ + ⟨G^v, θ^s⟩)     (from C = G·Θᵀ),
+//	∂J/∂(shared) = Σ_s site gradients + regulariser.
+func (c *Coordinator) objective(x []float64, outs []*SiteOutput) float64 {
+	mP := c.m * c.lay.P
+	theta := x[:mP]
+	var loss float64
+	for _, o := range outs {
+		loss += o.Loss
+	}
+	mixRows(mat.NewDense(c.m, c.lay.P, c.grad[:mP]), c.lam, c.g)
+	zeta := c.lay.zeta
+	if zeta != 0 {
+		loss += zeta * floats.Dot(theta, theta)
+		floats.AddScaled(c.grad[:mP], 2*zeta, theta)
+	}
+	if c.nrho > 0 {
+		innerRows(c.c, c.g, mat.NewDense(c.m, c.lay.P, theta))
+		rho := x[mP : mP+c.nrho]
+		for s := range c.m {
+			for v := s + 1; v < c.m; v++ {
+				k := pairIndex(c.m, s, v)
+				l := sigmoid(rho[k])
+				c.grad[mP+k] = l * (1 - l) * (c.c.At(s, v) + c.c.At(v, s))
+			}
+		}
+	}
+	shared := x[mP+c.nrho:]
+	gShared := c.grad[mP+c.nrho:]
+	for i, p := range c.lay.shared {
+		off := c.lay.sharedOff[i]
+		g := gShared[off : off+p.Size]
+		for k := range g {
+			g[k] = 0
+		}
+		for _, o := range outs {
+			floats.Add(g, o.Shared[p.Name])
+		}
+	}
+	for k, z := range c.lay.zetaS {
+		if z != 0 {
+			loss += z * shared[k] * shared[k]
+			gShared[k] += 2 * z * shared[k]
+		}
+	}
+	return loss
+}
+
+// smallFederation is the site count below which the coordinator's m×m by
+// m×P products run as row operations: gonum's parallel GEMM splits the long
+// P dimension into many goroutines and allocations, which costs more than
+// the few passes over P that a small federation needs.
+const smallFederation = 8
+
+// mixRows sets dst = lam·src for lam m×m and src, dst m×P.
+func mixRows(dst, lam, src *mat.Dense) {
+	m, _ := lam.Dims()
+	if m >= smallFederation {
+		dst.Mul(lam, src)
+		return
+	}
+	for s := range m {
+		d := dst.RawRowView(s)
+		floats.ScaleTo(d, lam.At(s, 0), src.RawRowView(0))
+		for v := 1; v < m; v++ {
+			if l := lam.At(s, v); l != 0 {
+				floats.AddScaled(d, l, src.RawRowView(v))
+			}
+		}
+	}
+}
+
+// innerRows sets dst = a·bᵀ for a, b m×P: dst_sv = ⟨a_s, b_v⟩.
+func innerRows(dst, a, b *mat.Dense) {
+	m, _ := a.Dims()
+	if m >= smallFederation {
+		dst.Mul(a, b.T())
+		return
+	}
+	for s := range m {
+		for v := range m {
+			dst.Set(s, v, floats.Dot(a.RawRowView(s), b.RawRowView(v)))
+		}
+	}
+}

@@ -1,0 +1,375 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
+)
+
+// Effects are the estimated effects of the rows of one site, in the
+// outcome's original units (probabilities for a binary outcome).
+type Effects struct {
+	CATE       []float64 // per row: mean of ŷ1 − ŷ0 over the samples
+	SD         []float64 // per row: standard deviation of ŷ1 − ŷ0
+	Lower      []float64 // per row: 2.5% quantile of ŷ1 − ŷ0
+	Upper      []float64 // per row: 97.5% quantile of ŷ1 − ŷ0
+	Y0, Y1     []float64 // per row: mean of ŷ0 and ŷ1
+	Propensity []float64 // per row: p(w=1|x)
+	ATE        float64   // local ATE: mean CATE over the rows
+}
+
+// effectChunk is the number of (row, sample) pairs processed together; it
+// bounds the memory of scoring many rows.
+const effectChunk = 4096
+
+// Effects estimates the effects of data's rows (only data.X is read) with
+// site's weights. For each row it draws Config.Samples samples
+// w_l ~ p(w|x), y_l ~ p(y|x,w_l), z_l ~ q(z|x,y_l,w_l) (refined by
+// Config.MHSteps independence Metropolis–Hastings steps when positive), and
+// ŷa_l = f_ya(z_l). The draws of row i come from PCG(Seed,
+// mix(streamEffects, site, i)) alone, so results are reproducible and do not
+// depend on the other rows scored.
+func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, error) {
+	if m == nil || m.Propensity == nil || m.Outcome == nil || m.Latent == nil {
+		return nil, errors.New("estimator: model is not fitted")
+	}
+	if site < 0 || site >= len(m.Latent.Weights) {
+		return nil, fmt.Errorf("estimator: no site %d", site)
+	}
+	setup := m.Setup
+	cfg := setup.Config
+	if data == nil || data.X == nil {
+		return nil, errors.New("estimator: nil data")
+	}
+	n, dx := data.X.Dims()
+	if dx != len(setup.Schema.Binary) {
+		return nil, fmt.Errorf("estimator: %d covariates, want %d", dx, len(setup.Schema.Binary))
+	}
+	x := mat.NewDense(n, dx, nil)
+	for i := range n {
+		src, dst := data.X.RawRowView(i), x.RawRowView(i)
+		for j := range dx {
+			dst[j] = (src[j] - setup.Scaler.Mean[j]) / setup.Scaler.Scale[j]
+		}
+	}
+	e := &Effects{
+		CATE: make([]float64, n), SD: make([]float64, n), Lower: make([]float64, n), Upper: make([]float64, n),
+		Y0: make([]float64, n), Y1: make([]float64, n), Propensity: make([]float64, n),
+	}
+	if n == 0 {
+		return e, nil
+	}
+
+	// Propensity and outcome means of every row.
+	pw := m.Propensity.Weights[site]
+	phi := setup.Maps[mapPropensity].Map(nil, x, m.Propensity.Shared["a"][0])
+	var col mat.Dense
+	col.Mul(phi, pw["psi"])
+	for i := range n {
+		e.Propensity[i] = sigmoid(col.At(i, 0))
+	}
+	ow := m.Outcome.Weights[site]
+	setup.Maps[mapOutcome].Map(phi, x, m.Outcome.Shared["a"][0])
+	var mu0, mu1 mat.Dense
+	mu0.Mul(phi, ow["beta0"])
+	mu1.Mul(phi, ow["beta1"])
+	sdY := 0.0
+	if t, ok := m.Outcome.Shared["t"]; ok {
+		sdY = math.Exp(t[0])
+	}
+
+	sc := newScorer(m, site, x)
+	rows := max(1, effectChunk/cfg.Samples)
+	tau := make([]float64, cfg.Samples)
+	for i0 := 0; i0 < n; i0 += rows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		i1 := min(n, i0+rows)
+		sc.sample(i0, i1, e.Propensity, mu0.RawMatrix().Data, mu1.RawMatrix().Data, sdY)
+		for i := i0; i < i1; i++ {
+			base := (i - i0) * cfg.Samples
+			var s0, s1 float64
+			for l := range tau {
+				y0, y1 := sc.yhat0[base+l], sc.yhat1[base+l]
+				s0 += y0
+				s1 += y1
+				tau[l] = y1 - y0
+			}
+			nS := float64(cfg.Samples)
+			e.Y0[i], e.Y1[i] = s0/nS, s1/nS
+			mean, sd := stat.MeanStdDev(tau, nil)
+			if cfg.Samples < 2 {
+				sd = 0
+			}
+			e.CATE[i], e.SD[i] = mean, sd
+			slices.Sort(tau)
+			e.Lower[i] = stat.Quantile(0.025, stat.LinInterp, tau, nil)
+			e.Upper[i] = stat.Quantile(0.975, stat.LinInterp, tau, nil)
+		}
+	}
+	e.ATE = stat.Mean(e.CATE, nil)
+	return e, nil
+}
+
+// scorer holds the workspaces of effect sampling for one chunk of rows.
+type scorer struct {
+	setup  *Setup
+	site   int
+	x      *mat.Dense // n×dx standardised covariates
+	preX   *mat.Dense // n×D: x·Ω_enc[:dx], the y-free part of the encoder input
+	omegaY []float64  // D: the encoder frequencies of y
+	aq, az float64
+	sq     []float64 // dz
+	lw     map[string]*mat.Dense
+
+	pcg            []rand.PCG
+	rng            []*rand.Rand
+	w, y           []float64  // per sample
+	eps            *mat.Dense // R×dz
+	phiQ           *mat.Dense // R×2D
+	mq             *mat.Dense // R×dz
+	z, zp          *mat.Dense // R×dz current and proposed
+	preZ           *mat.Dense // R×D
+	phiZ           *mat.Dense // R×2D
+	wdec           *mat.Dense // 2D×(3+dx)
+	out            *mat.Dense // R×(3+dx)
+	logw           []float64  // per sample: log target − log proposal of the current z
+	yhat0, yhat1   []float64
+	arm0, arm1     []int
+	phiArm, mqArm  *mat.Dense
+	outScale, outY float64
+	invVarY        float64 // e^{−2t} of the decoder's y
+}
+
+func newScorer(m *Model, site int, x *mat.Dense) *scorer {
+	setup := m.Setup
+	cfg := setup.Config
+	n, dx := x.Dims()
+	R := max(1, effectChunk/cfg.Samples) * cfg.Samples
+	D, dz := cfg.Features, cfg.Latent
+	enc := setup.Maps[mapEncoder].Omega0
+	sc := &scorer{
+		setup: setup, site: site, x: x,
+		preX:   mat.NewDense(n, D, nil),
+		omegaY: mat.Row(nil, dx, enc),
+		aq:     m.Latent.Shared["a_q"][0],
+		az:     m.Latent.Shared["a_z"][0],
+		sq:     make([]float64, dz),
+		lw:     m.Latent.Weights[site],
+		w:      make([]float64, R), y: make([]float64, R),
+		eps:  mat.NewDense(R, dz, nil),
+		phiQ: mat.NewDense(R, 2*D, nil),
+		mq:   mat.NewDense(R, dz, nil),
+		z:    mat.NewDense(R, dz, nil), zp: mat.NewDense(R, dz, nil),
+		preZ:  mat.NewDense(R, D, nil),
+		phiZ:  mat.NewDense(R, 2*D, nil),
+		wdec:  mat.NewDense(2*D, decX+dx, nil),
+		out:   mat.NewDense(R, decX+dx, nil),
+		logw:  make([]float64, R),
+		yhat0: make([]float64, R), yhat1: make([]float64, R),
+		outScale: setup.yScale(),
+	}
+	if !setup.Schema.BinaryOutcome && setup.Config.StandardizeY {
+		sc.outY = setup.Scaler.YMean
+	}
+	if t, ok := m.Latent.Shared["t"]; ok {
+		sc.invVarY = math.Exp(-2 * t[0])
+	}
+	sc.preX.Mul(x, enc.Slice(0, dx, 0, D))
+	for k, r := range m.Latent.Shared["r"] {
+		sc.sq[k] = math.Exp(r)
+	}
+	setCols(sc.wdec, decY0, sc.lw["y0"])
+	setCols(sc.wdec, decY1, sc.lw["y1"])
+	setCols(sc.wdec, decW, sc.lw["w"])
+	setCols(sc.wdec, decX, sc.lw["x"])
+	rows := R / cfg.Samples
+	sc.pcg = make([]rand.PCG, rows)
+	sc.rng = make([]*rand.Rand, rows)
+	for i := range rows {
+		sc.rng[i] = rand.New(&sc.pcg[i])
+	}
+	return sc
+}
+
+// sample fills yhat0 and yhat1 (model units mapped back to outcome units)
+// for every sample of rows [i0, i1).
+func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
+	cfg := sc.setup.Config
+	N, dz, D := cfg.Samples, cfg.Latent, cfg.Features
+	binaryY := sc.setup.Schema.BinaryOutcome
+	R := (i1 - i0) * N
+	scale := math.Exp(sc.aq)
+	c := 1 / math.Sqrt(float64(D))
+	sc.arm0, sc.arm1 = sc.arm0[:0], sc.arm1[:0]
+	for i := i0; i < i1; i++ {
+		r := i - i0
+		sc.pcg[r].Seed(cfg.Seed, mix(streamEffects, uint64(sc.site), uint64(i)))
+		rng := sc.rng[r]
+		px := sc.preX.RawRowView(i)
+		for l := range N {
+			k := r*N + l
+			w := 0.0
+			if rng.Float64() < prop[i] {
+				w = 1
+			}
+			mu := mu0[i]
+			if w == 1 {
+				mu = mu1[i]
+			}
+			var y float64
+			switch {
+			case binaryY:
+				if rng.Float64() < sigmoid(mu) {
+					y = 1
+				}
+			default:
+				y = mu + sdY*rng.NormFloat64()
+			}
+			sc.w[k], sc.y[k] = w, y
+			for j := range sc.eps.RawRowView(k) {
+				sc.eps.Set(k, j, rng.NormFloat64())
+			}
+			row := sc.phiQ.RawRowView(k)
+			for j, p := range px {
+				s, co := math.Sincos(scale * (p + y*sc.omegaY[j]))
+				row[j], row[D+j] = c*co, c*s
+			}
+			if w == 1 {
+				sc.arm1 = append(sc.arm1, k)
+			} else {
+				sc.arm0 = append(sc.arm0, k)
+			}
+		}
+	}
+	sc.encode(sc.arm0, sc.lw["q0"])
+	sc.encode(sc.arm1, sc.lw["q1"])
+	z := sc.z.Slice(0, R, 0, dz).(*mat.Dense)
+	for k := range R {
+		zr, mr, er := sc.z.RawRowView(k), sc.mq.RawRowView(k), sc.eps.RawRowView(k)
+		for j := range zr {
+			zr[j] = mr[j] + sc.sq[j]*er[j]
+		}
+	}
+	if cfg.MHSteps > 0 {
+		sc.metropolis(i0, R)
+	}
+	sc.decode(z, R)
+	for k := range R {
+		o := sc.out.RawRowView(k)
+		y0, y1 := o[decY0], o[decY1]
+		if binaryY {
+			y0, y1 = sigmoid(y0), sigmoid(y1)
+		} else {
+			y0, y1 = sc.outY+sc.outScale*y0, sc.outY+sc.outScale*y1
+		}
+		sc.yhat0[k], sc.yhat1[k] = y0, y1
+	}
+}
+
+// encode computes the encoder means of the samples idx with weights wq.
+func (sc *scorer) encode(idx []int, wq *mat.Dense) {
+	if len(idx) == 0 {
+		return
+	}
+	_, twoD := sc.phiQ.Dims()
+	_, dz := sc.mq.Dims()
+	sc.phiArm = growDense(sc.phiArm, len(idx), twoD)
+	sc.mqArm = growDense(sc.mqArm, len(idx), dz)
+	for r, k := range idx {
+		copy(sc.phiArm.RawRowView(r), sc.phiQ.RawRowView(k))
+	}
+	sc.mqArm.Mul(sc.phiArm, wq)
+	for r, k := range idx {
+		copy(sc.mq.RawRowView(k), sc.mqArm.RawRowView(r))
+	}
+}
+
+// decode fills the first R rows of out with the decoder outputs at z.
+func (sc *scorer) decode(z *mat.Dense, R int) {
+	D := sc.setup.Config.Features
+	preZ := sc.preZ.Slice(0, R, 0, D).(*mat.Dense)
+	phiZ := sc.phiZ.Slice(0, R, 0, 2*D).(*mat.Dense)
+	preZ.Mul(z, sc.setup.Maps[mapDecoder].Omega0)
+	mapRows(phiZ, preZ, math.Exp(sc.az), D)
+	_, c := sc.out.Dims()
+	sc.out.Slice(0, R, 0, c).(*mat.Dense).Mul(phiZ, sc.wdec)
+}
+
+// logWeight returns log p(y,w,x|z) + log N(z;0,I) − log q(z) of sample k
+// from the decoder outputs in out, up to constants shared by all z.
+func (sc *scorer) logWeight(k, row int, z, mq []float64) float64 {
+	o := sc.out.RawRowView(k)
+	arm := decY0
+	if sc.w[k] == 1 {
+		arm = decY1
+	}
+	var l float64
+	if sc.setup.Schema.BinaryOutcome {
+		l, _ = nllTerm(o[arm], sc.y[k], true)
+	} else {
+		r := sc.y[k] - o[arm]
+		l = 0.5 * r * r * sc.invVarY
+	}
+	lw, _ := nllTerm(o[decW], sc.w[k], true)
+	l += lw
+	xr := sc.x.RawRowView(row)
+	for c, b := range sc.setup.Schema.Binary {
+		lx, _ := nllTerm(o[decX+c], xr[c], b)
+		l += lx
+	}
+	for j, v := range z {
+		d := (v - mq[j]) / sc.sq[j]
+		l += 0.5*v*v - 0.5*d*d
+	}
+	return -l
+}
+
+// metropolis runs independence Metropolis–Hastings with proposal q and
+// target p(y|w,z)p(w|z)p(x|z)N(z;0,I), starting from the q draw in z.
+func (sc *scorer) metropolis(i0, R int) {
+	cfg := sc.setup.Config
+	N, dz := cfg.Samples, cfg.Latent
+	z := sc.z.Slice(0, R, 0, dz).(*mat.Dense)
+	zp := sc.zp.Slice(0, R, 0, dz).(*mat.Dense)
+	sc.decode(z, R)
+	for k := range R {
+		sc.logw[k] = sc.logWeight(k, i0+k/N, sc.z.RawRowView(k), sc.mq.RawRowView(k))
+	}
+	for range cfg.MHSteps {
+		for k := range R {
+			rng := sc.rng[k/N]
+			zr, mr := sc.zp.RawRowView(k), sc.mq.RawRowView(k)
+			for j := range zr {
+				zr[j] = mr[j] + sc.sq[j]*rng.NormFloat64()
+			}
+		}
+		sc.decode(zp, R)
+		for k := range R {
+			rng := sc.rng[k/N]
+			lw := sc.logWeight(k, i0+k/N, sc.zp.RawRowView(k), sc.mq.RawRowView(k))
+			if math.Log(rng.Float64()) < lw-sc.logw[k] {
+				sc.logw[k] = lw
+				copy(sc.z.RawRowView(k), sc.zp.RawRowView(k))
+			}
+		}
+	}
+}
+
+// growDense returns an r×c matrix reusing m's storage when it is large
+// enough.
+func growDense(m *mat.Dense, r, c int) *mat.Dense {
+	if m != nil {
+		if data := m.RawMatrix().Data; cap(data) >= r*c {
+			return mat.NewDense(r, c, data[:r*c])
+		}
+	}
+	return mat.NewDense(r, c, nil)
+}

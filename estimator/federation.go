@@ -1,0 +1,194 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// Trained is a fitted model: each site's effective weights W^s, the shared
+// parameters and the transfer matrix.
+type Trained struct {
+	Model   Kind
+	Weights []map[string]*mat.Dense // per site: W_c^s by block name
+	Shared  map[string][]float64
+	Lambda  *mat.SymDense // m×m, Λ_sv = λ^{s,v}, ones on the diagonal
+	Rounds  int           // federated rounds spent
+	Loss    float64       // J at the returned parameters
+}
+
+// Result returns the model at the optimiser's final parameters. It is
+// meaningful once Done reports true.
+func (c *Coordinator) Result() *Trained {
+	x, f := c.opt.result()
+	c.effective(x)
+	t := &Trained{
+		Model:   c.lay.kind,
+		Weights: make([]map[string]*mat.Dense, c.m),
+		Shared:  make(map[string][]float64, len(c.lay.shared)),
+		Lambda:  mat.NewSymDense(c.m, nil),
+		Rounds:  c.round,
+		Loss:    f,
+	}
+	for s := range c.m {
+		t.Weights[s] = make(map[string]*mat.Dense, len(c.lay.blocks))
+		row := c.w.RawRowView(s)
+		for b, blk := range c.lay.blocks {
+			t.Weights[s][blk.Name] = mat.DenseCopyOf(c.lay.blockView(row, b))
+		}
+		for v := s; v < c.m; v++ {
+			t.Lambda.SetSym(s, v, c.lam.At(s, v))
+		}
+	}
+	for _, in := range c.inputs[:1] {
+		for name, v := range in.Shared {
+			t.Shared[name] = append([]float64(nil), v...)
+		}
+	}
+	return t
+}
+
+// Train runs the simulated federation of one model to completion: every
+// round it asks the coordinator for the sites' inputs, has each site compute
+// its output (at most workers sites at once; results do not depend on
+// workers) and passes them back.
+func Train(ctx context.Context, c *Coordinator, sites []*Site, workers int) (*Trained, error) {
+	if len(sites) != c.m {
+		return nil, fmt.Errorf("estimator: %d sites for a coordinator of %d", len(sites), c.m)
+	}
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(sites))
+	outs := make([]*SiteOutput, len(sites))
+	for !c.Done() {
+		if err := Round(ctx, c, sites, workers, outs); err != nil {
+			return nil, err
+		}
+	}
+	return c.Result(), nil
+}
+
+// Round runs one round of the simulated federation: the sites' Compute on
+// the coordinator's Inputs, at most workers sites at once, then Update. outs
+// (one per site) receives the sites' outputs.
+func Round(ctx context.Context, c *Coordinator, sites []*Site, workers int, outs []*SiteOutput) error {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(sites) != c.m || len(outs) != c.m {
+		return fmt.Errorf("estimator: %d sites and %d outputs for a coordinator of %d", len(sites), len(outs), c.m)
+	}
+	ins := c.Inputs()
+	if ins == nil {
+		return errors.New("estimator: training has finished")
+	}
+	errs := make([]error, len(sites))
+	if workers <= 1 {
+		for s, site := range sites {
+			outs[s], errs[s] = site.Compute(ctx, ins[s])
+		}
+	} else {
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range workers {
+			wg.Go(func() {
+				for s := range next {
+					outs[s], errs[s] = sites[s].Compute(ctx, ins[s])
+				}
+			})
+		}
+		for s := range sites {
+			next <- s
+		}
+		close(next)
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err := c.Update(outs)
+	return err
+}
+
+// Model is a fitted CausalRFF model of a federation.
+type Model struct {
+	Setup      *Setup
+	Propensity *Trained
+	Outcome    *Trained
+	Latent     *Trained
+}
+
+// Trained returns the fitted model of kind k.
+func (m *Model) Trained(k Kind) *Trained {
+	switch k {
+	case Propensity:
+		return m.Propensity
+	case Outcome:
+		return m.Outcome
+	case Latent:
+		return m.Latent
+	}
+	return nil
+}
+
+// Fit trains the three models of CausalRFF on the sites' rows by simulated
+// federation: the pooled standardisation from the sites' Moments, the
+// base frequencies from spectral, then Train for the propensity, outcome
+// and latent models in turn.
+func Fit(ctx context.Context, sites []*Data, schema Schema, spectral Spectral, cfg Config) (*Model, error) {
+	if len(sites) == 0 {
+		return nil, errors.New("estimator: no sites")
+	}
+	moments := make([]Moments, len(sites))
+	for s, d := range sites {
+		if err := d.validate(schema); err != nil {
+			return nil, fmt.Errorf("estimator: site %d: %w", s, err)
+		}
+		moments[s] = d.Moments()
+	}
+	scaler, err := NewScaler(schema, moments)
+	if err != nil {
+		return nil, err
+	}
+	setup, err := NewSetup(ctx, schema, spectral, cfg, scaler)
+	if err != nil {
+		return nil, err
+	}
+	ss := make([]*Site, len(sites))
+	for s, d := range sites {
+		if ss[s], err = NewSite(s, d, setup); err != nil {
+			return nil, err
+		}
+	}
+	model := &Model{Setup: setup}
+	for _, k := range Kinds {
+		c, err := NewCoordinator(k, len(ss), setup)
+		if err != nil {
+			return nil, err
+		}
+		t, err := Train(ctx, c, ss, cfg.Workers)
+		if err != nil {
+			return nil, fmt.Errorf("estimator: training the %v model: %w", k, err)
+		}
+		for _, site := range ss {
+			site.Release()
+		}
+		switch k {
+		case Propensity:
+			model.Propensity = t
+		case Outcome:
+			model.Outcome = t
+		case Latent:
+			model.Latent = t
+		}
+	}
+	return model, nil
+}

@@ -1,0 +1,273 @@
+package estimator
+
+import (
+	"errors"
+	"math"
+
+	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/optimize"
+)
+
+// stepper is an optimiser driven one evaluation (one federated round) at a
+// time: the coordinator evaluates J and ∇J at point() and passes them to
+// tell, which moves point() or reports that the run has finished.
+type stepper interface {
+	point() []float64
+	tell(f float64, g []float64) (done bool, err error)
+	result() (x []float64, f float64)
+	fixedNoise() bool
+	save(cp *Checkpoint)
+}
+
+// Iterate is an accepted point of an L-BFGS run.
+type Iterate struct {
+	X, Gradient []float64
+	F           float64
+	Round       int // rounds spent when it was accepted
+}
+
+// adam is Adam (Kingma and Ba) with the usual β1 = 0.9, β2 = 0.999.
+type adam struct {
+	x, m, v []float64
+	step    int
+	max     int
+	lr      float64
+	lastF   float64
+}
+
+const (
+	adamBeta1 = 0.9
+	adamBeta2 = 0.999
+	adamEps   = 1e-8
+)
+
+func newAdam(x0 []float64, lr float64, max int) *adam {
+	return &adam{x: x0, m: make([]float64, len(x0)), v: make([]float64, len(x0)), lr: lr, max: max}
+}
+
+func (a *adam) point() []float64 { return a.x }
+func (a *adam) fixedNoise() bool { return false }
+
+func (a *adam) tell(f float64, g []float64) (bool, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return true, errors.New("estimator: objective is not finite")
+	}
+	a.step++
+	a.lastF = f
+	c1 := 1 - math.Pow(adamBeta1, float64(a.step))
+	c2 := 1 - math.Pow(adamBeta2, float64(a.step))
+	for i, gi := range g {
+		a.m[i] = adamBeta1*a.m[i] + (1-adamBeta1)*gi
+		a.v[i] = adamBeta2*a.v[i] + (1-adamBeta2)*gi*gi
+		a.x[i] -= a.lr * (a.m[i] / c1) / (math.Sqrt(a.v[i]/c2) + adamEps)
+	}
+	return a.step >= a.max, nil
+}
+
+// result returns the last point. Its objective was not evaluated; the
+// value returned is that of the point before the last step.
+func (a *adam) result() ([]float64, float64) { return a.x, a.lastF }
+
+func (a *adam) save(cp *Checkpoint) {
+	cp.X = append([]float64(nil), a.x...)
+	cp.M = append([]float64(nil), a.m...)
+	cp.V = append([]float64(nil), a.v...)
+	cp.Step = a.step
+}
+
+// resumeDirectioner lets a restored L-BFGS continue from a replayed history:
+// the first InitDirection after a restore is an ordinary NextDirection.
+type resumeDirectioner struct {
+	*optimize.LBFGS
+	resumed bool
+}
+
+func (r *resumeDirectioner) InitDirection(loc *optimize.Location, dir []float64) float64 {
+	if r.resumed {
+		r.resumed = false
+		return r.LBFGS.NextDirection(loc, dir)
+	}
+	return r.LBFGS.InitDirection(loc, dir)
+}
+
+// lbfgs drives gonum's LBFGS direction and Moré–Thuente line search through
+// optimize.LinesearchMethod one evaluation at a time, which is what gonum's
+// Minimize does internally, but with the loop turned inside out so that each
+// evaluation can be a network round.
+type lbfgs struct {
+	ls      *optimize.LinesearchMethod
+	dir     *resumeDirectioner
+	loc     *optimize.Location
+	started bool
+	evals   int
+	max     int
+	tol     float64
+	stall   int
+	store   int
+	hist    []Iterate // accepted iterates, oldest first, at most store+1
+	lastX   []float64 // point of the last evaluation and its values, so that
+	lastF   float64   // a request for a gradient already known costs no round
+	lastG   []float64
+}
+
+// stallIterations is how many consecutive accepted iterations with a
+// relative improvement below the tolerance end an L-BFGS run.
+const stallIterations = 10
+
+func newLBFGS(x0 []float64, store, max int, tol float64) *lbfgs {
+	dir := &resumeDirectioner{LBFGS: &optimize.LBFGS{Store: store}}
+	n := len(x0)
+	return &lbfgs{
+		ls:    &optimize.LinesearchMethod{NextDirectioner: dir, Linesearcher: &optimize.MoreThuente{}},
+		dir:   dir,
+		loc:   &optimize.Location{X: x0, Gradient: make([]float64, n)},
+		max:   max,
+		tol:   tol,
+		store: store,
+		lastX: make([]float64, n),
+		lastG: make([]float64, n),
+	}
+}
+
+func (l *lbfgs) point() []float64 { return l.loc.X }
+func (l *lbfgs) fixedNoise() bool { return true }
+
+func (l *lbfgs) tell(f float64, g []float64) (bool, error) {
+	l.evals++
+	if math.IsNaN(f) {
+		f = math.Inf(1)
+	}
+	copy(l.lastX, l.loc.X)
+	l.lastF = f
+	copy(l.lastG, g)
+	l.loc.F = f
+	copy(l.loc.Gradient, g)
+	var (
+		op  optimize.Operation
+		err error
+	)
+	if !l.started {
+		if math.IsInf(f, 0) {
+			return true, errors.New("estimator: objective is not finite at the starting point")
+		}
+		l.started = true
+		l.accept()
+		op, err = l.ls.Init(l.loc)
+	} else {
+		op, err = l.ls.Iterate(l.loc)
+	}
+	for {
+		if err != nil {
+			// The line search can make no more progress: the last accepted
+			// iterate is the answer.
+			return true, nil
+		}
+		switch {
+		case op == optimize.MajorIteration:
+			if l.accept() {
+				return true, nil
+			}
+			op, err = l.ls.Iterate(l.loc)
+		case op&(optimize.FuncEvaluation|optimize.GradEvaluation) != 0:
+			if floats.Equal(l.loc.X, l.lastX) {
+				l.loc.F = l.lastF
+				copy(l.loc.Gradient, l.lastG)
+				op, err = l.ls.Iterate(l.loc)
+				continue
+			}
+			return l.evals >= l.max, nil
+		default:
+			return true, errors.New("estimator: unexpected line search operation")
+		}
+	}
+}
+
+// accept records l.loc as an accepted iterate and reports whether the run
+// has converged.
+func (l *lbfgs) accept() bool {
+	var it Iterate
+	if len(l.hist) == l.store+1 {
+		it = l.hist[0]
+		copy(l.hist, l.hist[1:])
+		l.hist = l.hist[:l.store]
+	} else {
+		it = Iterate{X: make([]float64, len(l.loc.X)), Gradient: make([]float64, len(l.loc.X))}
+	}
+	copy(it.X, l.loc.X)
+	copy(it.Gradient, l.loc.Gradient)
+	it.F = l.loc.F
+	it.Round = l.evals
+	l.hist = append(l.hist, it)
+	if k := len(l.hist); k > 1 {
+		prev, cur := l.hist[k-2].F, it.F
+		if prev-cur < l.tol*math.Max(1, math.Abs(cur)) {
+			l.stall++
+		} else {
+			l.stall = 0
+		}
+	}
+	return l.stall >= stallIterations || floats.Norm(it.Gradient, math.Inf(1)) == 0
+}
+
+// result returns the last accepted iterate, whose objective is known.
+func (l *lbfgs) result() ([]float64, float64) {
+	last := l.hist[len(l.hist)-1]
+	return last.X, last.F
+}
+
+func (l *lbfgs) save(cp *Checkpoint) {
+	cp.History = make([]Iterate, len(l.hist))
+	for i, it := range l.hist {
+		cp.History[i] = Iterate{X: append([]float64(nil), it.X...), Gradient: append([]float64(nil), it.Gradient...), F: it.F, Round: it.Round}
+	}
+	cp.Stall = l.stall
+	if len(l.hist) > 0 {
+		last := l.hist[len(l.hist)-1]
+		cp.X = append([]float64(nil), last.X...)
+		cp.Round = last.Round
+	}
+}
+
+// restore rebuilds the run from a checkpoint taken at an accepted iterate.
+// Replaying the stored iterates through a fresh LBFGS rebuilds its memory
+// exactly (the same pairs, used in the same order), so the continued run is
+// bit-identical to one that never stopped.
+func (l *lbfgs) restore(cp *Checkpoint) error {
+	h := cp.History
+	if len(h) == 0 {
+		return nil
+	}
+	n := len(l.loc.X)
+	dir := make([]float64, n)
+	for i, it := range h[:len(h)-1] {
+		loc := &optimize.Location{X: it.X, F: it.F, Gradient: it.Gradient}
+		if i == 0 {
+			l.dir.LBFGS.InitDirection(loc, dir)
+		} else {
+			l.dir.LBFGS.NextDirection(loc, dir)
+		}
+	}
+	l.dir.resumed = len(h) > 1
+	last := h[len(h)-1]
+	copy(l.loc.X, last.X)
+	copy(l.loc.Gradient, last.Gradient)
+	l.loc.F = last.F
+	copy(l.lastX, last.X)
+	copy(l.lastG, last.Gradient)
+	l.lastF = last.F
+	l.hist = nil
+	for _, it := range h {
+		l.hist = append(l.hist, Iterate{X: append([]float64(nil), it.X...), Gradient: append([]float64(nil), it.Gradient...), F: it.F, Round: it.Round})
+	}
+	l.stall = cp.Stall
+	l.evals = last.Round
+	l.started = true
+	op, err := l.ls.Init(l.loc)
+	if err != nil {
+		return err
+	}
+	if op&(optimize.FuncEvaluation|optimize.GradEvaluation) == 0 {
+		return errors.New("estimator: unexpected line search operation on restore")
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// Scaler holds the pooled standardisation every site applies to its rows.
+// It is made from the sites' Moments, so only shared scalars are used.
+type Scaler struct {
+	Mean  []float64 // per covariate; 0 for binary covariates
+	Scale []float64 // per covariate; 1 for binary covariates
+	YMean float64   // pooled outcome mean (0 for a binary outcome)
+	YSD   float64   // pooled outcome standard deviation (1 for a binary outcome)
+}
+
+// NewScaler pools the sites' Moments. Continuous covariates get the pooled
+// mean and standard deviation; a constant column keeps scale 1 so that it
+// cannot divide by zero.
+func NewScaler(schema Schema, moments []Moments) (Scaler, error) {
+	dx := len(schema.Binary)
+	s := Scaler{Mean: make([]float64, dx), Scale: make([]float64, dx), YSD: 1}
+	var n float64
+	sum := make([]float64, dx+1)
+	sumsq := make([]float64, dx+1)
+	for _, m := range moments {
+		if len(m.Sum) != dx+1 || len(m.SumSq) != dx+1 {
+			return Scaler{}, fmt.Errorf("estimator: moments of %d columns, want %d", len(m.Sum), dx+1)
+		}
+		n += float64(m.N)
+		for j := range sum {
+			sum[j] += m.Sum[j]
+			sumsq[j] += m.SumSq[j]
+		}
+	}
+	if n < 2 {
+		return Scaler{}, errors.New("estimator: standardisation needs at least two rows")
+	}
+	meanSD := func(j int) (float64, float64) {
+		mean := sum[j] / n
+		v := (sumsq[j] - n*mean*mean) / (n - 1)
+		if !(v > 1e-12) {
+			return mean, 1
+		}
+		return mean, math.Sqrt(v)
+	}
+	for j := range dx {
+		s.Scale[j] = 1
+		if !schema.Binary[j] {
+			s.Mean[j], s.Scale[j] = meanSD(j)
+		}
+	}
+	if !schema.BinaryOutcome {
+		s.YMean, s.YSD = meanSD(dx)
+	}
+	return s, nil
+}
+
+// Feature maps of a model, indexing Setup.Maps.
+const (
+	mapPropensity = iota
+	mapOutcome
+	mapEncoder
+	mapDecoder
+	numMaps
+)
+
+// Setup is what every participant of a federation must agree on before
+// training: the schema, the configuration, the pooled standardisation and
+// the base frequencies of the four feature maps. A coordinator sends it (or
+// the seed and moments it derives from) to every site.
+type Setup struct {
+	Schema Schema
+	Config Config
+	Scaler Scaler
+	// Maps are the feature maps of the propensity (on x), the outcome (on x),
+	// the encoder (on [x, y]) and the decoder (on z), in that order.
+	Maps [numMaps]FeatureMap
+}
+
+// NewSetup validates cfg and draws the base frequencies of the four feature
+// maps from spectral, map k with seed mix(Seed, k).
+func NewSetup(ctx context.Context, schema Schema, spectral Spectral, cfg Config, scaler Scaler) (*Setup, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	dx := len(schema.Binary)
+	if dx == 0 {
+		return nil, errors.New("estimator: schema has no covariates")
+	}
+	if len(scaler.Mean) != dx || len(scaler.Scale) != dx {
+		return nil, errors.New("estimator: scaler does not match the schema")
+	}
+	if spectral == nil {
+		return nil, errors.New("estimator: nil spectral sampler")
+	}
+	s := &Setup{Schema: schema, Config: cfg, Scaler: scaler}
+	dims := [numMaps]int{dx, dx, dx + 1, cfg.Latent}
+	for k, d := range dims {
+		om, err := spectral.Sample(ctx, d, cfg.Features, mix(cfg.Seed, uint64(k)))
+		if err != nil {
+			return nil, fmt.Errorf("estimator: sampling frequencies: %w", err)
+		}
+		if r, c := om.Dims(); r != d || c != cfg.Features {
+			return nil, fmt.Errorf("estimator: spectral sample is %d×%d, want %d×%d", r, c, d, cfg.Features)
+		}
+		s.Maps[k] = FeatureMap{Omega0: om}
+	}
+	return s, nil
+}
+
+// standardize returns the site's rows transformed by the scaler: continuous
+// covariates standardised, and a continuous y standardised when configured.
+func (s *Setup) standardize(d *Data) (x *mat.Dense, y []float64) {
+	n, dx := d.X.Dims()
+	x = mat.NewDense(n, dx, nil)
+	y = make([]float64, n)
+	for i := range n {
+		src := d.X.RawRowView(i)
+		dst := x.RawRowView(i)
+		for j := range dx {
+			dst[j] = (src[j] - s.Scaler.Mean[j]) / s.Scaler.Scale[j]
+		}
+		y[i] = s.yToModel(d.Y[i])
+	}
+	return x, y
+}
+
+// yToModel maps an outcome to the units the models are fitted in.
+func (s *Setup) yToModel(y float64) float64 {
+	if s.Schema.BinaryOutcome || !s.Config.StandardizeY {
+		return y
+	}
+	return (y - s.Scaler.YMean) / s.Scaler.YSD
+}
+
+// yScale is the factor from model units back to outcome units.
+func (s *Setup) yScale() float64 {
+	if s.Schema.BinaryOutcome || !s.Config.StandardizeY {
+		return 1
+	}
+	return s.Scaler.YSD
+}
+
+// initLogScale is the initial a of a map on inputs of dimension d: the
+// median-distance heuristic puts the lengthscale near √d for standardised
+// inputs, that is a = −½·log d.
+func (s *Setup) initLogScale(d int) float64 {
+	if s.Config.InitLogScale != 0 {
+		return s.Config.InitLogScale
+	}
+	return -0.5 * math.Log(float64(d))
+}

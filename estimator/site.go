@@ -1,0 +1,188 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// SiteInput is what the coordinator sends a site in one round of training
+// model Model: the site's effective weights W_c^s and the shared parameters.
+type SiteInput struct {
+	Model Kind
+	Round int
+	// Noise keys the latent model's noise draws ε: 0 in every round when the
+	// draws are held fixed (L-BFGS), the round number otherwise (Adam).
+	Noise   uint64
+	Weights map[string]*mat.Dense // by Block.Name, 2D×k each
+	Shared  map[string][]float64  // by Param.Name
+}
+
+// SiteOutput is what a site returns: its loss J^(s) (data terms only; the
+// coordinator adds the regularisers), G_c^s = ∂J^(s)/∂W_c^s and the
+// gradients of the shared parameters.
+type SiteOutput struct {
+	Model  Kind
+	Round  int
+	Site   int
+	Rows   int // training rows behind Loss
+	Loss   float64
+	Grads  map[string]*mat.Dense // by Block.Name, same shapes as the weights
+	Shared map[string][]float64  // by Param.Name
+}
+
+// Site is one data holder's side of training: its prepared rows and the
+// workspaces of the three models. A Site is not safe for concurrent use;
+// different Sites are independent.
+type Site struct {
+	index int
+	setup *Setup
+	lays  [3]*layout
+
+	n, n0 int        // rows; the n0 control rows come first
+	pos   []int      // pos[i] = prepared position of original row i
+	x     *mat.Dense // n×dx standardised covariates, arm-sorted
+	w, y  []float64  // arm-sorted treatments and outcomes (model units)
+
+	prop, out, enc *rffLayer // feature maps on fixed inputs, built lazily
+	lat            *latentWork
+	col            *mat.Dense // n×1 scratch
+	dcol           *mat.Dense // n×1 scratch
+	outs           [3]*SiteOutput
+}
+
+// NewSite prepares site index's rows for training under setup. Rows are
+// standardised with setup.Scaler and reordered so that control rows come
+// first, which lets each arm's weights act on a contiguous block of rows.
+func NewSite(index int, data *Data, setup *Setup) (*Site, error) {
+	if setup == nil {
+		return nil, errors.New("estimator: nil setup")
+	}
+	if err := data.validate(setup.Schema); err != nil {
+		return nil, err
+	}
+	n := data.Rows()
+	if n == 0 {
+		return nil, fmt.Errorf("estimator: site %d has no rows", index)
+	}
+	x, y := setup.standardize(data)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return data.W[order[a]] < data.W[order[b]] })
+	_, dx := x.Dims()
+	s := &Site{
+		index: index, setup: setup, n: n, pos: make([]int, n),
+		x: mat.NewDense(n, dx, nil), w: make([]float64, n), y: make([]float64, n),
+		col: mat.NewDense(n, 1, nil), dcol: mat.NewDense(n, 1, nil),
+	}
+	for k, i := range order {
+		s.pos[i] = k
+		copy(s.x.RawRowView(k), x.RawRowView(i))
+		s.w[k] = data.W[i]
+		s.y[k] = y[i]
+		if data.W[i] == 0 {
+			s.n0++
+		}
+	}
+	for _, k := range Kinds {
+		s.lays[k] = newLayout(k, setup)
+	}
+	return s, nil
+}
+
+// Index returns the site's number in the federation.
+func (s *Site) Index() int { return s.index }
+
+// Rows returns the number of training rows.
+func (s *Site) Rows() int { return s.n }
+
+// Release drops the workspaces of the models. The next Compute rebuilds
+// them; a simulated federation of many sites calls it after each model.
+func (s *Site) Release() {
+	s.prop, s.out, s.enc, s.lat = nil, nil, nil, nil
+	s.outs = [3]*SiteOutput{}
+}
+
+// Compute evaluates the site's part of the objective of model in.Model at
+// the given weights: J^(s), ∂J^(s)/∂W^s and the shared-parameter gradients.
+// It is deterministic in its inputs. The returned output is owned by the
+// Site and valid until the next Compute of the same model.
+func (s *Site) Compute(ctx context.Context, in *SiteInput) (*SiteOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if in == nil || in.Model < Propensity || in.Model > Latent {
+		return nil, errors.New("estimator: invalid site input")
+	}
+	lay := s.lays[in.Model]
+	if err := checkInput(lay, in); err != nil {
+		return nil, fmt.Errorf("estimator: site %d: %w", s.index, err)
+	}
+	out := s.output(lay)
+	out.Round = in.Round
+	switch in.Model {
+	case Propensity:
+		s.propensity(in, out)
+	case Outcome:
+		s.outcome(in, out)
+	case Latent:
+		s.latent(in, out)
+	}
+	return out, nil
+}
+
+func checkInput(lay *layout, in *SiteInput) error {
+	for _, b := range lay.blocks {
+		w, ok := in.Weights[b.Name]
+		if !ok || w == nil {
+			return fmt.Errorf("%v weights %q missing", lay.kind, b.Name)
+		}
+		if r, c := w.Dims(); r != b.Rows || c != b.Cols {
+			return fmt.Errorf("%v weights %q are %d×%d, want %d×%d", lay.kind, b.Name, r, c, b.Rows, b.Cols)
+		}
+	}
+	for _, p := range lay.shared {
+		if len(in.Shared[p.Name]) != p.Size {
+			return fmt.Errorf("%v shared %q has %d values, want %d", lay.kind, p.Name, len(in.Shared[p.Name]), p.Size)
+		}
+	}
+	return nil
+}
+
+// output returns the site's reusable output message for lay's model.
+func (s *Site) output(lay *layout) *SiteOutput {
+	if o := s.outs[lay.kind]; o != nil {
+		return o
+	}
+	o := &SiteOutput{
+		Model: lay.kind, Site: s.index, Rows: s.n,
+		Grads:  make(map[string]*mat.Dense, len(lay.blocks)),
+		Shared: make(map[string][]float64, len(lay.shared)),
+	}
+	for _, b := range lay.blocks {
+		o.Grads[b.Name] = mat.NewDense(b.Rows, b.Cols, nil)
+	}
+	for _, p := range lay.shared {
+		o.Shared[p.Name] = make([]float64, p.Size)
+	}
+	s.outs[lay.kind] = o
+	return o
+}
+
+// arms returns the control and treated row blocks of m (rows = site rows),
+// either of which is nil when the site has no rows in that arm.
+func (s *Site) arms(m *mat.Dense) (ctl, trt *mat.Dense) {
+	_, c := m.Dims()
+	if s.n0 > 0 {
+		ctl = m.Slice(0, s.n0, 0, c).(*mat.Dense)
+	}
+	if s.n0 < s.n {
+		trt = m.Slice(s.n0, s.n, 0, c).(*mat.Dense)
+	}
+	return ctl, trt
+}

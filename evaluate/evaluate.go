@@ -1,0 +1,336 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/crffd/crffd/dataset"
+	"github.com/crffd/crffd/estimator"
+)
+
+// Modes are the methods a plan can compare: the three transfer modes of
+// CausalRFF and the T-learner baseline.
+var Modes = []string{"learned", "none", "full", "tlearner"}
+
+// ErrPlan reports a plan that cannot be run as given.
+var ErrPlan = errors.New("invalid evaluation plan")
+
+// Replicate is one data file.
+type Replicate struct {
+	Number int    // the replicate's number, from the file name when it ends in one
+	Path   string // the CSV file
+}
+
+// Plan says what to run.
+type Plan struct {
+	Replicates []Replicate
+	Sources    []int    // numbers k of training sources, each run separately
+	SourceSize int      // rows per source
+	Split      [3]int   // training, test and validation rows inside a source, in that order
+	Modes      []string // a subset of Modes
+	TestSource int      // 1-based source whose test rows are scored; it must be among the first k
+	Spectral   estimator.Spectral
+	Config     estimator.Config // Transfer is set per mode
+	// Progress, when set, is called after each run.
+	Progress func(done, total int, r Result)
+}
+
+// Result is one fit and its errors on the test rows of the test source.
+type Result struct {
+	Replicate    int     `json:"replicate"`
+	Mode         string  `json:"mode"`
+	Sources      int     `json:"sources"`
+	SqrtPEHE     float64 `json:"sqrt_pehe"`
+	ATEErr       float64 `json:"ate_err"`
+	TrainSeconds float64 `json:"train_seconds"`
+	Rounds       int     `json:"rounds"`
+}
+
+// Summary is the mean and standard error of the results of one mode and
+// source count over the replicates.
+type Summary struct {
+	Mode         string  `json:"mode"`
+	Sources      int     `json:"sources"`
+	N            int     `json:"n"`
+	SqrtPEHEMean float64 `json:"sqrt_pehe_mean"`
+	SqrtPEHESE   float64 `json:"sqrt_pehe_se"`
+	ATEErrMean   float64 `json:"ate_err_mean"`
+	ATEErrSE     float64 `json:"ate_err_se"`
+}
+
+// Report holds every run and the summaries, in the order of the plan.
+type Report struct {
+	Runs    []Result  `json:"runs"`
+	Summary []Summary `json:"summary"`
+	Seconds float64   `json:"seconds"` // wall time of the whole evaluation
+}
+
+func (p *Plan) check() error {
+	switch {
+	case len(p.Replicates) == 0:
+		return fmt.Errorf("%w: no replicate files", ErrPlan)
+	case len(p.Sources) == 0:
+		return fmt.Errorf("%w: no source counts", ErrPlan)
+	case p.SourceSize < 1:
+		return fmt.Errorf("%w: source size %d", ErrPlan, p.SourceSize)
+	case p.Split[0] < 2 || p.Split[1] < 1 || p.Split[2] < 0:
+		return fmt.Errorf("%w: split %d,%d,%d needs at least 2 training and 1 test row", ErrPlan, p.Split[0], p.Split[1], p.Split[2])
+	case p.Split[0]+p.Split[1]+p.Split[2] != p.SourceSize:
+		return fmt.Errorf("%w: split %d+%d+%d does not add up to the source size %d", ErrPlan, p.Split[0], p.Split[1], p.Split[2], p.SourceSize)
+	case p.Spectral == nil:
+		return fmt.Errorf("%w: no kernel", ErrPlan)
+	}
+	for _, k := range p.Sources {
+		if k < 1 || p.TestSource > k || p.TestSource < 1 {
+			return fmt.Errorf("%w: test source %d is not among the first %d sources", ErrPlan, p.TestSource, k)
+		}
+	}
+	for _, m := range p.Modes {
+		if !slices.Contains(Modes, m) {
+			return fmt.Errorf("%w: unknown mode %q (want %s)", ErrPlan, m, strings.Join(Modes, ", "))
+		}
+	}
+	return nil
+}
+
+// Run executes the plan.
+func Run(ctx context.Context, p Plan) (*Report, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	rep := &Report{}
+	total := len(p.Replicates) * len(p.Modes) * len(p.Sources)
+	for _, rp := range p.Replicates {
+		splits, schema, err := load(rp.Path, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, mode := range p.Modes {
+			for _, k := range p.Sources {
+				r, err := runOne(ctx, p, splits[:k], schema, mode)
+				if err != nil {
+					return nil, fmt.Errorf("replicate %d (%s), mode %s, %d sources: %w", rp.Number, rp.Path, mode, k, err)
+				}
+				r.Replicate = rp.Number
+				rep.Runs = append(rep.Runs, r)
+				if p.Progress != nil {
+					p.Progress(len(rep.Runs), total, r)
+				}
+			}
+		}
+	}
+	rep.Summary = summarise(rep.Runs, p.Modes, p.Sources)
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// split is one source's rows, split.
+type split struct{ train, test, val *dataset.Table }
+
+// load reads a replicate and splits every source of it. The schema is
+// inferred from the whole file, so that a column does not change type
+// between sources.
+func load(path string, p Plan) ([]split, estimator.Schema, error) {
+	t, err := dataset.ReadFile(path)
+	if err != nil {
+		return nil, estimator.Schema{}, err
+	}
+	schema, err := dataset.InferSchema(t)
+	if err != nil {
+		return nil, estimator.Schema{}, fmt.Errorf("%s: %w", path, err)
+	}
+	need := slices.Max(p.Sources)
+	if t.Rows() < need*p.SourceSize {
+		return nil, schema, fmt.Errorf("%w: %s has %d rows, fewer than %d sources of %d", ErrPlan, path, t.Rows(), need, p.SourceSize)
+	}
+	head, err := t.Slice(0, need*p.SourceSize)
+	if err != nil {
+		return nil, schema, err
+	}
+	sources, err := head.Sources(p.SourceSize)
+	if err != nil {
+		return nil, schema, fmt.Errorf("%s: %w", path, err)
+	}
+	out := make([]split, len(sources))
+	for i, s := range sources {
+		if out[i].train, out[i].test, out[i].val, err = s.Split(p.Split[0], p.Split[1], p.Split[2]); err != nil {
+			return nil, schema, fmt.Errorf("%s: source %d: %w", path, i+1, err)
+		}
+	}
+	return out, schema, nil
+}
+
+// runOne fits one mode on the training rows of the given sources and
+// scores the test rows of the test source.
+func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schema, mode string) (Result, error) {
+	r := Result{Mode: mode, Sources: len(sources)}
+	train := make([]*estimator.Data, len(sources))
+	for i, s := range sources {
+		train[i] = s.train.Data()
+	}
+	test := sources[p.TestSource-1].test
+	start := time.Now()
+	var cate []float64
+	if mode == "tlearner" {
+		tl, err := estimator.FitTLearner(ctx, train, schema, p.Spectral, p.Config)
+		if err != nil {
+			return r, err
+		}
+		r.TrainSeconds = time.Since(start).Seconds()
+		if cate, err = tl.CATE(test.Data()); err != nil {
+			return r, err
+		}
+	} else {
+		cfg := p.Config
+		var err error
+		if cfg.Transfer, err = estimator.ParseTransfer(mode); err != nil {
+			return r, err
+		}
+		model, err := estimator.Fit(ctx, train, schema, p.Spectral, cfg)
+		if err != nil {
+			return r, err
+		}
+		r.TrainSeconds = time.Since(start).Seconds()
+		r.Rounds = model.Propensity.Rounds + model.Outcome.Rounds + model.Latent.Rounds
+		eff, err := model.Effects(ctx, p.TestSource-1, test.Data())
+		if err != nil {
+			return r, err
+		}
+		cate = eff.CATE
+	}
+	tau := test.Tau()
+	var err error
+	if r.SqrtPEHE, err = estimator.SqrtPEHE(cate, tau); err != nil {
+		return r, err
+	}
+	if r.ATEErr, err = estimator.ATEError(cate, tau); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func summarise(runs []Result, modes []string, sources []int) []Summary {
+	var out []Summary
+	for _, mode := range modes {
+		for _, k := range sources {
+			var pehe, ate []float64
+			for _, r := range runs {
+				if r.Mode == mode && r.Sources == k {
+					pehe = append(pehe, r.SqrtPEHE)
+					ate = append(ate, r.ATEErr)
+				}
+			}
+			s := Summary{Mode: mode, Sources: k, N: len(pehe)}
+			s.SqrtPEHEMean, s.SqrtPEHESE = meanSE(pehe)
+			s.ATEErrMean, s.ATEErrSE = meanSE(ate)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// meanSE returns the mean and its standard error (sample SD / √n; 0 for a
+// single value).
+func meanSE(x []float64) (mean, se float64) {
+	if len(x) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	if len(x) == 1 {
+		return x[0], 0
+	}
+	mean, sd := stat.MeanStdDev(x, nil)
+	return mean, sd / math.Sqrt(float64(len(x)))
+}
+
+var trailingNumber = regexp.MustCompile(`(\d+)\.csv$`)
+
+// FindReplicates lists the replicate files at path: the file itself, or
+// every .csv file in the directory. A file whose name ends in a number
+// (ihdp_npci_7.csv) is replicate 7; otherwise files are numbered by their
+// order. With a non-empty selection only those replicates are returned, and
+// a selected replicate without a file is an error.
+func FindReplicates(path string, selection []int) ([]Replicate, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("data %q: %w", path, err)
+	}
+	files := []string{path}
+	if info.IsDir() {
+		if files, err = filepath.Glob(filepath.Join(path, "*.csv")); err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("data %q: no .csv files", path)
+		}
+	}
+	all := make([]Replicate, len(files))
+	numbered := true
+	for i, f := range files {
+		all[i] = Replicate{Number: i + 1, Path: f}
+		if m := trailingNumber.FindStringSubmatch(filepath.Base(f)); m != nil {
+			all[i].Number, _ = strconv.Atoi(m[1])
+		} else {
+			numbered = false
+		}
+	}
+	if numbered {
+		slices.SortFunc(all, func(a, b Replicate) int { return a.Number - b.Number })
+		for i := 1; i < len(all); i++ {
+			if all[i].Number == all[i-1].Number {
+				return nil, fmt.Errorf("data %q: %s and %s are both replicate %d", path, all[i-1].Path, all[i].Path, all[i].Number)
+			}
+		}
+	} else {
+		for i := range all {
+			all[i].Number = i + 1
+		}
+	}
+	if len(selection) == 0 {
+		return all, nil
+	}
+	var out []Replicate
+	for _, n := range selection {
+		i := slices.IndexFunc(all, func(r Replicate) bool { return r.Number == n })
+		if i < 0 {
+			return nil, fmt.Errorf("data %q: no file for replicate %d", path, n)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// ParseList parses a list of positive integers and ranges: "1-10", "1,2,3",
+// "1-3,7".
+func ParseList(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 1 {
+			return nil, fmt.Errorf("list %q: %q is not a positive integer or range", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("list %q: %q is not a range LOW-HIGH", s, part)
+			}
+		}
+		for i := a; i <= b; i++ {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}

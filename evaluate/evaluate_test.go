@@ -1,0 +1,189 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/crffd/crffd/dataset"
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/synth"
+)
+
+func TestParseList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		err  bool
+	}{
+		{"1-10", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, false},
+		{"1,2,3", []int{1, 2, 3}, false},
+		{"1-3, 7", []int{1, 2, 3, 7}, false},
+		{"4", []int{4}, false},
+		{"0", nil, true},
+		{"3-1", nil, true},
+		{"a", nil, true},
+		{"1,,2", nil, true},
+		{"-2", nil, true},
+	} {
+		got, err := ParseList(tc.in)
+		if (err != nil) != tc.err || (!tc.err && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("ParseList(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func touch(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFindReplicates(t *testing.T) {
+	dir := t.TempDir()
+	touch(t, dir, "ihdp_npci_10.csv", "ihdp_npci_2.csv", "ihdp_npci_1.csv", "notes.txt")
+	all, err := FindReplicates(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nums []int
+	for _, r := range all {
+		nums = append(nums, r.Number)
+	}
+	if !reflect.DeepEqual(nums, []int{1, 2, 10}) {
+		t.Errorf("numbers = %v, want [1 2 10] in numeric order", nums)
+	}
+	sel, err := FindReplicates(dir, []int{10, 1})
+	if err != nil || len(sel) != 2 || sel[0].Number != 10 || filepath.Base(sel[1].Path) != "ihdp_npci_1.csv" {
+		t.Errorf("selection = %v, %v", sel, err)
+	}
+	if _, err := FindReplicates(dir, []int{3}); err == nil || !strings.Contains(err.Error(), "no file for replicate 3") {
+		t.Errorf("missing replicate: err = %v", err)
+	}
+	one, err := FindReplicates(filepath.Join(dir, "ihdp_npci_2.csv"), nil)
+	if err != nil || len(one) != 1 || one[0].Number != 2 {
+		t.Errorf("single file = %v, %v", one, err)
+	}
+	if _, err := FindReplicates(filepath.Join(dir, "absent"), nil); err == nil {
+		t.Error("missing path: no error")
+	}
+	empty := t.TempDir()
+	if _, err := FindReplicates(empty, nil); err == nil || !strings.Contains(err.Error(), "no .csv files") {
+		t.Errorf("empty dir: err = %v", err)
+	}
+	dup := t.TempDir()
+	touch(t, dup, "a_1.csv", "b_1.csv")
+	if _, err := FindReplicates(dup, nil); err == nil || !strings.Contains(err.Error(), "both replicate 1") {
+		t.Errorf("duplicate numbers: err = %v", err)
+	}
+}
+
+func TestMeanSE(t *testing.T) {
+	m, se := meanSE([]float64{1, 2, 3, 4})
+	// sd = sqrt(5/3), se = sd/2
+	if m != 2.5 || math.Abs(se-math.Sqrt(5.0/3)/2) > 1e-15 {
+		t.Errorf("meanSE = %v, %v", m, se)
+	}
+	if m, se := meanSE([]float64{7}); m != 7 || se != 0 {
+		t.Errorf("one value: %v, %v", m, se)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	base := Plan{
+		Replicates: []Replicate{{1, "x.csv"}}, Sources: []int{1, 2}, SourceSize: 10,
+		Split: [3]int{4, 3, 3}, Modes: []string{"learned"}, TestSource: 1, Spectral: estimator.GaussianSpectral{},
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(p *Plan)
+		want   string
+	}{
+		{"split sum", func(p *Plan) { p.Split = [3]int{4, 3, 2} }, "does not add up to the source size 10"},
+		{"no test rows", func(p *Plan) { p.Split = [3]int{7, 0, 3} }, "at least 2 training and 1 test row"},
+		{"test source beyond k", func(p *Plan) { p.TestSource = 2 }, "test source 2 is not among the first 1 sources"},
+		{"unknown mode", func(p *Plan) { p.Modes = []string{"pooled"} }, `unknown mode "pooled"`},
+		{"no kernel", func(p *Plan) { p.Spectral = nil }, "no kernel"},
+	} {
+		p := base
+		tc.change(&p)
+		_, err := Run(context.Background(), p)
+		if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrPlan containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestRunSmall runs a small plan end to end on synthetic data and checks
+// the report's shape, the summary against the runs, and that the T-learner
+// recovers the effect of an easy design.
+func TestRunSmall(t *testing.T) {
+	tables, err := synth.Generate(synth.Design{Sources: 2, Rows: 200, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := dataset.Concat(tables...)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "synth_1.csv")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dataset.Write(f, all); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 100, 3, 20, 10
+	var calls int
+	rep, err := Run(context.Background(), Plan{
+		Replicates: []Replicate{{1, path}}, Sources: []int{1, 2}, SourceSize: 200, Split: [3]int{100, 60, 40},
+		Modes: []string{"full", "tlearner"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg,
+		Progress: func(done, total int, r Result) {
+			calls++
+			if total != 4 || done != calls {
+				t.Errorf("progress %d/%d at call %d", done, total, calls)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 4 || len(rep.Summary) != 4 || calls != 4 {
+		t.Fatalf("%d runs, %d summaries, %d progress calls; want 4 each", len(rep.Runs), len(rep.Summary), calls)
+	}
+	for i, s := range rep.Summary {
+		r := rep.Runs[i]
+		if s.Mode != r.Mode || s.Sources != r.Sources || s.N != 1 || s.SqrtPEHEMean != r.SqrtPEHE || s.ATEErrMean != r.ATEErr {
+			t.Errorf("summary %+v does not match its single run %+v", s, r)
+		}
+		if !(r.SqrtPEHE >= r.ATEErr) {
+			t.Errorf("%+v: sqrt(PEHE) below the ATE error, impossible by Jensen", r)
+		}
+		if r.Mode == "full" && r.Rounds == 0 {
+			t.Errorf("%+v: no rounds counted", r)
+		}
+	}
+	// Runs are deterministic: a second evaluation gives the same errors.
+	again, err := Run(context.Background(), Plan{
+		Replicates: []Replicate{{1, path}}, Sources: []int{1, 2}, SourceSize: 200, Split: [3]int{100, 60, 40},
+		Modes: []string{"full", "tlearner"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rep.Runs {
+		a, b := rep.Runs[i], again.Runs[i]
+		if a.SqrtPEHE != b.SqrtPEHE || a.ATEErr != b.ATEErr || a.Rounds != b.Rounds {
+			t.Errorf("run %d differs on a rerun: %+v vs %+v", i, a, b)
+		}
+	}
+}
