@@ -39,7 +39,8 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 	if m == nil || m.Propensity == nil || m.Outcome == nil || m.Latent == nil {
 		return nil, errors.New("estimator: model is not fitted")
 	}
-	if site < 0 || site >= len(m.Latent.Weights) {
+	if site < 0 || site >= len(m.Latent.Weights) || m.Latent.Weights[site] == nil ||
+		m.Propensity.Weights[site] == nil || m.Outcome.Weights[site] == nil {
 		return nil, fmt.Errorf("estimator: no site %d", site)
 	}
 	setup := m.Setup

@@ -339,3 +339,32 @@ func TestAudit(t *testing.T) {
 		t.Errorf("UPDATE of crff_audit: err = %v, want append-only", err)
 	}
 }
+
+func TestSaveSetup(t *testing.T) {
+	ctx := context.Background()
+	path := newRecordsFile(t)
+	site := openSite(t, path)
+	recs, err := site.ReadRecords(ctx, recordsSource(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := site.BeginRun(ctx, "r1", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	r, err := site.LookupRun(ctx, "r1")
+	if err != nil || r.Setup != nil {
+		t.Fatalf("before SaveSetup: setup %q, err %v; want none", r.Setup, err)
+	}
+	if err := site.SaveSetup(ctx, "r1", []byte(`{"kernel":"gaussian"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = site.LookupRun(ctx, "r1"); err != nil || string(r.Setup) != `{"kernel":"gaussian"}` {
+		t.Errorf("after SaveSetup: setup %q, err %v", r.Setup, err)
+	}
+	if err := site.SaveSetup(ctx, "r1", []byte(`{broken`)); !errors.Is(err, store.ErrBadResult) {
+		t.Errorf("invalid JSON: err = %v, want store.ErrBadResult", err)
+	}
+	if err := site.SaveSetup(ctx, "nosuch", []byte(`{}`)); !errors.Is(err, store.ErrNoRun) {
+		t.Errorf("unknown run: err = %v, want ErrNoRun", err)
+	}
+}

@@ -29,6 +29,10 @@ type Run struct {
 	Layout      Layout    // the columns the run's rows were read with
 	StartedAt   time.Time // when BeginRun recorded it
 	PublishedAt time.Time // when its results were written; zero while training
+	// Setup is the JSON the daemon saved with SaveSetup: what it needs,
+	// besides the model state, to score rows with the run's model. Nil
+	// until saved.
+	Setup json.RawMessage
 }
 
 // BeginRun records a new training run, with the layout its records were
@@ -60,6 +64,24 @@ func (s *Site) BeginRun(ctx context.Context, run string, layout Layout) error {
 	})
 }
 
+// SaveSetup stores the setup of a run (see Run.Setup), replacing any saved
+// before. setup must be valid JSON.
+func (s *Site) SaveSetup(ctx context.Context, run string, setup []byte) error {
+	if !json.Valid(setup) {
+		return fmt.Errorf("save setup of run %q in %q: %w: not valid JSON", run, s.path, ErrBadResult)
+	}
+	return s.writeTx(ctx, "save setup in", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE crff_run SET setup = ? WHERE run = ?`, string(setup), run)
+		if err != nil {
+			return fmt.Errorf("run %q: %w", run, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("%w %q", ErrNoRun, run)
+		}
+		return nil
+	})
+}
+
 // CurrentRun returns the run whose results are published, or an error
 // wrapping ErrNoRun when there is none.
 func (s *Site) CurrentRun(ctx context.Context) (Run, error) {
@@ -86,7 +108,7 @@ func (s *Site) LookupRun(ctx context.Context, run string) (Run, error) {
 	return r, err
 }
 
-const runColumns = `SELECT run, state, layout, started_at, coalesce(published_at, '') FROM crff_run`
+const runColumns = `SELECT run, state, layout, started_at, coalesce(published_at, ''), setup FROM crff_run`
 
 func currentRun(ctx context.Context, q querier) (Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, runColumns+` WHERE state = 'current'`))
@@ -99,12 +121,16 @@ func currentRun(ctx context.Context, q querier) (Run, error) {
 func scanRun(row *sql.Row) (Run, error) {
 	var r Run
 	var layout, started, published string
-	err := row.Scan(&r.ID, &r.State, &layout, &started, &published)
+	var setup sql.NullString
+	err := row.Scan(&r.ID, &r.State, &layout, &started, &published, &setup)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNoRun
 	}
 	if err != nil {
 		return r, err
+	}
+	if setup.Valid {
+		r.Setup = json.RawMessage(setup.String)
 	}
 	if err := json.Unmarshal([]byte(layout), &r.Layout); err != nil {
 		return r, fmt.Errorf("%w: layout of run %q: %w", ErrCorrupt, r.ID, err)

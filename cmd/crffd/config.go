@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,7 +28,10 @@ type setting struct {
 	Usage   string
 }
 
-var settings = []setting{
+// settings lists every key, gathered from the files that own them.
+var settings = slices.Concat(globalSettings, siteSettings, modelSettings, federationSettings)
+
+var globalSettings = []setting{
 	{"plugin_dir", "", "directory holding the plugin executables; empty means the folder of the crffd executable"},
 	{"plugin_sha256", map[string]string{}, "SHA-256 pins by plugin file name, e.g. crff-kernel-gaussian: <64 hex digits>; a binary that differs is refused"},
 	{"log_level", "info", "debug, info, warn or error"},
@@ -47,6 +51,9 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	log    *slog.Logger
+	// configFile is the --config path, against which relative paths in
+	// the configuration are resolved.
+	configFile string
 }
 
 // load builds the configuration of cmd: defaults, then the YAML file named
@@ -78,6 +85,7 @@ func (a *app) load(cmd *cobra.Command) error {
 		if err := checkKeys(v, path); err != nil {
 			return err
 		}
+		a.configFile = path
 	}
 	a.v = v
 	logger, err := newLogger(a.stderr, v.GetString("log_level"), v.GetString("log_format"))
@@ -95,7 +103,7 @@ func checkKeys(v *viper.Viper, path string) error {
 	maps := map[string]bool{}
 	for _, s := range settings {
 		known[s.Key] = true
-		if _, ok := s.Default.(map[string]string); ok {
+		if isMap(s.Default) {
 			maps[s.Key] = true
 		}
 	}
@@ -104,7 +112,7 @@ func checkKeys(v *viper.Viper, path string) error {
 		if known[k] {
 			continue
 		}
-		if i := strings.IndexByte(k, '.'); i > 0 && maps[k[:i]] {
+		if i := strings.LastIndexByte(k, '.'); i > 0 && maps[k[:i]] {
 			continue
 		}
 		if v.InConfig(k) {
@@ -156,4 +164,13 @@ func (a *app) pin(kind, name string) string {
 		return p
 	}
 	return a.v.GetStringMapString("plugin_sha256")[strings.ToLower(file)]
+}
+
+// isMap reports whether a setting's default is a map, whose keys are free.
+func isMap(v any) bool {
+	switch v.(type) {
+	case map[string]string, map[string]float64:
+		return true
+	}
+	return false
 }

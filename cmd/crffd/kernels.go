@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -70,7 +71,11 @@ func describeParams(ps []kernels.Param) string {
 }
 
 func (a *app) openKernel(cmd *cobra.Command, dir, name string, p kernels.Params) (*kernels.Client, error) {
-	return kernels.Open(cmd.Context(), kernels.Options{
+	return a.openKernelCtx(cmd.Context(), dir, name, p)
+}
+
+func (a *app) openKernelCtx(ctx context.Context, dir, name string, p kernels.Params) (*kernels.Client, error) {
+	return kernels.Open(ctx, kernels.Options{
 		Dir: dir, Name: name, Pin: a.pin(kernels.Kind, name), Params: p, Logger: a.log,
 	})
 }

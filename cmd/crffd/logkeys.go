@@ -10,3 +10,13 @@ const (
 	logKeySeconds   = "seconds"
 	logKeyRounds    = "rounds"
 )
+
+// Log keys of the site commands.
+const (
+	logKeyDB       = "db"
+	logKeyRows     = "rows"
+	logKeyRejected = "rejected"
+	logKeyRun      = "run"
+	logKeyInterval = "interval"
+	logKeyError    = "error"
+)

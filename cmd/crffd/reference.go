@@ -14,7 +14,7 @@ func configReference() string {
 	b.WriteString("| key | default | environment | meaning |\n|---|---|---|---|\n")
 	for _, s := range settings {
 		env := "`" + envName(s.Key) + "`"
-		if _, isMap := s.Default.(map[string]string); isMap {
+		if isMap(s.Default) {
 			env = "`" + envName(s.Key) + "_<KEY>` (KEY upper-cased, `-` as `_`)"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", s.Key, formatDefault(s.Default), env, s.Usage)
@@ -39,6 +39,16 @@ func formatDefault(v any) string {
 		}
 		sort.Strings(keys)
 		return "`" + strings.Join(keys, ", ") + "`"
+	case []string:
+		if len(d) == 0 {
+			return "(none)"
+		}
+		return "`" + strings.Join(d, ", ") + "`"
+	case map[string]float64:
+		if len(d) == 0 {
+			return "(none)"
+		}
+		return fmt.Sprintf("`%v`", d)
 	default:
 		return fmt.Sprintf("`%v`", d)
 	}

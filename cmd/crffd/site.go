@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/store"
+)
+
+func newSiteCmd(a *app) *cobra.Command {
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "site --config SITE.yaml",
+		Short: "Run a site's daemon: score new rows with the stored model (and take part in a federation when configured)",
+		Long: `site runs a site's daemon on its SQLite file. Every poll_interval it looks for
+rows of the configured table that have no CATE yet and scores them with the
+stored model of the current run, without retraining, appending them to
+crff_cate. When the configuration names a federation, it also takes part in
+the federation's training runs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if federated(a) {
+				return runFederatedSite(cmd, a, once)
+			}
+			return runScoringSite(cmd.Context(), a, once)
+		},
+	}
+	cmd.Flags().BoolVar(&once, "once", false, "leave after one pass (one scoring poll, or one complete federated run)")
+	return cmd
+}
+
+// runScoringSite polls for unscored rows until ctx ends.
+func runScoringSite(ctx context.Context, a *app, once bool) error {
+	src, err := a.siteSource()
+	if err != nil {
+		return err
+	}
+	timeout, err := a.durationSetting("site.busy_timeout")
+	if err != nil {
+		return err
+	}
+	every, err := a.durationSetting("site.poll_interval")
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	s := &scorer{a: a, db: db}
+	a.log.Info("site scoring", slog.String(logKeyDB, src.DB), slog.Duration(logKeyInterval, every))
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if err := s.poll(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if once || !errors.Is(err, errTransient) {
+				return err
+			}
+			a.log.Warn("scoring poll failed; retrying", slog.String(logKeyError, err.Error()))
+		}
+		if once {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// errTransient marks a poll failure worth retrying, such as a locked file.
+var errTransient = errors.New("transient")
+
+// scorer holds the model of the current run between polls.
+type scorer struct {
+	a     *app
+	db    *store.Site
+	run   string
+	model *estimator.Model
+	setup modelstore.Setup
+}
+
+// poll scores the rows that have no CATE yet.
+func (s *scorer) poll(ctx context.Context) error {
+	cur, err := s.db.CurrentRun(ctx)
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return fmt.Errorf("%w: %w", errTransient, err)
+		}
+		return fmt.Errorf("nothing to score with: %w (run crffd fit first)", err)
+	}
+	if cur.ID != s.run {
+		m, setup, err := modelstore.Load(ctx, s.db, cur.ID, s.a.openSpectral)
+		if err != nil {
+			return err
+		}
+		s.run, s.model, s.setup = cur.ID, m, setup
+		s.a.log.Info("loaded model", slog.String(logKeyRun, cur.ID))
+	}
+	recs, err := s.db.UnscoredRows(ctx)
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return fmt.Errorf("%w: %w", errTransient, err)
+		}
+		return err
+	}
+	if recs.Len() == 0 && len(recs.Rejected) == 0 {
+		return nil
+	}
+	var scores []store.CATE
+	if recs.Len() > 0 {
+		eff, err := s.model.Effects(ctx, s.setup.Site, recs.Data)
+		if err != nil {
+			return err
+		}
+		scores = cateRows(recs.IDs, eff)
+	}
+	if err := s.db.AppendScores(ctx, s.run, scores, recs.Rejected); err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return fmt.Errorf("%w: %w", errTransient, err)
+		}
+		return err
+	}
+	s.a.log.Info("scored new rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, len(scores)), slog.Int(logKeyRejected, len(recs.Rejected)))
+	return nil
+}

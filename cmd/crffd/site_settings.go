@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/store"
+)
+
+// siteSettings are the keys of a site's configuration: where its records
+// are and how to read them. Paths are relative to the configuration file.
+var siteSettings = []setting{
+	{"site.name", "site", "the site's name: its identity in a federation and in logs"},
+	{"site.db", "", "the site's SQLite file (relative paths are relative to the configuration file)"},
+	{"site.table", "records", "the table or view holding the records"},
+	{"site.id_column", "id", "the row id column (INTEGER or TEXT, unique)"},
+	{"site.treatment_column", "w", "the treatment column (0 or 1)"},
+	{"site.outcome_column", "y", "the outcome column"},
+	{"site.covariates", []string{}, "covariate columns; empty means every other numeric column"},
+	{"site.binary", []string{}, "covariates that are binary (0/1); others not listed here or in site.continuous are detected from their values"},
+	{"site.continuous", []string{}, "covariates that are continuous"},
+	{"site.outcome_type", "auto", "continuous, binary, or auto (binary when every outcome is 0 or 1)"},
+	{"site.identity_columns", []string{}, "columns identifying a person across sites, for de-duplication in a federation"},
+	{"site.on_invalid", "refuse", "refuse: stop and name the offending rows; skip: leave them out and list them in crff_rejected"},
+	{"site.busy_timeout", "5s", "how long to wait for a lock on the SQLite file"},
+	{"site.poll_interval", "5s", "how often crffd site looks for new rows to score"},
+}
+
+// modelSettings are the estimator's hyperparameters and the kernel.
+var modelSettings = func() []setting {
+	d := estimator.DefaultConfig()
+	return []setting{
+		{"kernel.name", "gaussian", "kernel plugin: crff-kernel-<name> in plugin_dir"},
+		{"kernel.params", map[string]float64{}, "kernel parameters, e.g. nu: 2.5 for matern"},
+		{"model.features", d.Features, "random frequencies D per feature map"},
+		{"model.latent", d.Latent, "latent dimension dz"},
+		{"model.rounds", d.Rounds, "maximum training rounds per model"},
+		{"model.optimizer", d.Method.String(), "lbfgs or adam"},
+		{"model.learning_rate", d.LearningRate, "Adam's step size"},
+		{"model.samples", d.Samples, "effect samples per row"},
+		{"model.mh_steps", d.MHSteps, "Metropolis–Hastings steps per effect sample (0: sample the latent z from q)"},
+		{"model.transfer", d.Transfer.String(), "learned, none or full (federations only)"},
+		{"model.seed", int(d.Seed), "seed of the frequencies, initial weights and sampling"},
+	}
+}()
+
+// siteSource returns the configured records source, with the database
+// path resolved against the configuration file's folder.
+func (a *app) siteSource() (store.Source, error) {
+	var src store.Source
+	if err := a.v.UnmarshalKey("site", &src); err != nil {
+		return src, fmt.Errorf("site configuration: %w", err)
+	}
+	if src.DB == "" {
+		return src, fmt.Errorf("site configuration: site.db is not set (the site's SQLite file)")
+	}
+	src.DB = a.resolve(src.DB)
+	return src, src.Validate()
+}
+
+// resolve makes a relative path relative to the configuration file.
+func (a *app) resolve(path string) string {
+	if path == "" || filepath.IsAbs(path) || a.configFile == "" {
+		return path
+	}
+	return filepath.Join(filepath.Dir(a.configFile), path)
+}
+
+// modelConfig returns the estimator configuration from the model.* keys.
+func (a *app) modelConfig() (estimator.Config, error) {
+	c := estimator.DefaultConfig()
+	c.Features = a.v.GetInt("model.features")
+	c.Latent = a.v.GetInt("model.latent")
+	c.Rounds = a.v.GetInt("model.rounds")
+	c.LearningRate = a.v.GetFloat64("model.learning_rate")
+	c.Samples = a.v.GetInt("model.samples")
+	c.MHSteps = a.v.GetInt("model.mh_steps")
+	c.Seed = a.v.GetUint64("model.seed")
+	switch m := a.v.GetString("model.optimizer"); m {
+	case "lbfgs":
+		c.Method = estimator.LBFGS
+	case "adam":
+		c.Method = estimator.Adam
+	default:
+		return c, fmt.Errorf("model.optimizer %q: want lbfgs or adam", m)
+	}
+	t, err := estimator.ParseTransfer(a.v.GetString("model.transfer"))
+	if err != nil {
+		return c, fmt.Errorf("model.transfer: %w", err)
+	}
+	c.Transfer = t
+	return c, nil
+}
+
+// kernelRef returns the configured kernel.
+func (a *app) kernelRef() modelstore.Kernel {
+	k := modelstore.Kernel{Name: a.v.GetString("kernel.name"), Params: map[string]float64{}}
+	for name := range a.v.GetStringMap("kernel.params") {
+		k.Params[name] = a.v.GetFloat64("kernel.params." + name)
+	}
+	return k
+}
+
+// durationSetting reads a positive duration key.
+func (a *app) durationSetting(key string) (time.Duration, error) {
+	d := a.v.GetDuration(key)
+	if d <= 0 {
+		return 0, fmt.Errorf("%s %q: want a positive duration such as 5s", key, a.v.GetString(key))
+	}
+	return d, nil
+}
+
+// openSpectral opens the kernel plugin a setup names; the plugin is killed
+// when ctx's command ends (plugins are managed).
+func (a *app) openSpectral(ctx context.Context, k modelstore.Kernel) (estimator.Spectral, error) {
+	dir, err := a.pluginDir()
+	if err != nil {
+		return nil, err
+	}
+	c, err := a.openKernelCtx(ctx, dir, k.Name, k.Params)
+	if err != nil {
+		return nil, err // not c: a nil *Client would be a non-nil Spectral
+	}
+	return c, nil
+}
