@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/crffd/crffd/internal/testbin"
+)
+
+// smallModel makes training fast enough for tests; the figures are not
+// about accuracy here.
+const smallModel = `model:
+  features: 20
+  latent: 3
+  rounds: 30
+  samples: 20
+`
+
+// openDB opens a site file as a second, independent client would.
+func openDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func queryFloat(t *testing.T, db *sql.DB, q string) float64 {
+	t.Helper()
+	var v float64
+	if err := db.QueryRow(q).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+// tableSum digests every row of a table, so that any change shows.
+func tableSum(t *testing.T, db *sql.DB, table string) string {
+	t.Helper()
+	rows, err := db.Query("SELECT * FROM " + table + " ORDER BY rowid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	h := sha256.New()
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%#v\n", vals)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// simulateSite writes one simulated site with rows rows and returns its
+// configuration file, extended with extra YAML.
+func simulateSite(t *testing.T, rows int, extra string) (dir, cfg string) {
+	t.Helper()
+	dir = t.TempDir()
+	crffd(t, nil, "simulate", "--sources", "1", "--rows", strconv.Itoa(rows), "--format", "sqlite", "--out", dir).mustSucceed(t)
+	cfg = filepath.Join(dir, "site1.yaml")
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(extra); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return dir, cfg
+}
+
+var fitLine = regexp.MustCompile(`run \S+: (\d+) rows scored, 0 rejected; local ATE (-?[0-9.]+) \(se [0-9.]+\)`)
+
+// TestFitAndScoreNewRows is issue 4's acceptance: fit one simulated site,
+// check the views, then keep crffd site running while another process
+// reads the views and inserts rows, which must be scored within 10 s.
+func TestFitAndScoreNewRows(t *testing.T) {
+	dir, cfg := simulateSite(t, 200, smallModel)
+	b, _ := os.ReadFile(cfg)
+	b = bytes.Replace(b, []byte("  on_invalid: refuse\n"), []byte("  on_invalid: refuse\n  poll_interval: 200ms\n"), 1)
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "site1.sqlite")
+	db := openDB(t, path)
+	before := tableSum(t, db, "records")
+
+	r := crffd(t, nil, "fit", "--config", cfg).mustSucceed(t)
+	m := fitLine.FindStringSubmatch(r.stdout)
+	if m == nil || m[1] != "200" {
+		t.Fatalf("fit output %q does not report 200 rows scored", r.stdout)
+	}
+	printed, _ := strconv.ParseFloat(m[2], 64)
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate"); n != 200 {
+		t.Errorf("crff_cate has %v rows, want 200", n)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE NOT (lower <= cate AND cate <= upper)"); n != 0 {
+		t.Errorf("%v rows with cate outside [lower, upper]", n)
+	}
+	ate := queryFloat(t, db, "SELECT ate FROM crff_ate WHERE scope = 'local'")
+	if mean := queryFloat(t, db, "SELECT avg(cate) FROM crff_cate"); math.Abs(ate-mean) > 1e-9 || math.Abs(ate-printed) > 1e-4 {
+		t.Errorf("local ATE %v, mean CATE %v, printed %v: want all equal", ate, mean, printed)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate_records WHERE cate IS NOT NULL"); n != 200 {
+		t.Errorf("crff_cate_records joins %v rows to a CATE, want 200", n)
+	}
+	if after := tableSum(t, db, "records"); after != before {
+		t.Error("fit changed the user's records table")
+	}
+
+	// crffd site scores rows added later.
+	cmd := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "site", "--config", cfg)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, `INSERT INTO records SELECT id + 1000, w, y, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10,
+		x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30
+		FROM records WHERE id <= 5`); err != nil {
+		t.Fatal(err)
+	}
+	inserted := time.Now()
+	var busy int
+	for {
+		var n int
+		err := db.QueryRowContext(ctx, "SELECT count(*) FROM crff_cate_records WHERE cate IS NOT NULL").Scan(&n)
+		if err != nil {
+			busy++
+			t.Logf("read while crffd site runs: %v", err)
+		}
+		if n == 205 {
+			break
+		}
+		if time.Since(inserted) > 10*time.Second {
+			t.Fatalf("new rows not scored within 10 s (%d of 205 scored); crffd site log:\n%s", n, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("5 new rows scored %.2f s after insertion", time.Since(inserted).Seconds())
+	if busy > 0 {
+		t.Errorf("%d reads failed while crffd site was running", busy)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE row_id > 1000 AND NOT (lower <= cate AND cate <= upper)"); n != 0 {
+		t.Errorf("%v new rows with cate outside [lower, upper]", n)
+	}
+}
+
+// TestFitRefusesBadRecords checks that fit names the file, column and rows
+// of invalid records and leaves the user's table alone; with on_invalid:
+// skip it goes on and lists them in crff_rejected.
+func TestFitRefusesBadRecords(t *testing.T) {
+	dir, cfg := simulateSite(t, 120, smallModel)
+	path := filepath.Join(dir, "site1.sqlite")
+	db := openDB(t, path)
+	if _, err := db.Exec("UPDATE records SET x3 = NULL WHERE id IN (7, 9)"); err != nil {
+		t.Fatal(err)
+	}
+	before := tableSum(t, db, "records")
+	crffd(t, nil, "fit", "--config", cfg).mustFail(t, path, `column "x3"`, "ids 7, 9")
+	if tableSum(t, db, "records") != before {
+		t.Error("a refused fit changed the user's table")
+	}
+	b, _ := os.ReadFile(cfg)
+	b = bytes.Replace(b, []byte("on_invalid: refuse"), []byte("on_invalid: skip"), 1)
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := crffd(t, nil, "fit", "--config", cfg).mustSucceed(t)
+	if !bytes.Contains([]byte(r.stdout), []byte("118 rows scored, 2 rejected")) {
+		t.Errorf("fit with skip printed %q", r.stdout)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_rejected WHERE row_id IN (7, 9)"); n != 2 {
+		t.Errorf("crff_rejected lists %v of rows 7 and 9", n)
+	}
+	if tableSum(t, db, "records") != before {
+		t.Error("fit changed the user's table")
+	}
+
+	// Not a SQLite file.
+	bad := filepath.Join(dir, "site1.sqlite")
+	if err := os.WriteFile(bad+".txt", []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte("db: site1.sqlite"), []byte("db: site1.sqlite.txt"), 1)
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crffd(t, nil, "fit", "--config", cfg).mustFail(t, bad+".txt", "not an SQLite database")
+}
+
+func TestImportCSV(t *testing.T) {
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "visits.csv")
+	if err := os.WriteFile(csvPath, []byte("id,age,smoker,note\n1,34.5,0,a\n2,61,1,\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "site.sqlite")
+	r := crffd(t, nil, "import", "--db", db, "--table", "visits", "--csv", csvPath, "--header").mustSucceed(t)
+	if want := "imported 2 rows into " + db + ".visits (id INTEGER, age REAL, smoker INTEGER, note TEXT)"; !bytes.Contains([]byte(r.stdout), []byte(want)) {
+		t.Errorf("import printed %q, want %q", r.stdout, want)
+	}
+	crffd(t, nil, "import", "--db", db, "--table", "visits", "--csv", csvPath, "--header").mustFail(t, `"visits"`, "already exists")
+	crffd(t, nil, "import", "--db", db, "--table", "visits", "--csv", csvPath, "--header", "--replace").mustSucceed(t)
+	if n := queryFloat(t, openDB(t, db), "SELECT count(*) FROM visits WHERE note IS NULL"); n != 1 {
+		t.Errorf("%v NULL notes, want 1 (the empty field)", n)
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("a,b\n1,2\n3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crffd(t, nil, "import", "--db", db, "--table", "t2", "--csv", bad, "--header").mustFail(t, bad, "line 3")
+}
