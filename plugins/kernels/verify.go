@@ -6,8 +6,11 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/crffd/crffd/estimator"
 )
 
 // VerifyOptions size the self-test of a kernel plugin.
@@ -38,7 +41,7 @@ func (r VerifyResult) OK() bool { return r.MaxAbsErr <= r.Options.Tolerance }
 
 // Verify checks that random Fourier features built from the plugin's
 // frequencies approximate its exact kernel: for random pairs (a, b) it
-// compares φ(a)ᵀφ(b) = D⁻¹ Σ_j cos((a−b)ᵀω_j) with Eval(a, b). The pairs are
+// compares φ(a)ᵀφ(b), with φ the estimator's feature map, with Eval(a, b). The pairs are
 // spread over distances from 0 to MaxRadius so that the kernel values
 // cover its range rather than sitting near 0.
 func Verify(ctx context.Context, c *Client, o VerifyOptions) (VerifyResult, error) {
@@ -55,20 +58,17 @@ func Verify(ctx context.Context, c *Client, o VerifyOptions) (VerifyResult, erro
 	if err != nil {
 		return res, err
 	}
-	var pa, pb mat.Dense
-	pa.Mul(a, omega)
-	pb.Mul(b, omega)
+	// The features are the estimator's own, at unit scale (a = 0), so the
+	// self-test checks exactly what training will use.
+	fm := estimator.FeatureMap{Omega0: omega}
+	pa, pb := fm.Map(nil, a, 0), fm.Map(nil, b, 0)
 	res.MinK, res.MaxK = math.Inf(1), math.Inf(-1)
 	for i, k := range exact {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("verify kernel %q: %w", res.Kernel, err)
 		}
-		ra, rb := pa.RawRowView(i), pb.RawRowView(i)
-		var dot float64
-		for j := range ra {
-			dot += math.Cos(ra[j] - rb[j]) // cos·cos + sin·sin
-		}
-		e := math.Abs(dot/float64(o.Features) - k)
+		approx := floats.Dot(pa.RawRowView(i), pb.RawRowView(i))
+		e := math.Abs(approx - k)
 		res.MaxAbsErr = math.Max(res.MaxAbsErr, e)
 		res.MeanAbsErr += e / float64(len(exact))
 		res.MinK, res.MaxK = math.Min(res.MinK, k), math.Max(res.MaxK, k)
