@@ -1,5 +1,128 @@
 package main
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/crffd/crffd/certs"
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/plugins/transport"
+)
+
 // federationSettings are the keys of the coordinator and of a site's
 // federation section.
-var federationSettings = []setting{}
+var federationSettings = []setting{
+	{"federation.coordinator", "coordinator", "the coordinator's federation name (the common name of its certificate)"},
+	{"federation.address", "", "the coordinator's host:port: where the coordinator listens (port 0 picks one) and where sites dial; a site with an address or transport options takes part in a federation"},
+	{"federation.transport", "grpc", "transport plugin: crff-transport-<name> in plugin_dir (grpc: mutual TLS; spool: files in a shared directory)"},
+	{"federation.transport_options", map[string]string{}, "the transport's options, e.g. dir: SPOOL_DIR for spool, capture: FILE to record every envelope carried (paths are relative to the configuration file)"},
+	{"federation.tls.ca", "", "the federation CA certificate (ca.crt, from crffd certs init)"},
+	{"federation.tls.cert", "", "this daemon's certificate (NAME.crt, from crffd certs issue NAME)"},
+	{"federation.tls.key", "", "this daemon's private key (NAME.key)"},
+	{"federation.secret", "", "sites only: the de-duplication HMAC secret shared by the sites and never by the coordinator (better set as CRFFD_FEDERATION_SECRET); needs site.identity_columns"},
+	{"federation.round_timeout", "2m", "coordinator: how long to wait for a site's answer before sending the step again"},
+	{"federation.retries", 3, "coordinator: how often a silent site is asked again before the run stops with an error naming it"},
+	{"federation.metrics_address", "", "local host:port serving /healthz and Prometheus /metrics; empty for none"},
+	{"coordinator.sites", []string{}, "the sites' federation names, in priority order: de-duplication keeps the copy of the site listed first"},
+	{"coordinator.state_db", "coordinator.sqlite", "the coordinator's own SQLite file: checkpoints and finished runs"},
+	{"coordinator.checkpoint_every", 1, "checkpoint the training state every N rounds (and after every model)"},
+	{"coordinator.run_every", "0s", "without --once: start a new run this often; 0 runs once, then serves health and metrics until stopped"},
+}
+
+// federated reports whether the configuration makes this site part of a
+// federation.
+func federated(a *app) bool {
+	return a.v.GetString("federation.address") != "" || len(a.v.GetStringMapString("federation.transport_options")) > 0
+}
+
+// transportConfig returns the transport configuration of this daemon.
+func (a *app) transportConfig(role transport.Role, name string) transport.Config {
+	opts := map[string]string{}
+	for k, v := range a.v.GetStringMapString("federation.transport_options") {
+		if k == "dir" || k == transport.OptionCapture {
+			v = a.resolve(v)
+		}
+		opts[k] = v
+	}
+	return transport.Config{
+		Name:        name,
+		Role:        role,
+		Coordinator: a.v.GetString("federation.address"),
+		TLS: certs.Files{
+			CA:   a.resolve(a.v.GetString("federation.tls.ca")),
+			Cert: a.resolve(a.v.GetString("federation.tls.cert")),
+			Key:  a.resolve(a.v.GetString("federation.tls.key")),
+		},
+		Options: opts,
+	}
+}
+
+// openTransport launches and configures the transport plugin. It is killed
+// when the command ends.
+func (a *app) openTransport(ctx context.Context, role transport.Role, name string) (*transport.Client, error) {
+	dir, err := a.pluginDir()
+	if err != nil {
+		return nil, err
+	}
+	tname := a.v.GetString("federation.transport")
+	return transport.Open(ctx, transport.Options{
+		Dir:    dir,
+		Name:   tname,
+		Pin:    a.pin(transport.Kind, tname),
+		Logger: a.log,
+		Config: a.transportConfig(role, name),
+	})
+}
+
+// clientConn adapts a transport client to federation.Conn.
+type clientConn struct {
+	c  *transport.Client
+	in *transport.Inbox
+}
+
+func (c clientConn) Send(ctx context.Context, e *wire.Envelope) error { return c.c.Send(ctx, e) }
+func (c clientConn) Inbox() <-chan *wire.Envelope                     { return c.in.C() }
+
+// health is what /healthz reports.
+type health struct {
+	role  string
+	start time.Time
+}
+
+// serveMetrics serves /healthz and /metrics on federation.metrics_address
+// until ctx ends; it does nothing when the address is empty.
+func (a *app) serveMetrics(ctx context.Context, role string, m *federation.Metrics) error {
+	addr := a.v.GetString("federation.metrics_address")
+	if addr == "" {
+		return nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("federation.metrics_address: %w", err)
+	}
+	h := health{role: role, start: time.Now()}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, "{\"status\":\"ok\",\"role\":%q,\"uptime_seconds\":%.0f}\n", h.role, time.Since(h.start).Seconds())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Warn("metrics server stopped", slog.String(logKeyError, err.Error()))
+		}
+	}()
+	a.log.Info("serving health and metrics", slog.String(logKeyAddress, lis.Addr().String()))
+	return nil
+}

@@ -20,3 +20,15 @@ const (
 	logKeyInterval = "interval"
 	logKeyError    = "error"
 )
+
+// Log keys of the federation daemons.
+const (
+	logKeyAddress = "address"
+	logKeyName    = "name"
+	logKeySites   = "sites"
+	logKeyATE     = "ate"
+	// Totals of one run at the coordinator.
+	logKeyRoundSeconds  = "round_seconds"
+	logKeyBytesSent     = "payload_bytes_sent"
+	logKeyBytesReceived = "payload_bytes_received"
+)

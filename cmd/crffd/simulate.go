@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ type simulateOptions struct {
 	binary                    bool
 	format                    string
 	out                       string
+	federation                bool
 }
 
 func newSimulateCmd(a *app) *cobra.Command {
@@ -38,7 +40,13 @@ mu0, mu1, x1..x30; no header) with the sources as consecutive blocks of --rows
 rows, ready for crffd eval --source-size ROWS. With --format sqlite it writes one
 site file per source, siteK.sqlite, holding the table records (id, w, y, x1..x30)
 and the table truth (id, mu0, mu1, y_cfactual), and beside it siteK.yaml, a
-ready single-site configuration for crffd fit.`,
+ready single-site configuration for crffd fit. With --federation it also writes
+a local sandbox federation: certs/ (a CA and one certificate folder per daemon),
+coordinator.yaml, and a federation section in every siteK.yaml, wired for the
+grpc transport over loopback on free ports, so that
+  crffd coordinator --config DIR/coordinator.yaml --once
+  crffd site --config DIR/siteK.yaml --once     (for each K)
+started in any order complete a federated run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulate(cmd.Context(), a, o)
@@ -54,6 +62,7 @@ ready single-site configuration for crffd fit.`,
 	f.BoolVar(&o.binary, "binary-outcome", false, "binary outcomes (crffd's own variant of the design)")
 	f.StringVar(&o.format, "format", o.format, "output format: csv (IHDP layout) or sqlite (siteK.sqlite and siteK.yaml per source)")
 	f.StringVar(&o.out, "out", "", "output directory (created if missing)")
+	f.BoolVar(&o.federation, "federation", false, "with --format sqlite: also write a federation CA and certificates, coordinator.yaml and siteK.yaml wired for grpc over loopback on free ports")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }
@@ -107,6 +116,9 @@ func runSimulate(ctx context.Context, a *app, o simulateOptions) error {
 	if o.format != "csv" && o.format != "sqlite" {
 		return fmt.Errorf("--format %q: want csv or sqlite", o.format)
 	}
+	if o.federation && o.format != "sqlite" {
+		return errors.New("--federation needs --format sqlite")
+	}
 	if o.format == "sqlite" && o.replicates != 1 {
 		return fmt.Errorf("--replicates %d: the sqlite format writes one replicate", o.replicates)
 	}
@@ -130,6 +142,13 @@ func runSimulate(ctx context.Context, a *app, o simulateOptions) error {
 			paths, err := writeSiteFiles(ctx, o.out, tables, o.binary)
 			if err != nil {
 				return err
+			}
+			if o.federation {
+				more, err := writeFederation(o.out, len(tables))
+				if err != nil {
+					return err
+				}
+				paths = append(paths, more...)
 			}
 			for _, p := range paths {
 				fmt.Fprintln(a.stdout, p)

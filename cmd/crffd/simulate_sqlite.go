@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/crffd/crffd/certs"
 
 	"github.com/crffd/crffd/dataset"
 	"github.com/crffd/crffd/store"
@@ -93,4 +97,104 @@ func writeSiteFiles(ctx context.Context, dir string, tables []*dataset.Table, bi
 		paths = append(paths, db, cfg)
 	}
 	return paths, nil
+}
+
+// writeFederation writes the sandbox federation of --federation: a CA and
+// certificates under dir/certs, coordinator.yaml, and a federation section
+// appended to every siteK.yaml. The coordinator's gRPC and metrics ports
+// are free loopback ports at the time of writing.
+func writeFederation(dir string, sites int) ([]string, error) {
+	certDir := filepath.Join(dir, "certs")
+	caDir := filepath.Join(certDir, "ca")
+	if _, err := certs.InitCA(caDir); err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	names := make([]string, sites)
+	for k := range names {
+		names[k] = fmt.Sprintf("site%d", k+1)
+	}
+	hosts := []string{"localhost", "127.0.0.1"}
+	for _, n := range append([]string{"coordinator"}, names...) {
+		if _, err := certs.Issue(caDir, n, filepath.Join(certDir, n), hosts); err != nil {
+			return nil, fmt.Errorf("simulate: %w", err)
+		}
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	tlsSection := func(name string) string {
+		return fmt.Sprintf("  tls:\n    ca: certs/%[1]s/ca.crt\n    cert: certs/%[1]s/%[1]s.crt\n    key: certs/%[1]s/%[1]s.key\n", name)
+	}
+	var list strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&list, "    - %s\n", n)
+	}
+	coord := fmt.Sprintf(`# The coordinator of the sandbox federation, written by crffd simulate.
+#   crffd coordinator --config coordinator.yaml --once
+federation:
+  coordinator: coordinator
+  address: %s
+  transport: grpc
+%s  round_timeout: 2m
+  retries: 3
+  metrics_address: 127.0.0.1:%d
+coordinator:
+  sites:
+%s  state_db: coordinator.sqlite
+  checkpoint_every: 1
+kernel:
+  name: gaussian
+model:
+  features: 50
+  latent: 5
+  rounds: 100
+`, addr, tlsSection("coordinator"), ports[1], list.String())
+	path := filepath.Join(dir, "coordinator.yaml")
+	if err := os.WriteFile(path, []byte(coord), 0o644); err != nil {
+		return nil, fmt.Errorf("simulate: write %s: %w", path, err)
+	}
+	out := []string{path}
+	for _, n := range names {
+		p := filepath.Join(dir, n+".yaml")
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("simulate: %w", err)
+		}
+		_, err = fmt.Fprintf(f, `# Take part in the sandbox federation with:
+#   crffd site --config %s.yaml --once
+federation:
+  coordinator: coordinator
+  address: %s
+  transport: grpc
+%s`, n, addr, tlsSection(n))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("simulate: write %s: %w", p, err)
+		}
+	}
+	return append(out, certDir), nil
+}
+
+// freePorts returns n distinct loopback ports free at the time of the call.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lis []net.Listener
+	defer func() {
+		for _, l := range lis {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("simulate: find a free port: %w", err)
+		}
+		lis = append(lis, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }

@@ -1,16 +1,241 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/plugins/transport"
+	"github.com/crffd/crffd/store"
 )
 
-// federated reports whether the configuration makes this site part of a
-// federation.
-func federated(a *app) bool { return false }
-
-// runFederatedSite takes part in the federation's runs.
+// runFederatedSite takes part in the federation's runs: it reads and
+// validates the site's records, answers the coordinator round by round,
+// and publishes each run's results in the site file as crffd fit does,
+// with the federation's weights and the global ATE.
 func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
-	return errors.New("federated site: not built yet")
+	ctx := cmd.Context()
+	src, err := a.siteSource()
+	if err != nil {
+		return err
+	}
+	name := a.v.GetString("site.name")
+	if err := wire.CheckName(name); err != nil {
+		return fmt.Errorf("site.name: %w", err)
+	}
+	timeout, err := a.durationSetting("site.busy_timeout")
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	recs, ids, err := readFederated(ctx, a, db, src)
+	if err != nil {
+		return err
+	}
+	kernel := a.kernelRef()
+	spectral, err := a.openSpectral(ctx, kernel)
+	if err != nil {
+		return err
+	}
+	client, err := a.openTransport(ctx, transport.RoleSite, name)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	metrics := &federation.Metrics{}
+	if err := a.serveMetrics(ctx, "site", metrics); err != nil {
+		return err
+	}
+	conn := clientConn{c: client, in: client.Receive(ctx)}
+	for {
+		cfg := federation.SiteConfig{
+			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
+			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, Identities: ids,
+			Spectral: spectral, Logger: a.log, Metrics: metrics,
+			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
+				return db.AppendAudit(ctx, auditEntry(d, e))
+			},
+			Publish: func(ctx context.Context, r *federation.SiteResult) error {
+				return publishFederated(ctx, a, db, recs, kernel, r)
+			},
+		}
+		a.log.Info("site waiting for the coordinator", slog.String(logKeyName, name), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
+		r, err := federation.RunSite(ctx, cfg, conn)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored; local ATE %.4f (se %.4f, n %d); global ATE %.4f\n",
+			r.RunID, len(r.Effects.CATE), r.Local.ATE, r.Local.SE, r.Local.N, r.Global.ATE); err != nil {
+			return err
+		}
+		if once {
+			return nil
+		}
+		// A long-lived site trains each run on its table as it is then.
+		if recs, ids, err = readFederated(ctx, a, db, src); err != nil {
+			return err
+		}
+	}
+}
+
+// readFederated reads and validates the site's records and hashes their
+// identities, for the next run.
+func readFederated(ctx context.Context, a *app, db *store.Site, src store.Source) (*store.Records, []wire.Digest, error) {
+	recs, err := db.ReadRecords(ctx, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	if recs.Len() == 0 {
+		return nil, nil, fmt.Errorf("site %s: no valid rows to train on", src.DB)
+	}
+	if len(recs.Rejected) > 0 {
+		a.log.Warn("rows left out (on_invalid: skip); see crff_rejected", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, len(recs.Rejected)))
+	}
+	ids, err := identityHashes(ctx, a, src.DB, recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return recs, ids, nil
+}
+
+// auditEntry describes an envelope for crff_audit, without its values.
+func auditEntry(d federation.Direction, e *wire.Envelope) store.AuditEntry {
+	dir, peer := store.Received, e.Sender
+	if d == federation.Sent {
+		dir, peer = store.Sent, e.Recipient
+	}
+	ts := make([]store.TensorInfo, 0, len(e.Tensors()))
+	for _, t := range e.Tensors() {
+		ts = append(ts, store.TensorInfo{Name: t.Name, Shape: t.Shape})
+	}
+	for _, l := range e.DigestLists() {
+		ts = append(ts, store.TensorInfo{Name: l.Name, Shape: []int{len(l.Digests), wire.DigestSize}})
+	}
+	return store.AuditEntry{Direction: dir, Peer: peer, Kind: e.Kind.String(), Run: e.RunID, Model: e.Model,
+		Round: int(e.Round), Tensors: ts, Bytes: e.PayloadBytes(), Digest: e.PayloadDigest().String()}
+}
+
+// publishFederated writes a run's model and results, as crffd fit does.
+// A run published already (the coordinator restarted after the site
+// published but before it heard the site's done) is left as it is: its
+// results are a deterministic function of the run.
+func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.Records, kernel modelstore.Kernel, r *federation.SiteResult) error {
+	if cur, err := db.CurrentRun(ctx); err == nil && cur.ID == r.RunID {
+		a.log.Info("run published already", slog.String(logKeyRun, r.RunID))
+		return nil
+	}
+	if err := db.BeginRun(ctx, r.RunID, recs.Layout); err != nil {
+		return err
+	}
+	rounds := map[string]int{}
+	for k, n := range r.Rounds {
+		rounds[k.String()] = n
+	}
+	setup := modelstore.Setup{Kernel: kernel, Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
+		Site: r.Index, Sites: r.Sites, Rounds: rounds}
+	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model); err != nil {
+		return err
+	}
+	res := store.Results{
+		CATE: cateRows(recs.IDs, r.Effects),
+		ATE: []store.ATE{
+			{Scope: store.ScopeLocal, ATE: r.Local.ATE, SE: r.Local.SE, N: r.Local.N},
+			{Scope: store.ScopeGlobal, ATE: r.Global.ATE, SE: r.Global.SE, N: r.Global.N},
+		},
+		Rejected: recs.Rejected,
+	}
+	for _, k := range estimator.Kinds {
+		for v, l := range r.Lambda[k] {
+			if v != r.Index {
+				// Peers are named by their position in the coordinator's
+				// coordinator.sites list: site names never reach a site.
+				res.Transfer = append(res.Transfer, store.Transfer{Peer: fmt.Sprintf("#%d", v+1), Model: k.String(), Lambda: l})
+			}
+		}
+	}
+	if err := db.WriteResults(ctx, r.RunID, res); err != nil {
+		return err
+	}
+	a.log.Info("published federated results", slog.String(logKeyRun, r.RunID), slog.Int(logKeyRows, len(res.CATE)))
+	return nil
+}
+
+// identityHashes returns the HMAC of every kept row's identity columns, or
+// nil when de-duplication is not configured.
+func identityHashes(ctx context.Context, a *app, path string, recs *store.Records) ([]wire.Digest, error) {
+	secret := a.v.GetString("federation.secret")
+	cols := recs.Layout.Identity
+	switch {
+	case len(cols) == 0 && secret == "":
+		a.log.Info("no identity columns configured: this site's rows are not de-duplicated")
+		return nil, nil
+	case len(cols) == 0:
+		a.log.Warn("federation.secret is set but site.identity_columns is empty: rows are not de-duplicated")
+		return nil, nil
+	case secret == "":
+		return nil, errors.New("site.identity_columns is set but federation.secret is empty: set the sites' shared secret (CRFFD_FEDERATION_SECRET)")
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "query_only(1)")
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	sdb, err := sql.Open("sqlite", "file:"+esc.Replace(path)+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer sdb.Close()
+	quote := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+	sel := []string{quote(recs.Layout.ID)}
+	for _, c := range cols {
+		sel = append(sel, "CAST("+quote(c)+" AS TEXT)")
+	}
+	rows, err := sdb.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+quote(recs.Layout.Table))
+	if err != nil {
+		return nil, fmt.Errorf("read identity columns: %w", err)
+	}
+	defer rows.Close()
+	byID := map[store.RowID][]string{}
+	for rows.Next() {
+		var id store.RowID
+		vals := make([]sql.NullString, len(cols))
+		dest := []any{&id}
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("read identity columns: %w", err)
+		}
+		v := make([]string, len(cols))
+		for i, s := range vals {
+			v[i] = s.String
+		}
+		byID[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read identity columns: %w", err)
+	}
+	out := make([]wire.Digest, len(recs.IDs))
+	for i, id := range recs.IDs {
+		v, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("identity columns of row %v: row vanished while reading", id)
+		}
+		out[i] = federation.IdentityHMAC([]byte(secret), v)
+	}
+	return out, nil
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/plugins/transport"
+)
+
+func newCoordinatorCmd(a *app) *cobra.Command {
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "coordinator --config COORDINATOR.yaml",
+		Short: "Run the coordinator's daemon: drive the federation's training rounds",
+		Long: `coordinator listens on federation.address for the sites of coordinator.sites
+and drives training runs: hello (schemas, row counts, moments, kernel
+fingerprints), de-duplication, the three models round by round, the final
+weights, and the global ATE. Only parameter and gradient tables cross the wire.
+It checkpoints into coordinator.state_db and, restarted after a crash,
+resumes the interrupted run. With --once it leaves after one complete run:
+exit status 0 on success, non-zero on failure.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCoordinatorDaemon(cmd.Context(), a, once) },
+	}
+	cmd.Flags().BoolVar(&once, "once", false, "leave after one complete run")
+	return cmd
+}
+
+// runCoordinatorDaemon runs the coordinator until ctx ends, or for one run.
+func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
+	name := a.v.GetString("federation.coordinator")
+	sites := a.v.GetStringSlice("coordinator.sites")
+	if len(sites) == 0 {
+		return errors.New("coordinator.sites is empty: list the sites' federation names")
+	}
+	cfg, err := a.modelConfig()
+	if err != nil {
+		return err
+	}
+	timeout, err := a.durationSetting("federation.round_timeout")
+	if err != nil {
+		return err
+	}
+	retries := a.v.GetInt("federation.retries")
+	every := a.v.GetInt("coordinator.checkpoint_every")
+	if retries < 0 || every < 1 {
+		return fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 1", retries, every)
+	}
+	runEvery := a.v.GetDuration("coordinator.run_every")
+	spectral, err := a.openSpectral(ctx, a.kernelRef())
+	if err != nil {
+		return err
+	}
+	statePath := a.resolve(a.v.GetString("coordinator.state_db"))
+	db, err := federation.OpenStateDB(ctx, statePath, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	client, err := a.openTransport(ctx, transport.RoleCoordinator, name)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	a.log.Info("coordinator listening", slog.String(logKeyName, name), slog.String(logKeyAddress, client.Address()), slog.Any(logKeySites, sites))
+	metrics := &federation.Metrics{}
+	if err := a.serveMetrics(ctx, "coordinator", metrics); err != nil {
+		return err
+	}
+	conn := clientConn{c: client, in: client.Receive(ctx)}
+	for {
+		cc := federation.CoordinatorConfig{
+			Name: name, RunID: newRunID(), Sites: sites, Config: cfg, Spectral: spectral,
+			RoundTimeout: timeout, Retries: retries, Checkpoints: db, CheckpointEvery: every,
+			Logger: a.log, Metrics: metrics,
+		}
+		start, before := time.Now(), metrics.Snapshot()
+		res, err := federation.RunCoordinator(ctx, cc, conn)
+		if err != nil {
+			return err
+		}
+		if err := db.Finish(ctx, res); err != nil {
+			return err
+		}
+		s := metrics.Snapshot()
+		a.log.Info("run finished", slog.String(logKeyRun, res.RunID), slog.Float64(logKeyATE, res.GlobalATE),
+			slog.Int(logKeyRounds, s.Rounds-before.Rounds), slog.Float64(logKeyRoundSeconds, s.RoundSeconds-before.RoundSeconds),
+			slog.Int64(logKeyBytesSent, s.BytesSent-before.BytesSent), slog.Int64(logKeyBytesReceived, s.BytesReceived-before.BytesReceived),
+			slog.Float64(logKeySeconds, time.Since(start).Seconds()))
+		total := 0
+		for _, n := range res.Rows {
+			total += n
+		}
+		if _, err := fmt.Fprintf(a.stdout, "run %s: %d sites, %d rows; global ATE %.4f (se %.4f)\n",
+			res.RunID, len(sites), total, res.GlobalATE, res.GlobalSE); err != nil {
+			return err
+		}
+		if once {
+			return nil
+		}
+		if runEvery <= 0 {
+			<-ctx.Done()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(runEvery):
+		}
+	}
+}

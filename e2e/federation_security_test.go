@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// editFile replaces old by new in a file of dir, once each pair.
+func editFile(t *testing.T, path string, repl ...string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for i := 0; i < len(repl); i += 2 {
+		if !strings.Contains(s, repl[i]) {
+			t.Fatalf("%s lacks %q", path, repl[i])
+		}
+		s = strings.Replace(s, repl[i], repl[i+1], 1)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFederationSecurity is issue 5's security acceptance over grpc: a site
+// with a certificate of another CA, and a site whose certificate names
+// another site, are refused with a clear reason in the coordinator's log,
+// and the run stops naming the site; a replayed envelope of an earlier
+// round (over the spool, where a file can be replayed) is dropped as stale
+// and the run completes.
+func TestFederationSecurity(t *testing.T) {
+	short := func(t *testing.T, dir string) {
+		editFile(t, filepath.Join(dir, "coordinator.yaml"), "round_timeout: 30s", "round_timeout: 2s", "retries: 3", "retries: 1")
+	}
+	t.Run("other CA", func(t *testing.T) {
+		dir := sandbox(t, 2, 60, "grpc")
+		short(t, dir)
+		other := filepath.Join(dir, "other")
+		crffd(t, nil, "certs", "init", "--dir", other).mustSucceed(t)
+		crffd(t, nil, "certs", "issue", "site2", "--dir", other).mustSucceed(t)
+		// site2 trusts both CAs, so that its own transport accepts its
+		// certificate and the coordinator's: the refusal is the coordinator's.
+		both := filepath.Join(other, "both.crt")
+		var pem []byte
+		for _, f := range []string{filepath.Join(other, "ca.crt"), filepath.Join(dir, "certs", "site2", "ca.crt")} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pem = append(pem, b...)
+		}
+		if err := os.WriteFile(both, pem, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		editFile(t, filepath.Join(dir, "site2.yaml"),
+			"ca: certs/site2/ca.crt", "ca: other/both.crt", "cert: certs/site2/site2.crt", "cert: other/site2.crt", "key: certs/site2/site2.key", "key: other/site2.key")
+		s1 := startDaemon(t, "site1", "site", "--config", filepath.Join(dir, "site1.yaml"), "--once")
+		s2 := startDaemon(t, "site2", "site", "--config", filepath.Join(dir, "site2.yaml"), "--once")
+		coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
+		if code := coord.wait(t, time.Minute); code == 0 {
+			t.Fatal("coordinator accepted a site of another CA")
+		}
+		log := coord.err.String()
+		for _, want := range []string{"TLS handshake failed", "certificate signed by unknown authority", "site silent: [site2]"} {
+			if !strings.Contains(log, want) {
+				t.Errorf("coordinator log lacks %q:\n%s", want, log)
+			}
+		}
+		s1.wait(t, 30*time.Second)
+		_ = s2.cmd.Process.Signal(os.Interrupt)
+		s2.wait(t, 30*time.Second)
+	})
+	t.Run("name mismatch", func(t *testing.T) {
+		dir := sandbox(t, 2, 60, "grpc")
+		short(t, dir)
+		// site2's daemon presents site1's certificate.
+		editFile(t, filepath.Join(dir, "site2.yaml"),
+			"ca: certs/site2/ca.crt", "ca: certs/site1/ca.crt", "cert: certs/site2/site2.crt", "cert: certs/site1/site1.crt", "key: certs/site2/site2.key", "key: certs/site1/site1.key")
+		// Its own transport refuses to send under a name its certificate
+		// does not carry; a forged sender on a raw stream is refused by the
+		// coordinator's transport (TestTransportGRPC).
+		s2 := startDaemon(t, "site2", "site", "--config", filepath.Join(dir, "site2.yaml"), "--once")
+		if code := s2.wait(t, time.Minute); code == 0 {
+			t.Fatal("site2 ran with site1's certificate")
+		}
+		if want := `names "site1", but this daemon is configured as "site2"`; !strings.Contains(s2.err.String(), want) {
+			t.Errorf("site2's error lacks %q:\n%s", want, s2.err.String())
+		}
+		coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
+		if code := coord.wait(t, time.Minute); code == 0 || !strings.Contains(coord.err.String(), "site2] did not answer") {
+			t.Errorf("coordinator exited %d:\n%s", code, coord.err.String())
+		}
+	})
+	t.Run("replayed envelope", func(t *testing.T) {
+		const sites = 2
+		dir := sandbox(t, sites, 60, "spool")
+		var ds []*daemon
+		for k := 1; k <= sites; k++ {
+			ds = append(ds, startDaemon(t, fmt.Sprintf("site%d", k), "site", "--config", filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "--once"))
+		}
+		coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
+		archive := filepath.Join(dir, "spool", "coordinator", ".archive")
+		var first string
+		if !waitFor(2*time.Minute, func() bool {
+			m, _ := filepath.Glob(filepath.Join(archive, "*-site1-*.env"))
+			if len(m) >= 6 {
+				first = m[2] // a gradient of an early round
+				return true
+			}
+			return false
+		}) {
+			t.Fatalf("no archived envelopes:\n%s", coord.err.String())
+		}
+		b, err := os.ReadFile(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replay := filepath.Join(dir, "spool", "coordinator", fmt.Sprintf("%020d-site1-%010d.env", time.Now().UnixNano(), 9999999999))
+		if err := os.WriteFile(replay+".tmp", b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(replay+".tmp", replay); err != nil {
+			t.Fatal(err)
+		}
+		coord.mustSucceed(t, 3*time.Minute)
+		for _, d := range ds {
+			d.mustSucceed(t, time.Minute)
+		}
+		log := coord.err.String()
+		if !strings.Contains(log, "envelope dropped") || !strings.Contains(log, "stale") {
+			t.Errorf("the replayed envelope was not dropped as stale:\n%s", log)
+		}
+		checkSiteResults(t, dir, sites)
+	})
+}
+
+// TestFederationDeduplication is issue 5's de-duplication acceptance: 20
+// identities planted at two sites are kept once (at the site listed first),
+// and the coordinator's log and tables hold only HMACs.
+func TestFederationDeduplication(t *testing.T) {
+	const sites, rows, planted = 3, 60, 20
+	dir := sandbox(t, sites, rows, "grpc")
+	for k := 1; k <= sites; k++ {
+		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
+		if _, err := db.Exec(`ALTER TABLE records ADD COLUMN patient TEXT`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`UPDATE records SET patient = 'person-' || ? || '-' || id`, k); err != nil {
+			t.Fatal(err)
+		}
+		if k == 2 {
+			// The same people as site1's rows 1..20, written differently.
+			if _, err := db.Exec(`UPDATE records SET patient = ' PERSON-1-' || id || '  ' WHERE id <= ?`, planted); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		editFile(t, filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "  on_invalid: refuse\n", "  on_invalid: refuse\n  identity_columns: [patient]\n")
+	}
+	secret := []string{"CRFFD_FEDERATION_SECRET=shared by the sites only"}
+	var ds []*daemon
+	for k := 1; k <= sites; k++ {
+		ds = append(ds, startDaemonEnv(t, fmt.Sprintf("site%d", k), secret, "site", "--config", filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "--once"))
+	}
+	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
+	coord.mustSucceed(t, 3*time.Minute)
+	for _, d := range ds {
+		d.mustSucceed(t, time.Minute)
+	}
+	checkSiteResults(t, dir, sites)
+	for k, want := range []float64{rows, rows - planted, rows} {
+		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k+1)))
+		if n := queryFloat(t, db, `SELECT n FROM crff_ate WHERE scope = 'local'`); n != want {
+			t.Errorf("site%d: local ATE over %v rows, want %v", k+1, n, want)
+		}
+		if n := queryFloat(t, db, `SELECT COUNT(*) FROM crff_cate`); n != rows {
+			t.Errorf("site%d: %v CATEs, want every row (%d)", k+1, n, rows)
+		}
+	}
+	log := coord.err.String()
+	if !strings.Contains(log, fmt.Sprintf("repeats=%d", planted)) {
+		t.Errorf("coordinator log does not report %d repeats:\n%s", planted, log)
+	}
+	// Only HMACs reach the coordinator: no identity in its log, its file or
+	// anything carried.
+	scan := func(name string, b []byte) {
+		for _, p := range []string{"person-", "PERSON-"} {
+			if strings.Contains(string(b), p) {
+				t.Errorf("%s holds identity text %q", name, p)
+			}
+		}
+	}
+	scan("coordinator log", []byte(log))
+	for _, f := range []string{"coordinator.sqlite", "coordinator.capture", "site1.capture", "site2.capture"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		scan(f, b)
+	}
+}

@@ -1,0 +1,311 @@
+package federation
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+)
+
+// Sentinel errors of the protocol.
+var (
+	// ErrProtocol reports an envelope that lacks a tensor the protocol
+	// requires or carries one of the wrong shape.
+	ErrProtocol = errors.New("federation protocol violation")
+	// ErrSchema reports a site whose schema differs from the federation's.
+	ErrSchema = errors.New("schema differs from the federation's")
+	// ErrFrequencies reports a site whose kernel does not reproduce the
+	// coordinator's base frequencies.
+	ErrFrequencies = errors.New("kernel frequencies differ from the coordinator's")
+	// ErrSilent reports a site that did not answer within the round timeout
+	// after every retry.
+	ErrSilent = errors.New("site silent")
+	// ErrRefused reports that the coordinator refused this site or aborted
+	// the run.
+	ErrRefused = errors.New("refused by the coordinator")
+)
+
+// Tensor and digest-list names. They are part of the protocol.
+const (
+	tSiteIndex     = "site.index"
+	tSiteCount     = "site.count"
+	tSchemaBinary  = "schema.binary"
+	tSchemaBinOut  = "schema.binary_outcome"
+	tMomentsN      = "moments.n"
+	tMomentsSum    = "moments.sum"
+	tMomentsSumSq  = "moments.sumsq"
+	dSchemaColumns = "schema.columns"
+	dOmega0        = "kernel.omega0"
+	dDedup         = "dedup.hmac"
+	tDedupOn       = "dedup.enabled"
+	tDedupDrop     = "dedup.drop"
+	tScalerMean    = "scaler.mean"
+	tScalerScale   = "scaler.scale"
+	tScalerY       = "scaler.y" // [mean, sd]
+	tRound         = "round"
+	tNoise         = "noise"
+	pWeights       = "W."
+	pGrads         = "G."
+	pShared        = "shared."
+	tLoss          = "loss"
+	tRows          = "rows"
+	tLambda        = "lambda"
+	tRounds        = "rounds"
+	tATE           = "ate"
+	tSE            = "se"
+	tN             = "n"
+	tRejoin        = "rejoin"         // hello: a restarted site asks to rejoin the run
+	tStatus        = "status"         // done: 1 finished, -1 aborted
+	tRefusedColumn = "refused.column" // done: the covariate that differs
+	tRefusedKernel = "refused.kernel" // done: 1 when the frequencies differ
+)
+
+// configField is one estimator.Config field as a named scalar.
+type configField struct {
+	name string
+	get  func(*estimator.Config) float64
+	set  func(*estimator.Config, float64)
+}
+
+// configFields lists what the coordinator sends of its configuration.
+// The seed travels as two 32-bit halves, which float64 holds exactly.
+var configFields = []configField{
+	{"config.features", func(c *estimator.Config) float64 { return float64(c.Features) }, func(c *estimator.Config, v float64) { c.Features = int(v) }},
+	{"config.latent", func(c *estimator.Config) float64 { return float64(c.Latent) }, func(c *estimator.Config, v float64) { c.Latent = int(v) }},
+	{"config.draws", func(c *estimator.Config) float64 { return float64(c.Draws) }, func(c *estimator.Config, v float64) { c.Draws = int(v) }},
+	{"config.zeta_propensity", func(c *estimator.Config) float64 { return c.ZetaPropensity }, func(c *estimator.Config, v float64) { c.ZetaPropensity = v }},
+	{"config.zeta_outcome", func(c *estimator.Config) float64 { return c.ZetaOutcome }, func(c *estimator.Config, v float64) { c.ZetaOutcome = v }},
+	{"config.zeta_latent", func(c *estimator.Config) float64 { return c.ZetaLatent }, func(c *estimator.Config, v float64) { c.ZetaLatent = v }},
+	{"config.zeta_t", func(c *estimator.Config) float64 { return c.ZetaT }, func(c *estimator.Config, v float64) { c.ZetaT = v }},
+	{"config.init_log_scale", func(c *estimator.Config) float64 { return c.InitLogScale }, func(c *estimator.Config, v float64) { c.InitLogScale = v }},
+	{"config.init_log_sd", func(c *estimator.Config) float64 { return c.InitLogSD }, func(c *estimator.Config, v float64) { c.InitLogSD = v }},
+	{"config.transfer", func(c *estimator.Config) float64 { return float64(c.Transfer) }, func(c *estimator.Config, v float64) { c.Transfer = estimator.Transfer(v) }},
+	{"config.method", func(c *estimator.Config) float64 { return float64(c.Method) }, func(c *estimator.Config, v float64) { c.Method = estimator.Method(v) }},
+	{"config.rounds", func(c *estimator.Config) float64 { return float64(c.Rounds) }, func(c *estimator.Config, v float64) { c.Rounds = int(v) }},
+	{"config.learning_rate", func(c *estimator.Config) float64 { return c.LearningRate }, func(c *estimator.Config, v float64) { c.LearningRate = v }},
+	{"config.store", func(c *estimator.Config) float64 { return float64(c.Store) }, func(c *estimator.Config, v float64) { c.Store = int(v) }},
+	{"config.tolerance", func(c *estimator.Config) float64 { return c.Tolerance }, func(c *estimator.Config, v float64) { c.Tolerance = v }},
+	{"config.seed_hi", func(c *estimator.Config) float64 { return float64(c.Seed >> 32) }, func(c *estimator.Config, v float64) { c.Seed = c.Seed&0xffffffff | uint64(v)<<32 }},
+	{"config.seed_lo", func(c *estimator.Config) float64 { return float64(c.Seed & 0xffffffff) }, func(c *estimator.Config, v float64) { c.Seed = c.Seed&^0xffffffff | uint64(v) }},
+	{"config.samples", func(c *estimator.Config) float64 { return float64(c.Samples) }, func(c *estimator.Config, v float64) { c.Samples = int(v) }},
+	{"config.mh_steps", func(c *estimator.Config) float64 { return float64(c.MHSteps) }, func(c *estimator.Config, v float64) { c.MHSteps = int(v) }},
+	{"config.standardize_y", func(c *estimator.Config) float64 { return b2f(c.StandardizeY) }, func(c *estimator.Config, v float64) { c.StandardizeY = v != 0 }},
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// configTensors encodes cfg as named scalars.
+func configTensors(cfg estimator.Config) []wire.Tensor {
+	out := make([]wire.Tensor, len(configFields))
+	for i, f := range configFields {
+		out[i] = wire.Scalar(f.name, f.get(&cfg))
+	}
+	return out
+}
+
+// decodeConfig rebuilds a configuration from configTensors. Fields the
+// coordinator does not send keep their defaults.
+func decodeConfig(e *wire.Envelope) (estimator.Config, error) {
+	cfg := estimator.DefaultConfig()
+	cfg.Workers = 1
+	for _, f := range configFields {
+		v, err := scalar(e, f.name)
+		if err != nil {
+			return cfg, err
+		}
+		f.set(&cfg, v)
+	}
+	return cfg, nil
+}
+
+// scalar reads the scalar tensor name of e.
+func scalar(e *wire.Envelope, name string) (float64, error) {
+	t, ok := e.Tensor(name)
+	if !ok {
+		return 0, fmt.Errorf("%w: %s lacks tensor %q", ErrProtocol, e.Kind, name)
+	}
+	v, err := t.Scalar()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s tensor %q: %w", ErrProtocol, e.Kind, name, err)
+	}
+	return v, nil
+}
+
+// vector reads the tensor name of e as a vector (any rank, row-major).
+func vector(e *wire.Envelope, name string, n int) ([]float64, error) {
+	t, ok := e.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s lacks tensor %q", ErrProtocol, e.Kind, name)
+	}
+	if n >= 0 && len(t.Values) != n {
+		return nil, fmt.Errorf("%w: %s tensor %q has %d values, want %d", ErrProtocol, e.Kind, name, len(t.Values), n)
+	}
+	return t.Values, nil
+}
+
+// integer reads a scalar that must be a non-negative integer.
+func integer(e *wire.Envelope, name string) (int, error) {
+	v, err := scalar(e, name)
+	if err != nil {
+		return 0, err
+	}
+	if v < 0 || v != math.Trunc(v) || v > 1<<52 {
+		return 0, fmt.Errorf("%w: %s tensor %q is not a count", ErrProtocol, e.Kind, name)
+	}
+	return int(v), nil
+}
+
+// matrices collects the matrix tensors of e whose names start with prefix,
+// by name without the prefix. The matrices share the envelope's values.
+func matrices(e *wire.Envelope, prefix string) (map[string]*mat.Dense, error) {
+	out := map[string]*mat.Dense{}
+	for _, t := range e.Tensors() {
+		name, ok := strings.CutPrefix(t.Name, prefix)
+		if !ok || len(t.Shape) != 2 {
+			continue
+		}
+		d, err := t.Dense()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s tensor %q: %w", ErrProtocol, e.Kind, t.Name, err)
+		}
+		out[name] = d
+	}
+	return out, nil
+}
+
+// vectors collects the vector tensors of e whose names start with prefix.
+func vectors(e *wire.Envelope, prefix string) map[string][]float64 {
+	out := map[string][]float64{}
+	for _, t := range e.Tensors() {
+		if name, ok := strings.CutPrefix(t.Name, prefix); ok && len(t.Shape) == 1 {
+			out[name] = t.Values
+		}
+	}
+	return out
+}
+
+// checkBlocks reports whether m holds exactly the blocks of kind under setup,
+// with their shapes.
+func checkBlocks(setup *estimator.Setup, kind estimator.Kind, m map[string]*mat.Dense, shared map[string][]float64) error {
+	blocks := setup.Blocks(kind)
+	if len(m) != len(blocks) {
+		return fmt.Errorf("%w: %s: %d weight blocks, want %d", ErrProtocol, kind, len(m), len(blocks))
+	}
+	for _, b := range blocks {
+		d, ok := m[b.Name]
+		if !ok {
+			return fmt.Errorf("%w: %s: block %q missing", ErrProtocol, kind, b.Name)
+		}
+		if r, c := d.Dims(); r != b.Rows || c != b.Cols {
+			return fmt.Errorf("%w: %s: block %q is %d×%d, want %d×%d", ErrProtocol, kind, b.Name, r, c, b.Rows, b.Cols)
+		}
+	}
+	params := setup.SharedParams(kind)
+	if len(shared) != len(params) {
+		return fmt.Errorf("%w: %s: %d shared parameters, want %d", ErrProtocol, kind, len(shared), len(params))
+	}
+	for _, p := range params {
+		if len(shared[p.Name]) != p.Size {
+			return fmt.Errorf("%w: %s: shared parameter %q has %d values, want %d", ErrProtocol, kind, p.Name, len(shared[p.Name]), p.Size)
+		}
+	}
+	return nil
+}
+
+// parseKind returns the model named s.
+func parseKind(s string) (estimator.Kind, error) {
+	for _, k := range estimator.Kinds {
+		if k.String() == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown model %q", ErrProtocol, s)
+}
+
+// scalerTensors encodes the pooled standardisation.
+func scalerTensors(s estimator.Scaler) []wire.Tensor {
+	return []wire.Tensor{
+		wire.Vector(tScalerMean, s.Mean),
+		wire.Vector(tScalerScale, s.Scale),
+		wire.Vector(tScalerY, []float64{s.YMean, s.YSD}),
+	}
+}
+
+// decodeScaler reads scalerTensors for dx covariates.
+func decodeScaler(e *wire.Envelope, dx int) (estimator.Scaler, error) {
+	var s estimator.Scaler
+	mean, err := vector(e, tScalerMean, dx)
+	if err != nil {
+		return s, err
+	}
+	scale, err := vector(e, tScalerScale, dx)
+	if err != nil {
+		return s, err
+	}
+	y, err := vector(e, tScalerY, 2)
+	if err != nil {
+		return s, err
+	}
+	s.Mean = append([]float64(nil), mean...)
+	s.Scale = append([]float64(nil), scale...)
+	s.YMean, s.YSD = y[0], y[1]
+	return s, nil
+}
+
+// columnDigests fingerprints a schema: per covariate, the SHA-256 of its
+// name and whether it is binary. Equal digests mean the same column.
+func columnDigests(names []string, schema estimator.Schema) wire.DigestList {
+	l := wire.DigestList{Name: dSchemaColumns, Digests: make([]wire.Digest, len(schema.Binary))}
+	for j, bin := range schema.Binary {
+		name := ""
+		if j < len(names) {
+			name = names[j]
+		}
+		l.Digests[j] = sha256.Sum256(fmt.Appendf(nil, "crffd/column\x00%s\x00binary=%t", name, bin))
+	}
+	return l
+}
+
+// frequencyDigest is the SHA-256 of the base frequencies of every feature
+// map of setup, bit for bit.
+func frequencyDigest(setup *estimator.Setup) wire.Digest {
+	h := sha256.New()
+	var b [8]byte
+	for _, m := range setup.Maps {
+		r, c := m.Omega0.Dims()
+		binary.BigEndian.PutUint64(b[:], uint64(r))
+		h.Write(b[:])
+		binary.BigEndian.PutUint64(b[:], uint64(c))
+		h.Write(b[:])
+		for i := range r {
+			for j := range c {
+				binary.BigEndian.PutUint64(b[:], math.Float64bits(m.Omega0.At(i, j)))
+				h.Write(b[:])
+			}
+		}
+	}
+	var d wire.Digest
+	h.Sum(d[:0])
+	return d
+}
+
+// ints converts positions to float64 values.
+func ints(v []int) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}

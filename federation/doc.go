@@ -1,0 +1,67 @@
+// Package federation implements the round protocol of DESIGN.md §4: the
+// coordinator and site roles of a crffd federation, as state machines over an
+// abstract message channel (Conn), so that they run the same over a transport
+// plugin and over the in-memory network of tests (MemNetwork).
+//
+// # A run
+//
+// The coordinator drives every step; a site only answers. Steps are numbered
+// on one counter per run (wire.Header.Round), and every answer carries the
+// step it answers:
+//
+//  1. hello (coordinator → site): the model configuration as named scalars,
+//     the site's index and the number of sites. The site answers with hello
+//     (its schema fingerprint: per-covariate SHA-256 of the column name and
+//     type flags, its row count and Moments — counts, column sums and sums of
+//     squares, the aggregates of the pooled standardisation — and the SHA-256
+//     of the base frequencies its kernel plugin draws for that configuration)
+//     and dedup-hashes (HMAC-SHA256 of its normalised identity columns under
+//     the sites' secret, or none when no identity columns are configured).
+//     A site whose schema or frequencies differ from the federation's is
+//     refused with a done envelope naming the column.
+//  2. dedup-verdict (coordinator → site): the positions of the site's rows to
+//     leave out (default policy: keep the copy of the site listed first) and
+//     the pooled standardisation.
+//  3. training, model by model (estimator.Kinds): weights (W_c^s and the
+//     shared parameters) down, gradient (G_c^s, shared gradients, loss, rows)
+//     up, one step per round, with (*estimator.Coordinator).Update and
+//     (*estimator.Site).Compute unchanged, so the model equals the simulated
+//     federation's (estimator.Train) bit for bit.
+//  4. weights with no model: every model's final effective weights of the
+//     site and its row of the transfer matrix Λ. The site scores its rows and
+//     answers ate (local ATE, standard error, n over its kept rows).
+//  5. global-ate: the n-weighted global ATE. The site publishes its results
+//     (Site.Publish) and answers done.
+//
+// Every envelope is built from named tensors only (package wire). Envelopes
+// of another run or a past step, duplicates and unexpected kinds are dropped
+// and logged; a duplicate of the current step is answered again, since steps
+// are idempotent. A site silent past the round timeout is sent the step
+// again; when the retries run out the run stops with an error naming it.
+//
+// # Crashes
+//
+// The coordinator saves a State (what the handshake agreed, the finished
+// models and the estimator.Checkpoint of the model in training) through a
+// Checkpointer — StateDB, its own SQLite file — every CheckpointEvery rounds
+// and after every model. Restarted, it resumes the run at a step number past
+// any it may have sent before it stopped, so the sites take the resumed steps
+// as new; since estimator.ResumeCoordinator continues bit-identically, the
+// model is the uninterrupted run's.
+//
+// A site restarted mid-run knows nothing of the run: to any envelope of an
+// unknown run it answers with a hello carrying the scalar "rejoin", and the
+// coordinator sends it its hello and dedup-verdict again at the current step,
+// followed by the step's envelope. A site's computation is a pure function of
+// its rows and the envelopes, so the run continues unchanged.
+//
+// # What crosses the wire
+//
+// Besides weights and gradients, hello carries per-site aggregates: the row
+// count and, per covariate and the outcome, the column sum and sum of
+// squares (estimator.Moments), from which the coordinator pools the
+// standardisation it sends back in dedup-verdict. Column names travel only
+// as SHA-256 digests, identities only as HMACs under the sites' secret, and
+// the kernel only as the SHA-256 of its base frequencies. The moments are
+// taken over all of a site's rows, before de-duplication.
+package federation

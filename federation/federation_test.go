@@ -1,0 +1,540 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+)
+
+// testSchema has two binary and two continuous covariates.
+var testSchema = estimator.Schema{Binary: []bool{true, false, true, false}}
+
+var testColumns = []string{"b1", "c1", "b2", "c2"}
+
+// makeData draws n rows of site s.
+func makeData(n, s int) *estimator.Data {
+	r := rand.New(rand.NewPCG(uint64(s)+1, 7))
+	d := &estimator.Data{X: mat.NewDense(n, 4, nil), W: make([]float64, n), Y: make([]float64, n)}
+	for i := range n {
+		x := []float64{float64(r.IntN(2)), r.NormFloat64() + float64(s), float64(r.IntN(2)), 3 * r.NormFloat64()}
+		d.X.SetRow(i, x)
+		if r.Float64() < 1/(1+math.Exp(-x[1]+float64(s))) {
+			d.W[i] = 1
+		}
+		d.Y[i] = x[1] + x[0] + d.W[i]*(2+x[3]/3) + r.NormFloat64()
+	}
+	return d
+}
+
+func testConfig() estimator.Config {
+	c := estimator.DefaultConfig()
+	c.Features, c.Latent, c.Rounds, c.Samples, c.Workers = 10, 2, 8, 10, 1
+	c.Seed = 1<<40 + 12345
+	return c
+}
+
+// fed is an in-memory federation of sites.
+type fed struct {
+	net    *MemNetwork
+	names  []string
+	data   []*estimator.Data
+	cfgs   []SiteConfig
+	mu     sync.Mutex
+	audits map[string][]string
+}
+
+func newFed(sizes ...int) *fed {
+	f := &fed{net: NewMemNetwork(), audits: map[string][]string{}}
+	for s, n := range sizes {
+		name := fmt.Sprintf("site%d", s+1)
+		f.names = append(f.names, name)
+		d := makeData(n, s)
+		f.data = append(f.data, d)
+		f.cfgs = append(f.cfgs, SiteConfig{Name: name, Coordinator: "coord", Data: d, Schema: testSchema,
+			Columns: testColumns, Spectral: estimator.GaussianSpectral{},
+			Audit: func(_ context.Context, dir Direction, e *wire.Envelope) error {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				f.audits[name] = append(f.audits[name], fmt.Sprintf("%d %s", dir, e.Kind))
+				return nil
+			}})
+	}
+	return f
+}
+
+type siteRun struct {
+	res *SiteResult
+	err error
+}
+
+// start runs every site in the background.
+func (f *fed) start(ctx context.Context) []chan siteRun {
+	out := make([]chan siteRun, len(f.cfgs))
+	for s, c := range f.cfgs {
+		out[s] = make(chan siteRun, 1)
+		go func() {
+			r, err := RunSite(ctx, c, f.net.Endpoint(c.Name))
+			out[s] <- siteRun{r, err}
+		}()
+	}
+	return out
+}
+
+func (f *fed) coordinator(cfg estimator.Config) CoordinatorConfig {
+	return CoordinatorConfig{Name: "coord", RunID: "run-1", Sites: f.names, Config: cfg,
+		Spectral: estimator.GaussianSpectral{}, RoundTimeout: 5 * time.Second, Retries: 2}
+}
+
+func maxDiff(t *testing.T, a, b *estimator.Trained) float64 {
+	t.Helper()
+	d := 0.0
+	for s := range a.Weights {
+		for name, w := range a.Weights[s] {
+			v, ok := b.Weights[s][name]
+			if !ok {
+				t.Fatalf("block %s missing", name)
+			}
+			var x mat.Dense
+			x.Sub(w, v)
+			d = math.Max(d, mat.Norm(&x, math.Inf(1)))
+		}
+	}
+	for name, v := range a.Shared {
+		for i := range v {
+			d = math.Max(d, math.Abs(v[i]-b.Shared[name][i]))
+		}
+	}
+	var x mat.Dense
+	x.Sub(a.Lambda, b.Lambda)
+	return math.Max(d, mat.Norm(&x, math.Inf(1)))
+}
+
+func TestEquivalenceWithSimulatedFederation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFed(60, 80, 50)
+	cfg := testConfig()
+	want, err := estimator.Fit(ctx, f.data, testSchema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites := f.start(ctx)
+	res, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range estimator.Kinds {
+		if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
+			t.Errorf("%s: max abs difference %g, want bit-identical", k, d)
+		}
+	}
+	ates := make([]float64, len(sites))
+	for s, ch := range sites {
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("site %d: %v", s, r.err)
+		}
+		eff, err := want.Effects(ctx, s, f.data[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range eff.CATE {
+			if eff.CATE[i] != r.res.Effects.CATE[i] {
+				t.Fatalf("site %d row %d: CATE %g, simulated %g", s, i, r.res.Effects.CATE[i], eff.CATE[i])
+			}
+		}
+		ates[s] = eff.ATE
+		if r.res.Global.ATE != res.GlobalATE || r.res.Local.N != f.data[s].Rows() {
+			t.Errorf("site %d: global %g (coordinator %g), n %d", s, r.res.Global.ATE, res.GlobalATE, r.res.Local.N)
+		}
+		if got := len(r.res.Lambda[estimator.Outcome]); got != 3 {
+			t.Errorf("site %d: λ row of %d values", s, got)
+		}
+	}
+	g, _ := estimator.GlobalATE(ates, []int{60, 80, 50})
+	if math.Abs(g-res.GlobalATE) > 1e-12 {
+		t.Errorf("global ATE %g, want %g", res.GlobalATE, g)
+	}
+	for name, a := range f.audits {
+		for _, line := range a {
+			kind := strings.Fields(line)[1]
+			if _, err := wire.ParseKind(kind); err != nil {
+				t.Errorf("%s audits unknown kind %q", name, kind)
+			}
+		}
+	}
+}
+
+func TestDuplicatedAndStaleEnvelopesAreDropped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFed(40, 50)
+	cfg := testConfig()
+	clean, err := estimator.Fit(ctx, f.data, testSchema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var last []byte
+	f.net.Intercept = func(b []byte) [][]byte {
+		mu.Lock()
+		defer mu.Unlock()
+		out := [][]byte{b, b} // every envelope twice
+		if last != nil {
+			out = append(out, last) // and the previous one again: stale
+		}
+		last = b
+		return out
+	}
+	sites := f.start(ctx)
+	res, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range estimator.Kinds {
+		if d := maxDiff(t, res.Models[k], clean.Trained(k)); d != 0 {
+			t.Errorf("%s: differs by %g under duplicates", k, d)
+		}
+	}
+	for _, ch := range sites {
+		if r := <-ch; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+}
+
+func TestSchemaMismatchIsRefusedNamingTheColumn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFed(30, 30)
+	f.cfgs[1].Columns = []string{"b1", "c1", "b2", "age"}
+	sites := f.start(ctx)
+	_, err := RunCoordinator(ctx, f.coordinator(testConfig()), f.net.Endpoint("coord"))
+	if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "site2") || !strings.Contains(err.Error(), "covariate 3") {
+		t.Fatalf("coordinator: %v", err)
+	}
+	r := <-sites[1]
+	if !errors.Is(r.err, ErrRefused) || !strings.Contains(r.err.Error(), `"age"`) {
+		t.Fatalf("site2: %v", r.err)
+	}
+	if r := <-sites[0]; !errors.Is(r.err, ErrRefused) {
+		t.Fatalf("site1: %v", r.err)
+	}
+}
+
+func TestFrequencyMismatchIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFed(30, 30)
+	f.cfgs[1].Spectral = shifted{}
+	sites := f.start(ctx)
+	_, err := RunCoordinator(ctx, f.coordinator(testConfig()), f.net.Endpoint("coord"))
+	if !errors.Is(err, ErrFrequencies) || !strings.Contains(err.Error(), "site2") {
+		t.Fatalf("coordinator: %v", err)
+	}
+	if r := <-sites[1]; !errors.Is(r.err, ErrFrequencies) {
+		t.Fatalf("site2: %v", r.err)
+	}
+}
+
+// shifted is a kernel that draws other frequencies.
+type shifted struct{}
+
+func (shifted) Sample(ctx context.Context, d, D int, seed uint64) (*mat.Dense, error) {
+	return estimator.GaussianSpectral{}.Sample(ctx, d, D, seed+1)
+}
+
+func TestSilentSiteStopsTheRunNamingIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFed(30, 30)
+	f.cfgs = f.cfgs[:1] // site2 never runs
+	f.start(ctx)
+	cc := f.coordinator(testConfig())
+	cc.RoundTimeout, cc.Retries = 100*time.Millisecond, 2
+	_, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+	if !errors.Is(err, ErrSilent) || !strings.Contains(err.Error(), "site2") || strings.Contains(err.Error(), "site1") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestDeduplicationKeepsTheFirstListedCopy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFed(40, 40, 40)
+	secret := []byte("sites only")
+	for s := range f.cfgs {
+		ids := make([]wire.Digest, 40)
+		for i := range ids {
+			person := fmt.Sprintf("person %d-%d", s, i)
+			if i < 5 && s > 0 {
+				person = fmt.Sprintf("PERSON   %d-%d ", 0, i) // the same people as site1's first five
+			}
+			ids[i] = IdentityHMAC(secret, []string{person, "1970-01-01"})
+		}
+		f.cfgs[s].Identities = ids
+	}
+	sites := f.start(ctx)
+	res, err := RunCoordinator(ctx, f.coordinator(testConfig()), f.net.Endpoint("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 5, 5}; fmt.Sprint(res.Dropped) != fmt.Sprint(want) {
+		t.Errorf("dropped %v, want %v", res.Dropped, want)
+	}
+	if want := []int{40, 35, 35}; fmt.Sprint(res.Rows) != fmt.Sprint(want) {
+		t.Errorf("rows %v, want %v", res.Rows, want)
+	}
+	for s, ch := range sites {
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if len(r.res.Effects.CATE) != 40 {
+			t.Errorf("site %d scored %d rows, want all 40", s, len(r.res.Effects.CATE))
+		}
+	}
+}
+
+func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	ref := newFed(40, 50)
+	want, err := estimator.Fit(ctx, ref.data, testSchema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stopAt := range []int{3, 8, 11, 16, 20, 24} {
+		t.Run(fmt.Sprint(stopAt), func(t *testing.T) {
+			f := newFed(40, 50)
+			sites := f.start(ctx)
+			cp := &MemCheckpoints{}
+			cctx, stop := context.WithCancel(ctx)
+			var mu sync.Mutex
+			grads := 0
+			f.net.Intercept = func(b []byte) [][]byte {
+				e, _ := wire.Unmarshal(b)
+				if e != nil && e.Kind == wire.KindGradient {
+					mu.Lock()
+					if grads++; grads == 2*stopAt {
+						stop()
+					}
+					mu.Unlock()
+				}
+				return [][]byte{b}
+			}
+			cc := f.coordinator(cfg)
+			cc.Checkpoints, cc.CheckpointEvery = cp, 2
+			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
+				t.Fatalf("first coordinator: %v", err)
+			}
+			if cp.Saves == 0 {
+				t.Fatal("no checkpoint saved")
+			}
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range estimator.Kinds {
+				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
+					t.Errorf("%s: resumed model differs by %g", k, d)
+				}
+			}
+			for _, ch := range sites {
+				if r := <-ch; r.err != nil {
+					t.Fatal(r.err)
+				}
+			}
+		})
+	}
+}
+
+func TestStateDBRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenStateDB(ctx, t.TempDir()+"/coord.sqlite", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if st, err := db.Load(ctx); err != nil || st != nil {
+		t.Fatalf("empty: %v %v", st, err)
+	}
+	tr := &estimator.Trained{Model: estimator.Outcome, Weights: []map[string]*mat.Dense{{"b": mat.NewDense(1, 2, []float64{0.1, -1e-300})}},
+		Shared: map[string][]float64{"a": {math.Pi}}, Lambda: mat.NewSymDense(1, []float64{1}), Rounds: 3, Loss: 2.5}
+	st := &State{RunID: "r", Sites: []string{"a"}, Step: 9, Trained: []*estimator.Trained{tr},
+		Checkpoint: &estimator.Checkpoint{X: []float64{1.0 / 3}}}
+	if err := db.Save(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Step != 9 || got.Checkpoint.X[0] != 1.0/3 || got.Trained[0].Weights[0]["b"].At(0, 1) != -1e-300 || got.Trained[0].Shared["a"][0] != math.Pi {
+		t.Fatalf("round trip: %+v", got)
+	}
+	if err := db.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := db.Load(ctx); st != nil {
+		t.Fatal("state after Clear")
+	}
+}
+
+func TestRestartedSiteRejoins(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFed(40, 50, 30)
+	cfg := testConfig()
+	want, err := estimator.Fit(ctx, f.data, testSchema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stopAt := range []int{2, 15, 24} {
+		t.Run(fmt.Sprint(stopAt), func(t *testing.T) {
+			f := newFed(40, 50, 30)
+			var sites []chan siteRun
+			others := f.cfgs
+			f.cfgs = []SiteConfig{others[0], others[2]}
+			sites = f.start(ctx)
+			f.cfgs = others
+			site2ctx, kill := context.WithCancel(ctx)
+			var mu sync.Mutex
+			n := 0
+			f.net.Intercept = func(b []byte) [][]byte {
+				e, _ := wire.Unmarshal(b)
+				if e != nil && e.Kind == wire.KindGradient && e.Sender == "site2" {
+					mu.Lock()
+					if n++; n == stopAt {
+						kill()
+					}
+					mu.Unlock()
+				}
+				return [][]byte{b}
+			}
+			first := make(chan error, 1)
+			go func() {
+				_, err := RunSite(site2ctx, f.cfgs[1], f.net.Endpoint("site2"))
+				first <- err
+			}()
+			second := make(chan siteRun, 1)
+			go func() {
+				<-first // the killed site is gone: a new process starts afresh
+				r, err := RunSite(ctx, f.cfgs[1], f.net.Endpoint("site2"))
+				second <- siteRun{r, err}
+			}()
+			cc := f.coordinator(cfg)
+			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
+			var logs strings.Builder
+			var lmu sync.Mutex
+			cc.Logger = slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lmu.Lock()
+			if !strings.Contains(logs.String(), "site rejoins the run") {
+				t.Error("site2 never rejoined")
+			}
+			if strings.Contains(logs.String(), "value") {
+				t.Error("log mentions values")
+			}
+			lmu.Unlock()
+			for _, k := range estimator.Kinds {
+				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
+					t.Errorf("%s: differs by %g after site2 restarted", k, d)
+				}
+			}
+			if r := <-second; r.err != nil || r.res.Global.ATE != res.GlobalATE {
+				t.Fatalf("restarted site2: %v", r.err)
+			}
+			for _, ch := range sites {
+				if r := <-ch; r.err != nil {
+					t.Fatal(r.err)
+				}
+			}
+		})
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// stoppingCheckpoints stops the coordinator right after it saved the end of
+// model number kind.
+type stoppingCheckpoints struct {
+	MemCheckpoints
+	kind int
+	stop func()
+}
+
+func (s *stoppingCheckpoints) Save(ctx context.Context, st *State) error {
+	if err := s.MemCheckpoints.Save(ctx, st); err != nil {
+		return err
+	}
+	if st.Checkpoint == nil && len(st.Trained) == s.kind {
+		s.stop()
+	}
+	return nil
+}
+
+func TestCoordinatorResumesAtModelBoundary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	ref := newFed(40, 50)
+	want, err := estimator.Fit(ctx, ref.data, testSchema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind := 1; kind <= len(estimator.Kinds); kind++ {
+		t.Run(fmt.Sprint(kind), func(t *testing.T) {
+			f := newFed(40, 50)
+			sites := f.start(ctx)
+			cctx, stop := context.WithCancel(ctx)
+			cp := &stoppingCheckpoints{kind: kind, stop: stop}
+			cc := f.coordinator(cfg)
+			cc.Checkpoints, cc.CheckpointEvery = cp, 100
+			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
+				t.Fatalf("first coordinator: %v", err)
+			}
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range estimator.Kinds {
+				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
+					t.Errorf("%s: resumed model differs by %g", k, d)
+				}
+			}
+			for _, ch := range sites {
+				if r := <-ch; r.err != nil {
+					t.Fatal(r.err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,481 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+)
+
+// Direction says whether an audited envelope was sent or received.
+type Direction int
+
+const (
+	// Sent marks an envelope the site sent.
+	Sent Direction = iota
+	// Received marks an envelope the site received (admitted or dropped).
+	Received
+)
+
+// SiteConfig configures a site.
+type SiteConfig struct {
+	Name        string // the site's federation name
+	Coordinator string // the coordinator's federation name
+
+	Data    *estimator.Data  // the site's rows
+	Schema  estimator.Schema // their schema
+	Columns []string         // covariate names, in Schema order (fingerprinted, never sent)
+	// Identities are the HMACs of the rows' identity columns (IdentityHMAC),
+	// one per row; nil when the site has no identity columns.
+	Identities []wire.Digest
+
+	Spectral estimator.Spectral // the kernel plugin
+
+	// Audit, when set, is called for every envelope sent or received; an
+	// error stops the run, so that nothing leaves the site unaudited.
+	Audit func(ctx context.Context, d Direction, e *wire.Envelope) error
+	// Publish, when set, is called with the results before the site
+	// confirms the run with done.
+	Publish func(ctx context.Context, r *SiteResult) error
+
+	Logger  *slog.Logger // nil discards
+	Metrics *Metrics     // nil counts nothing
+}
+
+// SiteATE is an average treatment effect with its standard error and the
+// rows it averages over.
+type SiteATE struct {
+	ATE, SE float64
+	N       int
+}
+
+// SiteResult is what a site holds after a run.
+type SiteResult struct {
+	RunID        string
+	Index, Sites int
+	Setup        *estimator.Setup
+	Model        *estimator.Model   // the site's own model (estimator.NewSiteModel)
+	Kept         []int              // positions of the rows trained on (not dropped as duplicates)
+	Effects      *estimator.Effects // every row's effects, in Data order
+	Local        SiteATE            // over the kept rows
+	Global       SiteATE
+	Lambda       map[estimator.Kind][]float64 // the site's row of each model's Λ
+	Rounds       map[estimator.Kind]int
+}
+
+// site is the state of a site over one run.
+type site struct {
+	cfg     SiteConfig
+	conn    Conn
+	log     *slog.Logger
+	tracker *wire.Tracker
+	replies map[uint64][]*wire.Envelope // answers of the current step, for duplicates
+
+	res   *SiteResult
+	kept  *estimator.Data
+	train *estimator.Site
+	fp    wire.Digest
+	cfgE  estimator.Config
+}
+
+// RunSite takes part in one federation run over conn: it waits for the
+// coordinator's hello of a run, answers every step, publishes the results
+// and returns them once it has confirmed the run with done.
+func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error) {
+	if cfg.Data == nil || cfg.Data.Rows() == 0 {
+		return nil, errors.New("federation: site has no rows")
+	}
+	if cfg.Identities != nil && len(cfg.Identities) != cfg.Data.Rows() {
+		return nil, fmt.Errorf("federation: %d identity hashes for %d rows", len(cfg.Identities), cfg.Data.Rows())
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &site{cfg: cfg, conn: conn, log: log}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-conn.Inbox():
+			if !ok {
+				return nil, errors.New("federation: transport closed")
+			}
+			done, err := s.handle(ctx, e)
+			if err != nil || done {
+				return s.res, err
+			}
+		}
+	}
+}
+
+func (s *site) drop(e *wire.Envelope, reason string) {
+	s.cfg.Metrics.dropped()
+	s.log.Warn("envelope dropped", slog.Any("envelope", e), slog.String(LogKeyReason, reason))
+}
+
+// handle processes one envelope; done reports the end of the run.
+func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err error) {
+	s.cfg.Metrics.received(e)
+	if s.cfg.Audit != nil {
+		if err := s.cfg.Audit(ctx, Received, e); err != nil {
+			return false, fmt.Errorf("audit: %w", err)
+		}
+	}
+	if e.Sender != s.cfg.Coordinator || e.Recipient != s.cfg.Name {
+		s.drop(e, "not from the coordinator to this site")
+		return false, nil
+	}
+	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
+		s.tracker = wire.NewTracker(e.RunID, e.Round)
+		s.replies = map[uint64][]*wire.Envelope{}
+		s.res, s.kept, s.train = nil, nil, nil
+		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
+	}
+	if s.tracker == nil || e.RunID != s.runID() {
+		// A site restarted mid-run knows nothing of the run: ask to rejoin.
+		s.drop(e, "unknown run: asking the coordinator to rejoin")
+		r, err := s.reply(e, wire.KindHello, []wire.Tensor{wire.Scalar(tRejoin, 1)})
+		if err != nil {
+			return false, err
+		}
+		return false, s.send(ctx, r)
+	}
+	v, aerr := s.tracker.Admit(e)
+	if v == wire.Future {
+		if err := s.tracker.Advance(e.Round); err != nil {
+			return false, err
+		}
+		v, aerr = s.tracker.Admit(e)
+	}
+	switch v {
+	case wire.Current:
+	case wire.Duplicate:
+		s.drop(e, aerr.Error())
+		for _, r := range s.replies[e.Round] {
+			if err := s.send(ctx, r); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	default:
+		s.drop(e, aerr.Error())
+		return false, nil
+	}
+	if e.Round > 0 {
+		for r := range s.replies {
+			if r < e.Round {
+				delete(s.replies, r)
+			}
+		}
+	}
+	var out []*wire.Envelope
+	switch {
+	case e.Kind == wire.KindHello:
+		out, err = s.hello(ctx, e)
+	case e.Kind == wire.KindDedupVerdict:
+		err = s.verdict(ctx, e)
+	case e.Kind == wire.KindWeights && e.Model != "":
+		out, err = s.compute(ctx, e)
+	case e.Kind == wire.KindWeights:
+		out, err = s.score(ctx, e)
+	case e.Kind == wire.KindGlobalATE:
+		out, err = s.global(ctx, e)
+		done = err == nil
+	case e.Kind == wire.KindDone:
+		return true, s.refused(e)
+	default:
+		s.drop(e, fmt.Sprintf("unexpected kind %s", e.Kind))
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	s.replies[e.Round] = out
+	for _, r := range out {
+		if err := s.send(ctx, r); err != nil {
+			return false, err
+		}
+	}
+	if done {
+		s.log.Info("run complete", slog.String(wire.LogKeyRun, s.runID()))
+	}
+	return done, nil
+}
+
+func (s *site) runID() string {
+	id, _ := s.tracker.Position()
+	return id
+}
+
+func (s *site) send(ctx context.Context, e *wire.Envelope) error {
+	if s.cfg.Audit != nil {
+		if err := s.cfg.Audit(ctx, Sent, e); err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+	}
+	if err := s.conn.Send(ctx, e); err != nil {
+		return fmt.Errorf("send %s: %w", e.Kind, err)
+	}
+	s.cfg.Metrics.sent(e)
+	return nil
+}
+
+func (s *site) reply(in *wire.Envelope, kind wire.Kind, ts []wire.Tensor, lists ...wire.DigestList) (*wire.Envelope, error) {
+	return wire.New(wire.Header{RunID: in.RunID, Model: in.Model, Round: in.Round, Kind: kind, Sender: s.cfg.Name, Recipient: in.Sender}, ts, lists...)
+}
+
+// hello answers the coordinator's hello with the site's fingerprints and
+// moments, and its identity hashes.
+func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	cfg, err := decodeConfig(e)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := integer(e, tSiteIndex)
+	if err != nil {
+		return nil, err
+	}
+	m, err := integer(e, tSiteCount)
+	if err != nil {
+		return nil, err
+	}
+	if idx >= m {
+		return nil, fmt.Errorf("%w: site index %d of %d", ErrProtocol, idx, m)
+	}
+	mo := s.cfg.Data.Moments()
+	placeholder, err := estimator.NewScaler(s.cfg.Schema, []estimator.Moments{mo})
+	if err != nil {
+		return nil, err
+	}
+	setup, err := estimator.NewSetup(ctx, s.cfg.Schema, s.cfg.Spectral, cfg, placeholder)
+	if err != nil {
+		return nil, fmt.Errorf("configuration from the coordinator: %w", err)
+	}
+	s.fp, s.cfgE = frequencyDigest(setup), cfg
+	s.res = &SiteResult{RunID: e.RunID, Index: idx, Sites: m, Lambda: map[estimator.Kind][]float64{}, Rounds: map[estimator.Kind]int{}}
+	bin := make([]float64, len(s.cfg.Schema.Binary))
+	for j, b := range s.cfg.Schema.Binary {
+		bin[j] = b2f(b)
+	}
+	hello, err := s.reply(e, wire.KindHello, []wire.Tensor{
+		wire.Vector(tSchemaBinary, bin), wire.Scalar(tSchemaBinOut, b2f(s.cfg.Schema.BinaryOutcome)),
+		wire.Scalar(tMomentsN, float64(mo.N)), wire.Vector(tMomentsSum, mo.Sum), wire.Vector(tMomentsSumSq, mo.SumSq),
+	}, columnDigests(s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: []wire.Digest{s.fp}})
+	if err != nil {
+		return nil, err
+	}
+	var dd *wire.Envelope
+	if s.cfg.Identities == nil {
+		s.log.Info("no identity columns configured: rows are not de-duplicated")
+		dd, err = s.reply(e, wire.KindDedupHashes, []wire.Tensor{wire.Scalar(tDedupOn, 0)})
+	} else {
+		dd, err = s.reply(e, wire.KindDedupHashes, []wire.Tensor{wire.Scalar(tDedupOn, 1)},
+			wire.DigestList{Name: dDedup, Digests: s.cfg.Identities})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{hello, dd}, nil
+}
+
+// verdict applies the de-duplication verdict and the pooled scaler.
+func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
+	if s.res == nil {
+		return fmt.Errorf("%w: dedup-verdict before hello", ErrProtocol)
+	}
+	scaler, err := decodeScaler(e, len(s.cfg.Schema.Binary))
+	if err != nil {
+		return err
+	}
+	drop, err := vector(e, tDedupDrop, -1)
+	if err != nil {
+		return err
+	}
+	n := s.cfg.Data.Rows()
+	dropped := make([]bool, n)
+	for _, v := range drop {
+		if v < 0 || v >= float64(n) || v != math.Trunc(v) {
+			return fmt.Errorf("%w: dedup-verdict names row position %v of %d", ErrProtocol, v, n)
+		}
+		dropped[int(v)] = true
+	}
+	s.res.Kept = s.res.Kept[:0]
+	for i := range n {
+		if !dropped[i] {
+			s.res.Kept = append(s.res.Kept, i)
+		}
+	}
+	if len(s.res.Kept) == 0 {
+		return errors.New("federation: every row was dropped as a duplicate")
+	}
+	s.kept = subset(s.cfg.Data, s.res.Kept)
+	setup, err := estimator.NewSetup(ctx, s.cfg.Schema, s.cfg.Spectral, s.cfgE, scaler)
+	if err != nil {
+		return err
+	}
+	if frequencyDigest(setup) != s.fp {
+		return fmt.Errorf("%w: the kernel plugin is not deterministic", ErrFrequencies)
+	}
+	s.res.Setup = setup
+	s.train, err = estimator.NewSite(s.res.Index, s.kept, setup)
+	if err != nil {
+		return err
+	}
+	s.log.Info("de-duplication applied", slog.Int("rows_kept", len(s.res.Kept)), slog.Int("rows_dropped", n-len(s.res.Kept)))
+	return nil
+}
+
+// subset returns the rows at positions keep of d.
+func subset(d *estimator.Data, keep []int) *estimator.Data {
+	if len(keep) == d.Rows() {
+		return d
+	}
+	_, dx := d.X.Dims()
+	out := &estimator.Data{X: mat.NewDense(len(keep), dx, nil), W: make([]float64, len(keep)), Y: make([]float64, len(keep))}
+	for i, k := range keep {
+		out.X.SetRow(i, d.X.RawRowView(k))
+		out.W[i], out.Y[i] = d.W[k], d.Y[k]
+	}
+	return out
+}
+
+// compute answers one training round.
+func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	if s.train == nil {
+		return nil, fmt.Errorf("%w: weights before the dedup-verdict", ErrProtocol)
+	}
+	kind, err := parseKind(e.Model)
+	if err != nil {
+		return nil, err
+	}
+	w, err := matrices(e, pWeights)
+	if err != nil {
+		return nil, err
+	}
+	sh := vectors(e, pShared)
+	if err := checkBlocks(s.res.Setup, kind, w, sh); err != nil {
+		return nil, err
+	}
+	round, err := integer(e, tRound)
+	if err != nil {
+		return nil, err
+	}
+	noise, err := integer(e, tNoise)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.train.Compute(ctx, &estimator.SiteInput{Model: kind, Round: round, Noise: uint64(noise), Weights: w, Shared: sh})
+	if err != nil {
+		return nil, err
+	}
+	ts := append(wire.Matrices(pGrads, out.Grads), wire.Vectors(pShared, out.Shared)...)
+	ts = append(ts, wire.Scalar(tLoss, out.Loss), wire.Scalar(tRows, float64(out.Rows)))
+	g, err := s.reply(e, wire.KindGradient, ts)
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{g}, nil
+}
+
+// score takes the final weights, scores every row and answers the local ATE.
+func (s *site) score(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	if s.train == nil {
+		return nil, fmt.Errorf("%w: final weights before the dedup-verdict", ErrProtocol)
+	}
+	s.train.Release()
+	own := map[estimator.Kind]estimator.SiteWeights{}
+	for _, kind := range estimator.Kinds {
+		p := kind.String() + "."
+		w, err := matrices(e, p+pWeights)
+		if err != nil {
+			return nil, err
+		}
+		sh := vectors(e, p+pShared)
+		if err := checkBlocks(s.res.Setup, kind, w, sh); err != nil {
+			return nil, err
+		}
+		own[kind] = estimator.SiteWeights{Weights: w, Shared: sh}
+		if s.res.Lambda[kind], err = vector(e, p+tLambda, s.res.Sites); err != nil {
+			return nil, err
+		}
+		if s.res.Rounds[kind], err = integer(e, p+tRounds); err != nil {
+			return nil, err
+		}
+	}
+	model, err := estimator.NewSiteModel(s.res.Setup, s.res.Index, own)
+	if err != nil {
+		return nil, err
+	}
+	s.res.Model = model
+	eff, err := model.Effects(ctx, s.res.Index, s.cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	s.res.Effects = eff
+	cate := make([]float64, len(s.res.Kept))
+	for i, k := range s.res.Kept {
+		cate[i] = eff.CATE[k]
+	}
+	n := len(cate)
+	s.res.Local = SiteATE{ATE: stat.Mean(cate, nil), N: n}
+	if n > 1 {
+		s.res.Local.SE = stat.StdDev(cate, nil) / math.Sqrt(float64(n))
+	}
+	a, err := s.reply(e, wire.KindATE, []wire.Tensor{wire.Scalar(tATE, s.res.Local.ATE), wire.Scalar(tSE, s.res.Local.SE), wire.Scalar(tN, float64(n))})
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{a}, nil
+}
+
+// global takes the global ATE, publishes the results and confirms with done.
+func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	if s.res == nil || s.res.Effects == nil {
+		return nil, fmt.Errorf("%w: global-ate before the final weights", ErrProtocol)
+	}
+	var err error
+	if s.res.Global.ATE, err = scalar(e, tATE); err != nil {
+		return nil, err
+	}
+	if s.res.Global.SE, err = scalar(e, tSE); err != nil {
+		return nil, err
+	}
+	if s.res.Global.N, err = integer(e, tN); err != nil {
+		return nil, err
+	}
+	if s.cfg.Publish != nil {
+		if err := s.cfg.Publish(ctx, s.res); err != nil {
+			return nil, fmt.Errorf("publish results: %w", err)
+		}
+	}
+	d, err := s.reply(e, wire.KindDone, []wire.Tensor{wire.Scalar(tStatus, 1)})
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{d}, nil
+}
+
+// refused turns the coordinator's done into the site's error.
+func (s *site) refused(e *wire.Envelope) error {
+	if col, err := integer(e, tRefusedColumn); err == nil {
+		name := "the outcome"
+		if col < len(s.cfg.Columns) {
+			name = fmt.Sprintf("covariate %q", s.cfg.Columns[col])
+		} else if col < len(s.cfg.Schema.Binary) {
+			name = fmt.Sprintf("covariate %d", col)
+		}
+		return fmt.Errorf("%w: %w: %s (name or type) differs from the federation's", ErrRefused, ErrSchema, name)
+	}
+	if _, err := scalar(e, tRefusedKernel); err == nil {
+		return fmt.Errorf("%w: %w", ErrRefused, ErrFrequencies)
+	}
+	return fmt.Errorf("%w: the coordinator aborted run %s", ErrRefused, e.RunID)
+}

@@ -1,0 +1,1 @@
+DELETE FROM crff_coordinator_state;

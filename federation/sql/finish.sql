@@ -1,0 +1,2 @@
+INSERT OR REPLACE INTO crff_coordinator_runs (run, finished_at, global_ate, global_se, rows)
+VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?, ?, ?);

@@ -1,0 +1,1 @@
+SELECT state FROM crff_coordinator_state WHERE id = 1;

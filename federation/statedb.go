@@ -1,0 +1,102 @@
+package federation
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+)
+
+var (
+	//go:embed sql/coordinator.sql
+	sqlSchema string
+	//go:embed sql/save.sql
+	sqlSave string
+	//go:embed sql/load.sql
+	sqlLoad string
+	//go:embed sql/clear.sql
+	sqlClear string
+	//go:embed sql/finish.sql
+	sqlFinish string
+)
+
+// StateDB is the coordinator's own SQLite file: a Checkpointer, and the list
+// of finished runs. It uses WAL mode, and every save is one transaction, so a
+// coordinator killed at any moment leaves the last complete checkpoint.
+type StateDB struct {
+	db *sql.DB
+}
+
+// OpenStateDB opens (creating when needed) the coordinator's SQLite file.
+func OpenStateDB(ctx context.Context, path string, busy time.Duration) (*StateDB, error) {
+	q := url.Values{}
+	q.Set("mode", "rwc")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	db, err := sql.Open("sqlite", "file:"+esc.Replace(path)+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("coordinator state %q: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, sqlSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coordinator state %q: %w", path, err)
+	}
+	return &StateDB{db: db}, nil
+}
+
+// Close closes the file.
+func (s *StateDB) Close() error { return s.db.Close() }
+
+// Save implements Checkpointer.
+func (s *StateDB) Save(ctx context.Context, st *State) error {
+	b, err := EncodeState(st)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, sqlSave, st.RunID, int64(st.Step), b)
+	return err
+}
+
+// Load implements Checkpointer.
+func (s *StateDB) Load(ctx context.Context) (*State, error) {
+	var b []byte
+	err := s.db.QueryRowContext(ctx, sqlLoad).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return DecodeState(b)
+}
+
+// Clear implements Checkpointer.
+func (s *StateDB) Clear(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, sqlClear)
+	return err
+}
+
+// Finish records a completed run.
+func (s *StateDB) Finish(ctx context.Context, r *Result) error {
+	total := 0
+	for _, n := range r.Rows {
+		total += n
+	}
+	var se any = r.GlobalSE
+	if math.IsNaN(r.GlobalSE) {
+		se = nil
+	}
+	_, err := s.db.ExecContext(ctx, sqlFinish, r.RunID, r.GlobalATE, se, total)
+	return err
+}
