@@ -164,7 +164,7 @@ func Launch(ctx context.Context, cfg Config, name string) (*plugin.Client, any, 
 		return nil, nil, fmt.Errorf("launch %s plugin %q: %w", b.Kind, b.Name, err)
 	}
 	cmd := exec.Command(b.Path)
-	dieWithParent(cmd)
+	DieWithParent(cmd)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -4,6 +4,6 @@ package host
 
 import "os/exec"
 
-// dieWithParent does nothing where the kernel offers no parent-death signal;
+// DieWithParent does nothing where the kernel offers no parent-death signal;
 // CleanupAll still kills plugins on a clean exit or a handled signal.
-func dieWithParent(*exec.Cmd) {}
+func DieWithParent(*exec.Cmd) {}

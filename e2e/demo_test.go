@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/crffd/crffd/internal/testbin"
+)
+
+var (
+	demoSiteRow = regexp.MustCompile(`(?m)^(site\d)\s+(\d+)\s+(-?[0-9.]+)\s+(-?[0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$`)
+	demoGlobal  = regexp.MustCompile(`global ATE (-?[0-9.]+) \(n-weighted mean of the local ATEs: (-?[0-9.]+)\); true (-?[0-9.]+); error ([0-9.]+)`)
+)
+
+// TestDemo runs crffd demo end to end, parses its figures, checks the
+// global ATE against the n-weighted mean of the local ones, and checks that
+// no process it started is left.
+func TestDemo(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("counts processes through /proc")
+	}
+	dir := filepath.Join(t.TempDir(), "demo")
+	mark := fmt.Sprintf("demo-%d-%d", os.Getpid(), time.Now().UnixNano())
+	cmd := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "demo", "--dir", dir, "--rows", "300")
+	cmd.Env = append(os.Environ(), markVar+"="+mark)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("crffd demo: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	stdout := out.String()
+	rows := demoSiteRow.FindAllStringSubmatch(stdout, -1)
+	if len(rows) != 3 {
+		t.Fatalf("%d site rows in the demo's output, want 3:\n%s", len(rows), stdout)
+	}
+	var sumN, sumATE float64
+	for _, r := range rows {
+		n, _ := strconv.ParseFloat(r[2], 64)
+		ate, _ := strconv.ParseFloat(r[3], 64)
+		pehe, _ := strconv.ParseFloat(r[5], 64)
+		if n != 300 || math.IsNaN(ate) || !(pehe > 0) {
+			t.Errorf("implausible site row %q", r[0])
+		}
+		sumN += n
+		sumATE += n * ate
+	}
+	g := demoGlobal.FindStringSubmatch(stdout)
+	if g == nil {
+		t.Fatalf("no global ATE line in:\n%s", stdout)
+	}
+	global, _ := strconv.ParseFloat(g[1], 64)
+	if math.Abs(global-sumATE/sumN) > 1e-3 { // the printed figures have 4 decimals
+		t.Errorf("global ATE %v, n-weighted mean of the printed local ATEs %v", global, sumATE/sumN)
+	}
+	for _, want := range []string{"transfer factors λ of the outcome model", "sqlite3 " + filepath.Join(dir, "site1.sqlite")} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if !waitFor(5*time.Second, func() bool { return len(marked(mark)) == 0 }) {
+		t.Errorf("processes left after crffd demo: %v", marked(mark))
+	}
+}
