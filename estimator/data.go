@@ -61,6 +61,13 @@ type Moments struct {
 	N     int       // rows
 	Sum   []float64 // per covariate, then the outcome: Σ value
 	SumSq []float64 // per covariate, then the outcome: Σ value²
+
+	// Outcome statistics for the log transform (Config.LogOutcome): the
+	// number of rows with y > 0, and Σ log y and Σ (log y)² over them.
+	// A producer that leaves them zero disables the transform.
+	Positive int
+	LogSum   float64
+	LogSumSq float64
 }
 
 // Moments returns the site's Moments over all its rows.
@@ -72,8 +79,15 @@ func (d *Data) Moments() Moments {
 			m.Sum[j] += v
 			m.SumSq[j] += v * v
 		}
-		m.Sum[dx] += d.Y[i]
-		m.SumSq[dx] += d.Y[i] * d.Y[i]
+		y := d.Y[i]
+		m.Sum[dx] += y
+		m.SumSq[dx] += y * y
+		if y > 0 {
+			l := math.Log(y)
+			m.Positive++
+			m.LogSum += l
+			m.LogSumSq += l * l
+		}
 	}
 	return m
 }

@@ -130,23 +130,22 @@ type scorer struct {
 	sq     []float64 // dz
 	lw     map[string]*mat.Dense
 
-	pcg            []rand.PCG
-	rng            []*rand.Rand
-	w, y           []float64  // per sample
-	eps            *mat.Dense // R×dz
-	phiQ           *mat.Dense // R×2D
-	mq             *mat.Dense // R×dz
-	z, zp          *mat.Dense // R×dz current and proposed
-	preZ           *mat.Dense // R×D
-	phiZ           *mat.Dense // R×2D
-	wdec           *mat.Dense // 2D×(3+dx)
-	out            *mat.Dense // R×(3+dx)
-	logw           []float64  // per sample: log target − log proposal of the current z
-	yhat0, yhat1   []float64
-	arm0, arm1     []int
-	phiArm, mqArm  *mat.Dense
-	outScale, outY float64
-	invVarY        float64 // e^{−2t} of the decoder's y
+	pcg           []rand.PCG
+	rng           []*rand.Rand
+	w, y          []float64  // per sample
+	eps           *mat.Dense // R×dz
+	phiQ          *mat.Dense // R×2D
+	mq            *mat.Dense // R×dz
+	z, zp         *mat.Dense // R×dz current and proposed
+	preZ          *mat.Dense // R×D
+	phiZ          *mat.Dense // R×2D
+	wdec          *mat.Dense // 2D×(3+dx)
+	out           *mat.Dense // R×(3+dx)
+	logw          []float64  // per sample: log target − log proposal of the current z
+	yhat0, yhat1  []float64
+	arm0, arm1    []int
+	phiArm, mqArm *mat.Dense
+	invVarY       float64 // e^{−2t} of the decoder's y
 }
 
 func newScorer(m *Model, site int, x *mat.Dense) *scorer {
@@ -166,19 +165,15 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 		lw:     m.Latent.Weights[site],
 		w:      make([]float64, R), y: make([]float64, R),
 		eps:  mat.NewDense(R, dz, nil),
-		phiQ: mat.NewDense(R, 2*D, nil),
+		phiQ: mat.NewDense(R, setup.Maps[mapEncoder].Out(), nil),
 		mq:   mat.NewDense(R, dz, nil),
 		z:    mat.NewDense(R, dz, nil), zp: mat.NewDense(R, dz, nil),
 		preZ:  mat.NewDense(R, D, nil),
-		phiZ:  mat.NewDense(R, 2*D, nil),
-		wdec:  mat.NewDense(2*D, decX+dx, nil),
+		phiZ:  mat.NewDense(R, setup.Maps[mapDecoder].Out(), nil),
+		wdec:  mat.NewDense(setup.Maps[mapDecoder].Out(), decX+dx, nil),
 		out:   mat.NewDense(R, decX+dx, nil),
 		logw:  make([]float64, R),
 		yhat0: make([]float64, R), yhat1: make([]float64, R),
-		outScale: setup.yScale(),
-	}
-	if !setup.Schema.BinaryOutcome && setup.Config.StandardizeY {
-		sc.outY = setup.Scaler.YMean
 	}
 	if t, ok := m.Latent.Shared["t"]; ok {
 		sc.invVarY = math.Exp(-2 * t[0])
@@ -209,6 +204,7 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 	R := (i1 - i0) * N
 	scale := math.Exp(sc.aq)
 	c := 1 / math.Sqrt(float64(D))
+	lin := sc.setup.Maps[mapEncoder].linScale()
 	sc.arm0, sc.arm1 = sc.arm0[:0], sc.arm1[:0]
 	for i := i0; i < i1; i++ {
 		r := i - i0
@@ -243,6 +239,13 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 				s, co := math.Sincos(scale * (p + y*sc.omegaY[j]))
 				row[j], row[D+j] = c*co, c*s
 			}
+			if lin > 0 {
+				lrow := row[2*D:]
+				for j, v := range sc.x.RawRowView(i) {
+					lrow[j] = lin * v
+				}
+				lrow[len(lrow)-1] = lin * y
+			}
 			if w == 1 {
 				sc.arm1 = append(sc.arm1, k)
 			} else {
@@ -269,7 +272,7 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 		if binaryY {
 			y0, y1 = sigmoid(y0), sigmoid(y1)
 		} else {
-			y0, y1 = sc.outY+sc.outScale*y0, sc.outY+sc.outScale*y1
+			y0, y1 = sc.setup.yFromModel(y0), sc.setup.yFromModel(y1)
 		}
 		sc.yhat0[k], sc.yhat1[k] = y0, y1
 	}
@@ -296,10 +299,12 @@ func (sc *scorer) encode(idx []int, wq *mat.Dense) {
 // decode fills the first R rows of out with the decoder outputs at z.
 func (sc *scorer) decode(z *mat.Dense, R int) {
 	D := sc.setup.Config.Features
+	fm := sc.setup.Maps[mapDecoder]
 	preZ := sc.preZ.Slice(0, R, 0, D).(*mat.Dense)
-	phiZ := sc.phiZ.Slice(0, R, 0, 2*D).(*mat.Dense)
-	preZ.Mul(z, sc.setup.Maps[mapDecoder].Omega0)
+	phiZ := sc.phiZ.Slice(0, R, 0, fm.Out()).(*mat.Dense)
+	preZ.Mul(z, fm.Omega0)
 	mapRows(phiZ, preZ, math.Exp(sc.az), D)
+	setLinear(phiZ, z, fm.linScale(), D)
 	_, c := sc.out.Dims()
 	sc.out.Slice(0, R, 0, c).(*mat.Dense).Mul(phiZ, sc.wdec)
 }

@@ -13,27 +13,65 @@ import (
 // so that φ(u)ᵀφ(u') approximates k(e^a·(u-u')) for the kernel whose spectral
 // density Ω0 was drawn from. The log-scale a is an inverse log-lengthscale:
 // larger a gives a rougher function.
+//
+// With Linear = γ > 0 the map also carries the input itself,
+//
+//	φ(u) = [D^(-1/2) cos(uᵀΩ), D^(-1/2) sin(uᵀΩ), γ·d^(-1/2)·u] ∈ R^(2D+d),
+//
+// so that φ(u)ᵀφ(u') approximates k(e^a·(u−u')) + γ²·uᵀu'/d: the sum of the
+// shift-invariant kernel and a linear kernel, still a kernel method whose
+// weights are learned exactly as before.
 type FeatureMap struct {
 	Omega0 *mat.Dense // d×D base frequencies at unit lengthscale
+	Linear float64    // γ: weight of the linear features; 0 for none
 }
 
 // In returns the input dimension d.
 func (f FeatureMap) In() int { r, _ := f.Omega0.Dims(); return r }
 
-// Out returns the feature dimension 2D.
-func (f FeatureMap) Out() int { _, c := f.Omega0.Dims(); return 2 * c }
+// Out returns the feature dimension: 2D, plus d with linear features.
+func (f FeatureMap) Out() int {
+	d, c := f.Omega0.Dims()
+	if f.Linear > 0 {
+		return 2*c + d
+	}
+	return 2 * c
+}
+
+// linScale is the factor γ/√d of the linear features, 0 without them.
+func (f FeatureMap) linScale() float64 {
+	if f.Linear <= 0 {
+		return 0
+	}
+	return f.Linear / math.Sqrt(float64(f.In()))
+}
+
+// setLinear writes c·u into columns [2D, 2D+d) of phi for c = linScale.
+func setLinear(phi *mat.Dense, u mat.Matrix, c float64, D int) {
+	if c == 0 {
+		return
+	}
+	n, d := u.Dims()
+	for i := range n {
+		row := phi.RawRowView(i)[2*D : 2*D+d]
+		for j := range row {
+			row[j] = c * u.At(i, j)
+		}
+	}
+}
 
 // Map stores φ(u_i) for every row u_i of u (n×d) in the rows of dst, which
-// must be n×2D or empty, and returns dst.
+// must be n×Out() or empty, and returns dst.
 func (f FeatureMap) Map(dst *mat.Dense, u mat.Matrix, a float64) *mat.Dense {
 	n, _ := u.Dims()
 	_, D := f.Omega0.Dims()
 	var pre mat.Dense
 	pre.Mul(u, f.Omega0)
 	if dst == nil || dst.IsEmpty() {
-		dst = mat.NewDense(n, 2*D, nil)
+		dst = mat.NewDense(n, f.Out(), nil)
 	}
 	mapRows(dst, &pre, math.Exp(a), D)
+	setLinear(dst, u, f.linScale(), D)
 	return dst
 }
 
@@ -60,28 +98,34 @@ func mapRows(phi, pre *mat.Dense, scale float64, D int) {
 type rffLayer struct {
 	omega0 *mat.Dense // d×D
 	D      int
+	lin    float64    // scale of the linear features (0: none)
 	pre    *mat.Dense // n×D: U·Ω0, the pre-activations at unit scale
-	phi    *mat.Dense // n×2D: φ(U) for the current a
-	dphi   *mat.Dense // n×2D: ∂J/∂φ, filled by the model before backward
+	phi    *mat.Dense // n×Out: φ(U) for the current a
+	dphi   *mat.Dense // n×Out: ∂J/∂φ, filled by the model before backward
 	dact   *mat.Dense // n×D: ∂J/∂(U·Ω), filled by backward
 	scale  float64    // e^a of the last forward pass
 }
 
-func newRFFLayer(omega0 *mat.Dense, n int) *rffLayer {
-	_, D := omega0.Dims()
+func newRFFLayer(fm FeatureMap, n int) *rffLayer {
+	_, D := fm.Omega0.Dims()
 	return &rffLayer{
-		omega0: omega0,
+		omega0: fm.Omega0,
 		D:      D,
+		lin:    fm.linScale(),
 		pre:    mat.NewDense(n, D, nil),
-		phi:    mat.NewDense(n, 2*D, nil),
-		dphi:   mat.NewDense(n, 2*D, nil),
+		phi:    mat.NewDense(n, fm.Out(), nil),
+		dphi:   mat.NewDense(n, fm.Out(), nil),
 		dact:   mat.NewDense(n, D, nil),
 	}
 }
 
 // setInput computes the unit-scale pre-activations U·Ω0 for the inputs u
-// (n×d). Inputs that do not change between rounds call it once.
-func (l *rffLayer) setInput(u mat.Matrix) { l.pre.Mul(u, l.omega0) }
+// (n×d), and the linear features, which do not depend on a. Inputs that do
+// not change between rounds call it once.
+func (l *rffLayer) setInput(u mat.Matrix) {
+	l.pre.Mul(u, l.omega0)
+	setLinear(l.phi, u, l.lin, l.D)
+}
 
 // forward computes φ(U) at log-scale a.
 func (l *rffLayer) forward(a float64) {
@@ -117,8 +161,20 @@ func (l *rffLayer) backward(dphi *mat.Dense) float64 {
 	return da * l.scale
 }
 
-// inputGrad stores ∂J/∂U = e^a·(∂J/∂A)·Ω0ᵀ (n×d) in du after backward.
+// inputGrad stores ∂J/∂U = e^a·(∂J/∂A)·Ω0ᵀ (n×d), plus the linear
+// features' c·∂J/∂φ_lin, in du after backward.
 func (l *rffLayer) inputGrad(du *mat.Dense) {
 	du.Mul(l.dact, l.omega0.T())
 	du.Scale(l.scale, du)
+	if l.lin == 0 {
+		return
+	}
+	n, d := du.Dims()
+	for i := range n {
+		g := l.dphi.RawRowView(i)[2*l.D : 2*l.D+d]
+		row := du.RawRowView(i)
+		for j, v := range g {
+			row[j] += l.lin * v
+		}
+	}
 }

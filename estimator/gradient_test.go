@@ -36,60 +36,64 @@ var gradSchemas = []struct {
 func TestSiteGradients(t *testing.T) {
 	for _, sc := range gradSchemas {
 		for _, kind := range Kinds {
-			t.Run(fmt.Sprintf("%s/%v", sc.name, kind), func(t *testing.T) {
-				setup, sites, _ := toyFederation(t, 1, 11, sc.schema, gradConfig(Learned))
-				site := sites[0]
-				lay := newLayout(kind, setup)
-				rng := rand.New(rand.NewPCG(3, uint64(kind)))
-				in := &SiteInput{Model: kind, Noise: 5, Weights: map[string]*mat.Dense{}, Shared: map[string][]float64{}}
-				for _, b := range lay.blocks {
-					w := mat.NewDense(b.Rows, b.Cols, nil)
-					for i := range b.Rows {
-						for j := range b.Cols {
-							w.Set(i, j, rng.NormFloat64())
+			for _, lin := range []float64{0, 0.7} {
+				t.Run(fmt.Sprintf("%s/%v/linear=%v", sc.name, kind, lin), func(t *testing.T) {
+					cfg := gradConfig(Learned)
+					cfg.Linear = lin
+					setup, sites, _ := toyFederation(t, 1, 11, sc.schema, cfg)
+					site := sites[0]
+					lay := newLayout(kind, setup)
+					rng := rand.New(rand.NewPCG(3, uint64(kind)))
+					in := &SiteInput{Model: kind, Noise: 5, Weights: map[string]*mat.Dense{}, Shared: map[string][]float64{}}
+					for _, b := range lay.blocks {
+						w := mat.NewDense(b.Rows, b.Cols, nil)
+						for i := range b.Rows {
+							for j := range b.Cols {
+								w.Set(i, j, rng.NormFloat64())
+							}
 						}
+						in.Weights[b.Name] = w
 					}
-					in.Weights[b.Name] = w
-				}
-				for _, p := range lay.shared {
-					v := make([]float64, p.Size)
-					for i := range v {
-						v[i] = 0.3 * rng.NormFloat64()
+					for _, p := range lay.shared {
+						v := make([]float64, p.Size)
+						for i := range v {
+							v[i] = 0.3 * rng.NormFloat64()
+						}
+						in.Shared[p.Name] = v
 					}
-					in.Shared[p.Name] = v
-				}
-				ctx := context.Background()
-				loss := func() float64 {
+					ctx := context.Background()
+					loss := func() float64 {
+						out, err := site.Compute(ctx, in)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return out.Loss
+					}
 					out, err := site.Compute(ctx, in)
 					if err != nil {
 						t.Fatal(err)
 					}
-					return out.Loss
-				}
-				out, err := site.Compute(ctx, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, b := range lay.blocks {
-					an := append([]float64(nil), out.Grads[b.Name].RawMatrix().Data...)
-					fd := centralDiff(loss, in.Weights[b.Name].RawMatrix().Data, 1e-6)
-					if e := relErr(an, fd, 1e-8); e > gradTol {
-						t.Errorf("block %s: relative error %.3g", b.Name, e)
+					for _, b := range lay.blocks {
+						an := append([]float64(nil), out.Grads[b.Name].RawMatrix().Data...)
+						fd := centralDiff(loss, in.Weights[b.Name].RawMatrix().Data, 1e-6)
+						if e := relErr(an, fd, 1e-8); e > gradTol {
+							t.Errorf("block %s: relative error %.3g", b.Name, e)
+						}
+						// Restore the output for the next block: Compute reuses it.
+						if _, err := site.Compute(ctx, in); err != nil {
+							t.Fatal(err)
+						}
 					}
-					// Restore the output for the next block: Compute reuses it.
-					if _, err := site.Compute(ctx, in); err != nil {
-						t.Fatal(err)
+					for _, p := range lay.shared {
+						out, _ := site.Compute(ctx, in)
+						an := append([]float64(nil), out.Shared[p.Name]...)
+						fd := centralDiff(loss, in.Shared[p.Name], 1e-6)
+						if e := relErr(an, fd, 1e-8); e > gradTol {
+							t.Errorf("shared %s: relative error %.3g (analytic %v, numeric %v)", p.Name, e, an, fd)
+						}
 					}
-				}
-				for _, p := range lay.shared {
-					out, _ := site.Compute(ctx, in)
-					an := append([]float64(nil), out.Shared[p.Name]...)
-					fd := centralDiff(loss, in.Shared[p.Name], 1e-6)
-					if e := relErr(an, fd, 1e-8); e > gradTol {
-						t.Errorf("shared %s: relative error %.3g (analytic %v, numeric %v)", p.Name, e, an, fd)
-					}
-				}
-			})
+				})
+			}
 		}
 	}
 }

@@ -38,12 +38,12 @@ func (s *Site) latentWork() *latentWork {
 		return s.lat
 	}
 	cfg := s.setup.Config
-	dz, M, twoD := cfg.Latent, cfg.Draws, 2*cfg.Features
+	dz, M, twoD := cfg.Latent, cfg.Draws, s.setup.Maps[mapDecoder].Out()
 	dx := len(s.setup.Schema.Binary)
 	nM := s.n * M
 	s.lat = &latentWork{
 		m:    M,
-		dec:  newRFFLayer(s.setup.Maps[mapDecoder].Omega0, nM),
+		dec:  newRFFLayer(s.setup.Maps[mapDecoder], nM),
 		mq:   mat.NewDense(s.n, dz, nil),
 		dmq:  mat.NewDense(s.n, dz, nil),
 		eps:  mat.NewDense(nM, dz, nil),

@@ -6,7 +6,7 @@ import "gonum.org/v1/gonum/mat"
 // between rounds, building it (and its pre-activations) on first use.
 func (s *Site) fixedLayer(l **rffLayer, k int, input func() mat.Matrix) *rffLayer {
 	if *l == nil {
-		*l = newRFFLayer(s.setup.Maps[k].Omega0, s.n)
+		*l = newRFFLayer(s.setup.Maps[k], s.n)
 		(*l).setInput(input())
 	}
 	return *l

@@ -16,6 +16,18 @@ type Scaler struct {
 	Scale []float64 // per covariate; 1 for binary covariates
 	YMean float64   // pooled outcome mean (0 for a binary outcome)
 	YSD   float64   // pooled outcome standard deviation (1 for a binary outcome)
+
+	// Pooled mean and standard deviation of log y, set when every row of
+	// a continuous outcome is positive (LogYValid).
+	LogYMean, LogYSD float64
+	LogYValid        bool
+	// LogYPreferred reports that the Box–Cox profile likelihood of the
+	// pooled outcomes is higher for log y (λ = 0) than for y (λ = 1):
+	//
+	//	−(n/2)·log Var(log y) − Σ log y  >  −(n/2)·log Var(y).
+	//
+	// It is what Config.LogOutcome = LogAuto decides by.
+	LogYPreferred bool
 }
 
 // NewScaler pools the sites' Moments. Continuous covariates get the pooled
@@ -24,7 +36,7 @@ type Scaler struct {
 func NewScaler(schema Schema, moments []Moments) (Scaler, error) {
 	dx := len(schema.Binary)
 	s := Scaler{Mean: make([]float64, dx), Scale: make([]float64, dx), YSD: 1}
-	var n float64
+	var n, pos, lsum, lsumsq float64
 	sum := make([]float64, dx+1)
 	sumsq := make([]float64, dx+1)
 	for _, m := range moments {
@@ -32,6 +44,9 @@ func NewScaler(schema Schema, moments []Moments) (Scaler, error) {
 			return Scaler{}, fmt.Errorf("estimator: moments of %d columns, want %d", len(m.Sum), dx+1)
 		}
 		n += float64(m.N)
+		pos += float64(m.Positive)
+		lsum += m.LogSum
+		lsumsq += m.LogSumSq
 		for j := range sum {
 			sum[j] += m.Sum[j]
 			sumsq[j] += m.SumSq[j]
@@ -56,6 +71,13 @@ func NewScaler(schema Schema, moments []Moments) (Scaler, error) {
 	}
 	if !schema.BinaryOutcome {
 		s.YMean, s.YSD = meanSD(dx)
+		lmean := lsum / n
+		lvar := (lsumsq - n*lmean*lmean) / (n - 1)
+		if pos == n && lvar > 1e-12 && s.YSD > 1e-6 {
+			s.LogYValid = true
+			s.LogYMean, s.LogYSD = lmean, math.Sqrt(lvar)
+			s.LogYPreferred = -0.5*n*math.Log(lvar)-lsum > -0.5*n*math.Log(s.YSD*s.YSD)
+		}
 	}
 	return s, nil
 }
@@ -108,7 +130,7 @@ func NewSetup(ctx context.Context, schema Schema, spectral Spectral, cfg Config,
 		if r, c := om.Dims(); r != d || c != cfg.Features {
 			return nil, fmt.Errorf("estimator: spectral sample is %d×%d, want %d×%d", r, c, d, cfg.Features)
 		}
-		s.Maps[k] = FeatureMap{Omega0: om}
+		s.Maps[k] = FeatureMap{Omega0: om, Linear: cfg.Linear}
 	}
 	return s, nil
 }
@@ -130,18 +152,71 @@ func (s *Setup) standardize(d *Data) (x *mat.Dense, y []float64) {
 	return x, y
 }
 
-// yToModel maps an outcome to the units the models are fitted in.
-func (s *Setup) yToModel(y float64) float64 {
-	if s.Schema.BinaryOutcome || !s.Config.StandardizeY {
-		return y
+// LogY reports whether the models are fitted to log y: the outcome is
+// continuous and positive, and Config.LogOutcome is LogAlways, or LogAuto
+// and the Box–Cox criterion of the Scaler prefers log y.
+func (s *Setup) LogY() bool {
+	if s.Schema.BinaryOutcome || !s.Scaler.LogYValid {
+		return false
 	}
-	return (y - s.Scaler.YMean) / s.Scaler.YSD
+	switch s.Config.LogOutcome {
+	case LogAlways:
+		return true
+	case LogAuto:
+		return s.Scaler.LogYPreferred
+	}
+	return false
 }
 
-// yScale is the factor from model units back to outcome units.
+// yLoc returns the centre and scale of the model units of a continuous
+// outcome: its (log-)outcome is standardised as (v − centre)/scale.
+func (s *Setup) yLoc() (centre, scale float64) {
+	switch {
+	case s.Schema.BinaryOutcome || !s.Config.StandardizeY:
+		return 0, 1
+	case s.LogY():
+		return s.Scaler.LogYMean, s.Scaler.LogYSD
+	}
+	return s.Scaler.YMean, s.Scaler.YSD
+}
+
+// yToModel maps an outcome to the units the models are fitted in.
+func (s *Setup) yToModel(y float64) float64 {
+	if s.Schema.BinaryOutcome {
+		return y
+	}
+	if s.LogY() {
+		y = math.Log(y)
+	}
+	c, sc := s.yLoc()
+	return (y - c) / sc
+}
+
+// yFromModel maps a mean in model units back to the outcome's units (for a
+// log outcome, exp of the mean on the log scale).
+func (s *Setup) yFromModel(v float64) float64 {
+	if s.Schema.BinaryOutcome {
+		return v
+	}
+	c, sc := s.yLoc()
+	v = c + sc*v
+	if s.LogY() {
+		return math.Exp(v)
+	}
+	return v
+}
+
+// yScale is the factor from model units to the units of the (log-)outcome
+// before standardisation.
 func (s *Setup) yScale() float64 {
-	if s.Schema.BinaryOutcome || !s.Config.StandardizeY {
-		return 1
+	_, sc := s.yLoc()
+	return sc
+}
+
+// yRawSD is the pooled standard deviation of the (log-)outcome.
+func (s *Setup) yRawSD() float64 {
+	if s.LogY() {
+		return s.Scaler.LogYSD
 	}
 	return s.Scaler.YSD
 }

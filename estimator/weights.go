@@ -65,7 +65,6 @@ type layout struct {
 
 func newLayout(kind Kind, s *Setup) *layout {
 	cfg := s.Config
-	twoD := 2 * cfg.Features
 	dx := len(s.Schema.Binary)
 	l := &layout{kind: kind}
 	addShared := func(name string, size int, init, zeta float64) {
@@ -79,29 +78,31 @@ func newLayout(kind Kind, s *Setup) *layout {
 	}
 	switch kind {
 	case Propensity:
-		l.blocks = []Block{{"psi", twoD, 1}}
+		l.blocks = []Block{{"psi", s.Maps[mapPropensity].Out(), 1}}
 		l.zeta = cfg.ZetaPropensity
 		addShared("a", 1, s.initLogScale(dx), 0)
 	case Outcome:
-		l.blocks = []Block{{"beta0", twoD, 1}, {"beta1", twoD, 1}}
+		f := s.Maps[mapOutcome].Out()
+		l.blocks = []Block{{"beta0", f, 1}, {"beta1", f, 1}}
 		l.zeta = cfg.ZetaOutcome
 		addShared("a", 1, s.initLogScale(dx), 0)
 		if !s.Schema.BinaryOutcome {
-			t0 := math.Log(s.Scaler.YSD / s.yScale())
+			t0 := math.Log(s.yRawSD() / s.yScale())
 			addShared("t", 1, t0, cfg.ZetaT)
 		}
 	case Latent:
 		dz := cfg.Latent
+		fq, fz := s.Maps[mapEncoder].Out(), s.Maps[mapDecoder].Out()
 		l.blocks = []Block{
-			{"q0", twoD, dz}, {"q1", twoD, dz},
-			{"y0", twoD, 1}, {"y1", twoD, 1}, {"w", twoD, 1}, {"x", twoD, dx},
+			{"q0", fq, dz}, {"q1", fq, dz},
+			{"y0", fz, 1}, {"y1", fz, 1}, {"w", fz, 1}, {"x", fz, dx},
 		}
 		l.zeta = cfg.ZetaLatent
 		addShared("a_q", 1, s.initLogScale(dx+1), 0)
 		addShared("a_z", 1, s.initLogScale(dz), 0)
 		addShared("r", dz, cfg.InitLogSD, 0)
 		if !s.Schema.BinaryOutcome {
-			addShared("t", 1, math.Log(s.Scaler.YSD/s.yScale()), cfg.ZetaT)
+			addShared("t", 1, math.Log(s.yRawSD()/s.yScale()), cfg.ZetaT)
 		}
 	}
 	for _, b := range l.blocks {

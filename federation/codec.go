@@ -41,6 +41,7 @@ const (
 	tMomentsN      = "moments.n"
 	tMomentsSum    = "moments.sum"
 	tMomentsSumSq  = "moments.sumsq"
+	tMomentsLog    = "moments.log" // rows with y > 0, Σ log y, Σ (log y)²
 	dSchemaColumns = "schema.columns"
 	dOmega0        = "kernel.omega0"
 	dDedup         = "dedup.hmac"
@@ -48,7 +49,8 @@ const (
 	tDedupDrop     = "dedup.drop"
 	tScalerMean    = "scaler.mean"
 	tScalerScale   = "scaler.scale"
-	tScalerY       = "scaler.y" // [mean, sd]
+	tScalerY       = "scaler.y"    // [mean, sd]
+	tScalerLogY    = "scaler.logy" // [mean, sd, valid, preferred] of log y
 	tRound         = "round"
 	tNoise         = "noise"
 	pWeights       = "W."
@@ -97,6 +99,8 @@ var configFields = []configField{
 	{"config.samples", func(c *estimator.Config) float64 { return float64(c.Samples) }, func(c *estimator.Config, v float64) { c.Samples = int(v) }},
 	{"config.mh_steps", func(c *estimator.Config) float64 { return float64(c.MHSteps) }, func(c *estimator.Config, v float64) { c.MHSteps = int(v) }},
 	{"config.standardize_y", func(c *estimator.Config) float64 { return b2f(c.StandardizeY) }, func(c *estimator.Config, v float64) { c.StandardizeY = v != 0 }},
+	{"config.linear", func(c *estimator.Config) float64 { return c.Linear }, func(c *estimator.Config, v float64) { c.Linear = v }},
+	{"config.log_outcome", func(c *estimator.Config) float64 { return float64(c.LogOutcome) }, func(c *estimator.Config, v float64) { c.LogOutcome = estimator.LogOutcome(v) }},
 }
 
 func b2f(b bool) float64 {
@@ -240,6 +244,7 @@ func scalerTensors(s estimator.Scaler) []wire.Tensor {
 		wire.Vector(tScalerMean, s.Mean),
 		wire.Vector(tScalerScale, s.Scale),
 		wire.Vector(tScalerY, []float64{s.YMean, s.YSD}),
+		wire.Vector(tScalerLogY, []float64{s.LogYMean, s.LogYSD, b2f(s.LogYValid), b2f(s.LogYPreferred)}),
 	}
 }
 
@@ -261,6 +266,11 @@ func decodeScaler(e *wire.Envelope, dx int) (estimator.Scaler, error) {
 	s.Mean = append([]float64(nil), mean...)
 	s.Scale = append([]float64(nil), scale...)
 	s.YMean, s.YSD = y[0], y[1]
+	ly, err := vector(e, tScalerLogY, 4)
+	if err != nil {
+		return s, err
+	}
+	s.LogYMean, s.LogYSD, s.LogYValid, s.LogYPreferred = ly[0], ly[1], ly[2] != 0, ly[3] != 0
 	return s, nil
 }
 

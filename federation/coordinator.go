@@ -456,6 +456,11 @@ func decodeHello(e *wire.Envelope) (estimator.Schema, wire.DigestList, estimator
 		return schema, cols, mo, fp, err
 	}
 	mo.Sum, mo.SumSq = slices.Clone(sum), slices.Clone(sq)
+	lg, err := vector(e, tMomentsLog, 3)
+	if err != nil {
+		return schema, cols, mo, fp, err
+	}
+	mo.Positive, mo.LogSum, mo.LogSumSq = int(lg[0]), lg[1], lg[2]
 	om, ok := e.DigestList(dOmega0)
 	if !ok || len(om.Digests) != 1 {
 		return schema, cols, mo, fp, fmt.Errorf("%w: hello lacks the frequency fingerprint", ErrProtocol)

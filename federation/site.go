@@ -41,6 +41,9 @@ type SiteConfig struct {
 	// Audit, when set, is called for every envelope sent or received; an
 	// error stops the run, so that nothing leaves the site unaudited.
 	Audit func(ctx context.Context, d Direction, e *wire.Envelope) error
+	// Loss, when set, is called with the loss J^(s) the site computed on
+	// its own rows for model kind at a round, each time it computes one.
+	Loss func(kind estimator.Kind, round int, loss float64)
 	// Publish, when set, is called with the results before the site
 	// confirms the run with done.
 	Publish func(ctx context.Context, r *SiteResult) error
@@ -268,6 +271,7 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	hello, err := s.reply(e, wire.KindHello, []wire.Tensor{
 		wire.Vector(tSchemaBinary, bin), wire.Scalar(tSchemaBinOut, b2f(s.cfg.Schema.BinaryOutcome)),
 		wire.Scalar(tMomentsN, float64(mo.N)), wire.Vector(tMomentsSum, mo.Sum), wire.Vector(tMomentsSumSq, mo.SumSq),
+		wire.Vector(tMomentsLog, []float64{float64(mo.Positive), mo.LogSum, mo.LogSumSq}),
 	}, columnDigests(s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: []wire.Digest{s.fp}})
 	if err != nil {
 		return nil, err
@@ -375,6 +379,9 @@ func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope,
 	out, err := s.train.Compute(ctx, &estimator.SiteInput{Model: kind, Round: round, Noise: uint64(noise), Weights: w, Shared: sh})
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.Loss != nil {
+		s.cfg.Loss(kind, round, out.Loss)
 	}
 	ts := append(wire.Matrices(pGrads, out.Grads), wire.Vectors(pShared, out.Shared)...)
 	ts = append(ts, wire.Scalar(tLoss, out.Loss), wire.Scalar(tRows, float64(out.Rows)))
