@@ -69,6 +69,7 @@ func Train(ctx context.Context, c *Coordinator, sites []*Site, workers int) (*Tr
 		if err := Round(ctx, c, sites, workers, outs); err != nil {
 			return nil, err
 		}
+		reportProgress(ctx, c)
 	}
 	return c.Result(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/evaluate"
 	"github.com/crffd/crffd/plugins/kernels"
+	"github.com/crffd/crffd/progress"
 )
 
 // evalOptions are the flags of crffd eval.
@@ -133,13 +135,16 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	}
 	defer kernel.Close()
 	plan.Spectral = kernel
+	bar := progress.New(os.Stderr, a.log)
 	plan.Progress = func(done, total int, r evaluate.Result) {
-		a.log.Info("eval run", slog.Int(logKeyDone, done), slog.Int(logKeyTotal, total),
+		bar.Update("eval", done, total, fmt.Sprintf("runs (last: replicate %d, %s, %d sources, sqrt(PEHE) %.3f)", r.Replicate, r.Mode, r.Sources, r.SqrtPEHE))
+		a.log.Debug("eval run", slog.Int(logKeyDone, done), slog.Int(logKeyTotal, total),
 			slog.Int(logKeyReplicate, r.Replicate), slog.String(logKeyMode, r.Mode), slog.Int(logKeySources, r.Sources),
 			slog.Float64("sqrt_pehe", r.SqrtPEHE), slog.Float64("ate_err", r.ATEErr),
 			slog.Float64(logKeySeconds, r.TrainSeconds), slog.Int(logKeyRounds, r.Rounds))
 	}
 	rep, err := evaluate.Run(ctx, plan)
+	bar.Done()
 	if err != nil {
 		return err
 	}

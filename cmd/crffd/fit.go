@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/store"
 )
 
@@ -64,7 +66,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 	}
 	start := time.Now()
 	a.log.Info("training", slog.String(logKeyRun, run), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
-	model, err := estimator.Fit(ctx, []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
+	bar := progress.New(os.Stderr, a.log)
+	model, err := estimator.Fit(trainingProgress(ctx, bar), []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
+	bar.Done()
 	if err != nil {
 		return fmt.Errorf("fit %q: %w", src.DB, err)
 	}

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/store"
 )
 
@@ -41,4 +44,12 @@ func localATE(e *estimator.Effects) store.ATE {
 		se = stat.StdDev(e.CATE, nil) / math.Sqrt(float64(n))
 	}
 	return store.ATE{Scope: store.ScopeLocal, ATE: e.ATE, SE: se, N: n}
+}
+
+// trainingProgress shows each training round on bar: the model, its round
+// and the most it may take, and the loss.
+func trainingProgress(ctx context.Context, bar *progress.Line) context.Context {
+	return estimator.WithProgress(ctx, func(p estimator.Progress) {
+		bar.Update("training "+p.Model.String(), p.Round, p.MaxRounds, fmt.Sprintf("loss %.4g", p.Loss))
+	})
 }

@@ -1,0 +1,27 @@
+package estimator
+
+import "context"
+
+// Progress describes the state of training after one round.
+type Progress struct {
+	Model     Kind
+	Round     int     // rounds done for this model
+	MaxRounds int     // Config.Rounds: the most this model may take
+	Loss      float64 // J at the optimiser's current parameters
+}
+
+type progressKey struct{}
+
+// WithProgress returns a context under which Train calls f after every
+// round, so that a caller can show progress without the estimator knowing
+// about terminals or logs. f runs on the training goroutine: keep it short.
+func WithProgress(ctx context.Context, f func(Progress)) context.Context {
+	return context.WithValue(ctx, progressKey{}, f)
+}
+
+// reportProgress calls the function of WithProgress, if any.
+func reportProgress(ctx context.Context, c *Coordinator) {
+	if f, ok := ctx.Value(progressKey{}).(func(Progress)); ok && f != nil {
+		f(Progress{Model: c.lay.kind, Round: c.Round(), MaxRounds: c.setup.Config.Rounds, Loss: c.Loss()})
+	}
+}

@@ -1,0 +1,31 @@
+package estimator
+
+import (
+	"context"
+	"testing"
+)
+
+func TestWithProgress(t *testing.T) {
+	schema := Schema{Binary: []bool{true, false, false}}
+	sites := toySites(2, 30, schema)
+	cfg := smallConfig()
+	var got []Progress
+	ctx := WithProgress(context.Background(), func(p Progress) { got = append(got, p) })
+	m, err := Fit(ctx, sites, schema, GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := m.Propensity.Rounds + m.Outcome.Rounds + m.Latent.Rounds
+	if len(got) != want {
+		t.Fatalf("%d progress reports for %d rounds", len(got), want)
+	}
+	last := got[len(got)-1]
+	if last.Model != Latent || last.Round != m.Latent.Rounds || last.MaxRounds != cfg.Rounds {
+		t.Errorf("last report %+v, want the latent model's round %d of at most %d", last, m.Latent.Rounds, cfg.Rounds)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Model == got[i-1].Model && got[i].Round != got[i-1].Round+1 {
+			t.Fatalf("report %d: round %d after %d", i, got[i].Round, got[i-1].Round)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+// Package progress shows the progress of long work: on a terminal, one
+// line that is rewritten in place; otherwise structured log lines at a
+// bounded rate, so that a daemon's log is not flooded.
+package progress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Log keys of progress lines.
+const (
+	LogKeyTask    = "task"
+	LogKeyDone    = "done"
+	LogKeyTotal   = "total"
+	LogKeyElapsed = "elapsed"
+	LogKeyLeft    = "left"
+	LogKeyDetail  = "detail"
+)
+
+// DefaultInterval is the least time between two log lines.
+const DefaultInterval = 10 * time.Second
+
+// Line reports the progress of one task.
+type Line struct {
+	w        io.Writer
+	tty      bool
+	log      *slog.Logger
+	interval time.Duration
+	now      func() time.Time
+	start    time.Time
+	last     time.Time
+	shown    bool
+}
+
+// IsTerminal reports whether f is a character device, such as a terminal.
+func IsTerminal(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// New returns a Line that rewrites a line on f when f is a terminal, and
+// logs to log otherwise.
+func New(f *os.File, log *slog.Logger) *Line {
+	return newLine(f, IsTerminal(f), log, time.Now)
+}
+
+func newLine(w io.Writer, tty bool, log *slog.Logger, now func() time.Time) *Line {
+	t := now()
+	return &Line{w: w, tty: tty, log: log, interval: DefaultInterval, now: now, start: t}
+}
+
+// Update reports that done of total steps of task are finished; detail
+// (such as "loss 1.234") is shown after the count.
+func (l *Line) Update(task string, done, total int, detail string) {
+	t := l.now()
+	elapsed := t.Sub(l.start)
+	left := time.Duration(-1)
+	if done > 0 && total >= done {
+		left = time.Duration(float64(elapsed) / float64(done) * float64(total-done))
+	}
+	if l.tty {
+		// \r returns to the line's start; \x1b[K clears what a longer
+		// previous line left behind.
+		fmt.Fprintf(l.w, "\r%s %d/%d %s  elapsed %s  left %s\x1b[K", task, done, total, detail, round(elapsed), leftString(left))
+		l.shown = true
+		return
+	}
+	if l.log == nil || (t.Sub(l.last) < l.interval && done < total) {
+		return
+	}
+	l.last = t
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "progress",
+		slog.String(LogKeyTask, task), slog.String(LogKeyDetail, detail), slog.Int(LogKeyDone, done), slog.Int(LogKeyTotal, total),
+		slog.Duration(LogKeyElapsed, round(elapsed)), slog.Duration(LogKeyLeft, round(left)))
+}
+
+// Done ends the line on a terminal, so that later output starts afresh.
+func (l *Line) Done() {
+	if l.tty && l.shown {
+		fmt.Fprintln(l.w)
+		l.shown = false
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	if d < 0 {
+		return d
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
+func leftString(d time.Duration) string {
+	if d < 0 {
+		return "?"
+	}
+	return "~" + round(d).String()
+}
