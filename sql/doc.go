@@ -23,5 +23,6 @@
 // views/*.sql are text/template files for objects whose SQL depends on the
 // site configuration, such as crff_cate_records, which joins the user's
 // table to its CATE. [CateRecordsView] renders it with identifiers quoted by
-// [QuoteIdent].
+// [QuoteIdent]; [OverlapView] renders crff_overlap, the scored rows per
+// propensity bucket and treatment arm.
 package sqlfiles

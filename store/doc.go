@@ -45,6 +45,9 @@
 //	crff_rejected      row_id, column_name, reason, run, rejected_at
 //	crff_audit         id, at, direction, peer, kind, run, model, round, tensors, bytes, digest
 //	crff_cate_records  a view: every column of the user's table, then its CATE columns
+//	crff_overlap       a view: bucket, lower, upper, treated, control, extreme; scored rows
+//	                   per propensity bucket and arm, extreme for [0, 0.01) and [0.99, 1]
+//	crff_loss          run, model, round, loss: the site's loss per round ([Site.AppendLoss])
 //
 // and crffd's own bookkeeping: crff_schema_version, crff_run (runs, with
 // their layout as JSON), crff_model and crff_model_tensor (model state:
@@ -54,4 +57,7 @@
 //
 // The store logs with log/slog to [Options.Logger], under the keys path,
 // run, rows, rejected, table, columns, from and to; never a record's value.
+// [Site.WriteResults] logs a warning with the keys path, run, rows, outside,
+// low and high when some propensities lie outside [low, high] = [0.01,
+// 0.99]: positivity looks violated, and crff_overlap shows where.
 package store

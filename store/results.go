@@ -65,9 +65,10 @@ type Results struct {
 // everything in crff_cate, crff_ate, crff_transfer and crff_rejected with
 // res, makes run the current run, deletes every other run together with its
 // model state, and (re)creates the crff_cate_records view over the run's
-// table. Readers in other connections and processes see either the old
-// results or the new ones, never a mix, and a crash at any moment leaves one
-// or the other. The run must have been recorded with BeginRun (or be the
+// table, and the crff_overlap view of its propensities; it logs a warning
+// when some propensities lie outside [0.01, 0.99]. Readers in other
+// connections and processes see either the old results or the new ones,
+// never a mix, and a crash at any moment leaves one or the other. The run must have been recorded with BeginRun (or be the
 // current run, to rewrite its results). WriteResults never touches the
 // user's tables.
 func (s *Site) WriteResults(ctx context.Context, run string, res Results) error {
@@ -105,13 +106,17 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		if err := insertRejected(ctx, tx, run, res.Rejected); err != nil {
 			return err
 		}
-		return s.ensureCateRecords(ctx, tx, r.Layout)
+		if err := s.ensureCateRecords(ctx, tx, r.Layout); err != nil {
+			return err
+		}
+		return s.ensureOverlap(ctx, tx, r.Layout)
 	})
 	if err != nil {
 		return err
 	}
 	s.log.InfoContext(ctx, "run published", "path", s.path, "run", run,
 		"rows", len(res.CATE), "rejected", len(res.Rejected))
+	s.warnPositivity(ctx, run, res.CATE)
 	return nil
 }
 

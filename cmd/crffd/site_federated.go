@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"strings"
 
@@ -62,6 +63,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	}
 	conn := clientConn{c: client, in: client.Receive(ctx)}
 	for {
+		var losses []store.Loss // this run's loss history, recorded when it is published
 		cfg := federation.SiteConfig{
 			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
 			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, Identities: ids,
@@ -69,8 +71,19 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
 				return db.AppendAudit(ctx, auditEntry(d, e))
 			},
+			Loss: func(kind estimator.Kind, round int, loss float64) {
+				losses = append(losses, store.Loss{Model: kind.String(), Round: round, Loss: loss})
+			},
 			Publish: func(ctx context.Context, r *federation.SiteResult) error {
-				return publishFederated(ctx, a, db, recs, kernel, r)
+				if err := publishFederated(ctx, a, db, recs, kernel, r); err != nil {
+					return err
+				}
+				// The loss history is a diagnostic: failing to keep it
+				// does not fail the run.
+				if err := db.AppendLoss(ctx, r.RunID, finiteLosses(losses)...); err != nil {
+					a.log.Warn("loss history not recorded", slog.String(logKeyRun, r.RunID), slog.String(logKeyError, err.Error()))
+				}
+				return nil
 			},
 		}
 		a.log.Info("site waiting for the coordinator", slog.String(logKeyName, name), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
@@ -238,4 +251,16 @@ func identityHashes(ctx context.Context, a *app, path string, recs *store.Record
 		out[i] = federation.IdentityHMAC([]byte(secret), v)
 	}
 	return out, nil
+}
+
+// finiteLosses drops the losses that are not finite numbers, which
+// crff_loss does not hold.
+func finiteLosses(ls []store.Loss) []store.Loss {
+	out := ls[:0:0]
+	for _, l := range ls {
+		if !math.IsNaN(l.Loss) && !math.IsInf(l.Loss, 0) && l.Round >= 0 {
+			out = append(out, l)
+		}
+	}
+	return out
 }

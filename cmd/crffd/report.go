@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/report"
+	"github.com/crffd/crffd/store"
+)
+
+// Log keys of crffd report.
+const (
+	logKeyOut   = "out"
+	logKeyBytes = "bytes"
+)
+
+func newReportCmd(a *app) *cobra.Command {
+	var db, coordinator, out string
+	cmd := &cobra.Command{
+		Use:   "report (--db SITE_FILE | --coordinator STATE_FILE) --out report.html",
+		Short: "Write an HTML report of a site file or of the coordinator's state",
+		Long: `report writes one self-contained HTML page (figures embedded, nothing loaded
+from the network) to --out.
+
+With --db it reports a site file: the ATEs with their 95% intervals, the
+training loss per round, the site's transfer factors, the distribution of the
+CATEs, the propensity overlap of treated and control rows with a positivity
+warning for propensities outside [0.01, 0.99], and a summary of crff_audit:
+what the site sent and received, by kind, with bytes. The page shows
+distributions of the site's rows: it is for the site's operator, is written
+readable by its owner only, and is never sent anywhere.
+
+With --coordinator it reports the coordinator's state file: the finished runs
+with their global ATEs and, while a run is in progress, the full matrices of
+transfer factors between the sites.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (db == "") == (coordinator == "") {
+				return errors.New("report: give exactly one of --db and --coordinator")
+			}
+			ctx := cmd.Context()
+			var render func(w io.Writer) error
+			if db != "" {
+				timeout, err := a.durationSetting("site.busy_timeout")
+				if err != nil {
+					return err
+				}
+				s, err := store.Open(ctx, db, store.Options{BusyTimeout: timeout, Logger: a.log})
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				render = func(w io.Writer) error { return report.Site(ctx, s, w) }
+			} else {
+				render = func(w io.Writer) error { return report.Coordinator(ctx, coordinator, w) }
+			}
+			n, err := writeReport(out, render)
+			if err != nil {
+				return err
+			}
+			a.log.Info("report written", slog.String(logKeyOut, out), slog.Int64(logKeyBytes, n))
+			_, err = fmt.Fprintf(a.stdout, "report written to %s\n", out)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&db, "db", "", "site SQLite file to report")
+	f.StringVar(&coordinator, "coordinator", "", "coordinator state file to report")
+	f.StringVar(&out, "out", "", "HTML file to write (replaced if it exists)")
+	_ = cmd.MarkFlagRequired("out")
+	cmd.MarkFlagsMutuallyExclusive("db", "coordinator")
+	return cmd
+}
+
+// writeReport renders into a temporary file beside out, readable by its
+// owner only, and renames it to out once complete, so that out is never
+// left half written. It returns the page's size.
+func writeReport(out string, render func(io.Writer) error) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".crffd-report-*.html")
+	if err != nil {
+		return 0, fmt.Errorf("report: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if err := render(tmp); err != nil {
+		tmp.Close()
+		return 0, err
+	}
+	fi, err := tmp.Stat()
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("report: write %q: %w", out, err)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return 0, fmt.Errorf("report: write %q: %w", out, err)
+	}
+	return fi.Size(), nil
+}

@@ -1,0 +1,180 @@
+package report
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/store"
+)
+
+// coordinatorPage is what the coordinator template shows.
+type coordinatorPage struct {
+	Title     string
+	File      string
+	Generated string
+	Runs      []runRow
+	State     *stateInfo // nil when no run is in progress
+}
+
+type runRow struct {
+	Run      string
+	Finished string
+	ATE      string
+	SE       string
+	Interval string
+	Rows     int
+}
+
+type stateInfo struct {
+	Run      string
+	Step     uint64
+	Saved    string
+	Training string // the model in training, with its round
+	Sites    []siteRow
+	Models   []modelInfo
+}
+
+type siteRow struct {
+	Name    string
+	Rows    int
+	Dropped int
+}
+
+type modelInfo struct {
+	Name   string
+	Rounds int
+	Loss   string
+	Lambda *Figure
+}
+
+// Coordinator writes the HTML report of the coordinator's state file at
+// path to w: its finished runs with their global ATEs and, when a run is in
+// progress, the sites and the full matrix Λ of transfer factors of each
+// model trained so far. It opens the file read-only and never changes it.
+func Coordinator(ctx context.Context, path string, w io.Writer) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("coordinator report: %w", err)
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(5000)")
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	db, err := sql.Open("sqlite", "file:"+esc.Replace(path)+"?"+q.Encode())
+	if err != nil {
+		return fmt.Errorf("coordinator report of %q: %w", path, err)
+	}
+	defer db.Close()
+	pg := &coordinatorPage{Title: "crffd federation report", File: path, Generated: time.Now().UTC().Format(time.RFC3339)}
+	if err := pg.read(ctx, db); err != nil {
+		return fmt.Errorf("coordinator report of %q: %w", path, err)
+	}
+	if err := coordinatorTemplate.Execute(w, pg); err != nil {
+		return fmt.Errorf("coordinator report of %q: write page: %w", path, err)
+	}
+	return nil
+}
+
+// read fills the page from the state file.
+func (pg *coordinatorPage) read(ctx context.Context, db *sql.DB) error {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema
+		WHERE type = 'table' AND name IN ('crff_coordinator_state', 'crff_coordinator_runs')`).Scan(&n)
+	if err != nil {
+		return err
+	}
+	if n != 2 {
+		return errors.New("not a coordinator state file (no crff_coordinator_state and crff_coordinator_runs tables)")
+	}
+	rows, err := db.QueryContext(ctx,
+		`SELECT run, finished_at, global_ate, global_se, rows FROM crff_coordinator_runs ORDER BY finished_at DESC`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r runRow
+		var ate float64
+		var se sql.NullFloat64
+		if err := rows.Scan(&r.Run, &r.Finished, &ate, &se, &r.Rows); err != nil {
+			return err
+		}
+		a := store.ATE{Scope: store.ScopeGlobal, ATE: ate, SE: math.NaN(), N: r.Rows}
+		if se.Valid {
+			a.SE = se.Float64
+		}
+		fa := newATERow(a)
+		r.ATE, r.SE, r.Interval = fa.ATE, fa.SE, fa.Interval
+		pg.Runs = append(pg.Runs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+
+	var b []byte
+	var saved string
+	err = db.QueryRowContext(ctx, `SELECT state, saved_at FROM crff_coordinator_state WHERE id = 1`).Scan(&b, &saved)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, err := federation.DecodeState(b)
+	if err != nil {
+		return fmt.Errorf("decode the saved state: %w", err)
+	}
+	return pg.state(st, saved)
+}
+
+// state fills the section of the run in progress.
+func (pg *coordinatorPage) state(st *federation.State, saved string) error {
+	si := &stateInfo{Run: st.RunID, Step: st.Step, Saved: saved}
+	for i, name := range st.Sites {
+		r := siteRow{Name: name}
+		if i < len(st.Rows) {
+			r.Rows = st.Rows[i]
+		}
+		if i < len(st.Dropped) {
+			r.Dropped = st.Dropped[i]
+		}
+		si.Sites = append(si.Sites, r)
+	}
+	if st.Checkpoint != nil {
+		si.Training = fmt.Sprintf("%s, round %d", st.Checkpoint.Model, st.Checkpoint.Round)
+	}
+	for _, t := range st.Trained {
+		if t == nil {
+			continue
+		}
+		m := modelInfo{Name: t.Model.String(), Rounds: t.Rounds, Loss: fmt.Sprintf("%.6g", t.Loss)}
+		if t.Lambda != nil && t.Lambda.SymmetricDim() == len(st.Sites) && len(st.Sites) > 0 {
+			k := len(st.Sites)
+			z := make([][]float64, k)
+			for i := range z {
+				z[i] = make([]float64, k)
+				for j := range z[i] {
+					z[i][j] = t.Lambda.At(i, j)
+				}
+			}
+			f, err := heatmap("Transfer factors Λ of the "+m.Name+" model", "to site v", "from site s", st.Sites, st.Sites, z)
+			if err != nil {
+				return err
+			}
+			m.Lambda = &f
+		}
+		si.Models = append(si.Models, m)
+	}
+	pg.State = si
+	return nil
+}

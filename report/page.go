@@ -1,0 +1,141 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+)
+
+// funcs are the helpers of the page templates.
+var funcs = template.FuncMap{
+	"bytes": humanBytes,
+	"pct": func(n, of int) string {
+		if of == 0 {
+			return "0%"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+	},
+}
+
+// humanBytes writes n bytes with a binary unit.
+func humanBytes(n int) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, u := float64(n), -1
+	for f >= unit && u < 3 {
+		f /= unit
+		u++
+	}
+	return fmt.Sprintf("%.1f %ciB (%d B)", f, "KMGT"[u], n)
+}
+
+// style is the inline stylesheet shared by the pages.
+const style = `{{define "style"}}<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1a1a1a; background: #fff; margin: 0 auto; max-width: 1080px; padding: 1.5em 2em 3em; line-height: 1.45; }
+h1 { font-size: 1.7em; margin: 0 0 .2em; }
+h2 { font-size: 1.25em; margin: 1.8em 0 .5em; padding-bottom: .2em; border-bottom: 2px solid #0072b2; }
+.meta { color: #555; font-size: .9em; }
+table { border-collapse: collapse; margin: .6em 0; font-size: .92em; }
+th, td { border: 1px solid #ccc; padding: .3em .7em; text-align: right; }
+th { background: #eef3f8; }
+td.l, th.l { text-align: left; }
+img { display: block; max-width: 100%; border: 1px solid #ddd; margin: .5em 0; }
+.note { background: #f4f4f4; border-left: 4px solid #888; padding: .6em 1em; }
+.warn { background: #fff1ee; border-left: 4px solid #cc0000; padding: .6em 1em; }
+.ok { background: #eefaf4; border-left: 4px solid #009e73; padding: .6em 1em; }
+tr.extreme td { background: #fff1ee; }
+footer { margin-top: 3em; color: #777; font-size: .85em; }
+</style>{{end}}`
+
+// siteHTML is the site report.
+const siteHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+{{template "style"}}
+</head>
+<body>
+<h1>{{.Title}}</h1>
+<p class="meta">Site file <code>{{.File}}</code>{{with .Run}} · run <code>{{.ID}}</code> on table <code>{{.Table}}</code>, published {{.Published}}{{end}} · report generated {{.Generated}}</p>
+
+<h2>Average treatment effects</h2>
+{{if .ATEs}}<table>
+<tr><th class="l">scope</th><th>ATE</th><th>standard error</th><th>95% interval (ATE ± 1.96·se)</th><th>rows</th></tr>
+{{range .ATEs}}<tr><td class="l">{{.Scope}}</td><td>{{.ATE}}</td><td>{{.SE}}</td><td>{{.Interval}}</td><td>{{.N}}</td></tr>
+{{end}}</table>{{else}}<p class="note">No ATE recorded.</p>{{end}}
+
+<h2>Training loss per round</h2>
+{{with .Loss}}<img {{.Src}} alt="{{.Alt}}"><p>The loss J<sup>(s)</sup> this site computed on its own rows at each round, where a round is one evaluation of the federated objective: a spike is a trial step of the optimiser's line search, which it then rejected.</p>{{else}}<p class="note">{{.LossNote}}</p>{{end}}
+
+<h2>Transfer factors λ</h2>
+<p>How much this site borrowed from each peer, per model: 1 pools the peer's data as if it were this site's, 0 ignores it. Each cell prints its factor; colours run from dark red (0) through orange and yellow to white (1). A site file holds its own row of each model's matrix; the coordinator's report shows the whole federation.</p>
+{{with .Transfer}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.TransferNote}}</p>{{end}}
+
+<h2>Conditional average treatment effects</h2>
+{{with .CATE}}<img {{.Src}} alt="{{.Alt}}"><p>Solid lines mark the ATEs; dashed lines their 95% intervals (ATE ± 1.96·se).</p>{{else}}<p class="note">{{.CATENote}}</p>{{end}}
+
+<h2>Propensity overlap</h2>
+{{with .Overlap}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.OverlapNote}}</p>{{end}}
+{{if .Scored}}{{if .Outside}}<p class="warn"><strong>Positivity warning:</strong> {{.Outside}} of {{.Scored}} scored rows ({{pct .Outside .Scored}}) have a propensity outside [{{.Low}}, {{.High}}] ({{.OutsideTreated}} treated, {{.OutsideControl}} control). Their effects rest on extrapolation from the other arm; see the view <code>crff_overlap</code>.</p>
+{{else}}<p class="ok">Every scored row has a propensity within [{{.Low}}, {{.High}}].</p>{{end}}{{end}}
+{{if .Buckets}}<table>
+<tr><th class="l">propensity bucket</th><th>treated</th><th>control</th><th class="l">flag</th></tr>
+{{range .Buckets}}<tr{{if .Extreme}} class="extreme"{{end}}><td class="l">[{{.Lower}}, {{.Upper}}{{if eq .Upper 1.0}}]{{else}}){{end}}</td><td>{{.Treated}}</td><td>{{.Control}}</td><td class="l">{{if .Extreme}}extreme{{end}}</td></tr>
+{{end}}</table>{{end}}
+
+<h2>Audit: what this site sent and received</h2>
+{{if .Audit}}<p>From <code>crff_audit</code>: every message envelope, described by names and shapes, never values.</p>
+<table>
+<tr><th class="l">direction</th><th class="l">kind</th><th>peers</th><th>messages</th><th>payload bytes</th></tr>
+{{range .Audit}}<tr><td class="l">{{.Direction}}</td><td class="l">{{.Kind}}</td><td>{{.Peers}}</td><td>{{.Messages}}</td><td>{{bytes .Bytes}}</td></tr>
+{{end}}{{range .AuditTotals}}<tr><th class="l">{{.Direction}}</th><th class="l">all</th><th>{{.Peers}}</th><th>{{.Messages}}</th><th>{{bytes .Bytes}}</th></tr>
+{{end}}</table>{{else}}<p class="note">The audit log is empty: this site has not exchanged any message (a run of crffd fit stays on the site).</p>{{end}}
+
+<footer>Generated by crffd report. This page shows distributions of the site's own rows: it is for the site's operator and is not sent anywhere.</footer>
+</body>
+</html>
+`
+
+var siteTemplate = template.Must(template.Must(template.New("site").Funcs(funcs).Parse(style)).Parse(siteHTML))
+
+// coordinatorHTML is the federation report.
+const coordinatorHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+{{template "style"}}
+</head>
+<body>
+<h1>{{.Title}}</h1>
+<p class="meta">Coordinator state file <code>{{.File}}</code> · report generated {{.Generated}}</p>
+
+<h2>Finished runs</h2>
+{{if .Runs}}<table>
+<tr><th class="l">run</th><th class="l">finished</th><th>global ATE</th><th>standard error</th><th>95% interval (ATE ± 1.96·se)</th><th>rows</th></tr>
+{{range .Runs}}<tr><td class="l"><code>{{.Run}}</code></td><td class="l">{{.Finished}}</td><td>{{.ATE}}</td><td>{{.SE}}</td><td>{{.Interval}}</td><td>{{.Rows}}</td></tr>
+{{end}}</table>{{else}}<p class="note">No run has finished yet.</p>{{end}}
+
+<h2>Run in progress</h2>
+{{with .State}}<p>Run <code>{{.Run}}</code>, step {{.Step}}, checkpoint saved {{.Saved}}{{with .Training}}; training {{.}}{{end}}.</p>
+<table>
+<tr><th class="l">site</th><th>rows</th><th>rows dropped as duplicates</th></tr>
+{{range .Sites}}<tr><td class="l">{{.Name}}</td><td>{{.Rows}}</td><td>{{.Dropped}}</td></tr>
+{{end}}</table>
+{{if .Models}}<h2>Transfer factors Λ and loss of the models trained so far</h2>
+<p>Row s, column v: how much site s borrows from site v (1 pools, 0 ignores); ones on the diagonal. Colours run from dark red (0) through orange and yellow to white (1).</p>
+{{range .Models}}<h3>{{.Name}}: {{.Rounds}} rounds, final loss {{.Loss}}</h3>
+{{with .Lambda}}<img {{.Src}} alt="{{.Alt}}">{{end}}
+{{end}}{{else}}<p class="note">No model has finished training in this run yet.</p>{{end}}
+{{else}}<p class="note">No run is in progress. The coordinator keeps the federation's matrices of transfer factors Λ only in the checkpoint of a run in progress and clears it when the run completes; each site's own row stays in its file (<code>crffd report --db SITE_FILE</code>).</p>{{end}}
+
+<footer>Generated by crffd report from the coordinator's own state: no site's rows reach the coordinator.</footer>
+</body>
+</html>
+`
+
+var coordinatorTemplate = template.Must(template.Must(template.New("coordinator").Funcs(funcs).Parse(style)).Parse(coordinatorHTML))

@@ -1,0 +1,323 @@
+package report
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"image/color"
+	"math"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/palette"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/crffd/crffd/store"
+)
+
+// Figure sizes: wide enough to read on a laptop screen, small enough that
+// the page stays light.
+const (
+	figWidth  = 7 * vg.Inch
+	figHeight = 3.5 * vg.Inch
+)
+
+// Colours of the figures, chosen to stay apart for colour-blind readers.
+var (
+	colTreated = color.RGBA{R: 213, G: 94, B: 0, A: 255}    // vermilion
+	colControl = color.RGBA{R: 0, G: 114, B: 178, A: 255}   // blue
+	colLocal   = color.RGBA{R: 0, G: 0, B: 0, A: 255}       // black
+	colGlobal  = color.RGBA{R: 0, G: 158, B: 115, A: 255}   // green
+	colWarn    = color.RGBA{R: 204, G: 0, B: 0, A: 255}     // red
+	colBars    = color.RGBA{R: 120, G: 120, B: 120, A: 255} // grey
+	colSeries  = []color.Color{
+		color.RGBA{R: 0, G: 114, B: 178, A: 255},
+		color.RGBA{R: 213, G: 94, B: 0, A: 255},
+		color.RGBA{R: 0, G: 158, B: 115, A: 255},
+		color.RGBA{R: 204, G: 121, B: 167, A: 255},
+		color.RGBA{R: 230, G: 159, B: 0, A: 255},
+		color.RGBA{R: 86, G: 180, B: 233, A: 255},
+	}
+)
+
+// Figure is a rendered plot: the src attribute of an img element holding
+// the PNG as a data URI, and the image's text alternative.
+type Figure struct {
+	Src template.HTMLAttr
+	Alt string
+}
+
+// render draws p as a PNG and returns it as a data URI.
+func render(p *plot.Plot, alt string) (Figure, error) {
+	wt, err := p.WriterTo(figWidth, figHeight, "png")
+	if err != nil {
+		return Figure{}, fmt.Errorf("render %q: %w", p.Title.Text, err)
+	}
+	var b bytes.Buffer
+	if _, err := wt.WriteTo(&b); err != nil {
+		return Figure{}, fmt.Errorf("render %q: %w", p.Title.Text, err)
+	}
+	return pngFigure(b.Bytes(), alt), nil
+}
+
+// pngFigure returns the figure of the PNG image b.
+func pngFigure(b []byte, alt string) Figure {
+	// The attribute is built here from base64 text alone (no quote, no
+	// angle bracket), so it is safe to mark as an attribute for
+	// html/template, which would otherwise escape every '+'.
+	src := `src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(b) + `"`
+	return Figure{Src: template.HTMLAttr(src), Alt: alt}
+}
+
+// vline returns a vertical line at x from y0 to y1.
+func vline(x, y0, y1 float64, c color.Color, dashed bool) (*plotter.Line, error) {
+	l, err := plotter.NewLine(plotter.XYs{{X: x, Y: y0}, {X: x, Y: y1}})
+	if err != nil {
+		return nil, err
+	}
+	l.Color = c
+	l.Width = vg.Points(1.5)
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	}
+	return l, nil
+}
+
+// lossPlot draws the loss of each model per round, one panel per model
+// (their losses differ by orders of magnitude), stacked in one image with
+// their round axes aligned.
+func lossPlot(ls []store.Loss) (Figure, error) {
+	byModel := map[string]plotter.XYs{}
+	for _, l := range ls {
+		byModel[l.Model] = append(byModel[l.Model], plotter.XY{X: float64(l.Round), Y: l.Loss})
+	}
+	models := make([]string, 0, len(byModel))
+	for m := range byModel {
+		models = append(models, m)
+	}
+	slices.Sort(models)
+	panels := make([][]*plot.Plot, len(models))
+	for i, m := range models {
+		xys := byModel[m]
+		slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
+		p := plot.New()
+		p.Title.Text = "Training loss per round: " + m + " model"
+		p.Y.Label.Text = "loss J"
+		if i == len(models)-1 {
+			p.X.Label.Text = "round"
+		}
+		p.Add(plotter.NewGrid())
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return Figure{}, fmt.Errorf("loss of %q: %w", m, err)
+		}
+		l.Color = colSeries[i%len(colSeries)]
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		panels[i] = []*plot.Plot{p}
+	}
+	img := vgimg.New(figWidth, vg.Length(len(models))*2*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(models), Cols: 1, PadY: vg.Points(6), PadTop: vg.Points(2), PadBottom: vg.Points(2)}
+	cs := plot.Align(panels, tiles, dc)
+	for i := range panels {
+		panels[i][0].Draw(cs[i][0])
+	}
+	var b bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&b); err != nil {
+		return Figure{}, fmt.Errorf("render the loss per round: %w", err)
+	}
+	return pngFigure(b.Bytes(), fmt.Sprintf("Training loss per round of %d models", len(models))), nil
+}
+
+// grid is a matrix of transfer factors for plotter.HeatMap: row r, column
+// c. NaN marks an unknown factor.
+type grid [][]float64
+
+func (g grid) Dims() (c, r int)   { return len(g[0]), len(g) }
+func (g grid) Z(c, r int) float64 { return g[r][c] }
+func (g grid) X(c int) float64    { return float64(c) }
+func (g grid) Y(r int) float64    { return float64(r) }
+
+// heatmap draws the transfer factors z (rows by columns) on a fixed [0, 1]
+// scale, with each factor printed in its cell.
+func heatmap(title, xLabel, yLabel string, rows, cols []string, z [][]float64) (Figure, error) {
+	pal := palette.Heat(32, 1)
+	h := plotter.NewHeatMap(grid(z), pal)
+	h.Min, h.Max = 0, 1
+	h.NaN = color.RGBA{R: 230, G: 230, B: 230, A: 255}
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	p.Add(h)
+	var xys plotter.XYs
+	var labels []string
+	for r := range z {
+		for c, v := range z[r] {
+			if math.IsNaN(v) {
+				continue
+			}
+			xys = append(xys, plotter.XY{X: float64(c), Y: float64(r)})
+			labels = append(labels, fmt.Sprintf("%.3f", v))
+		}
+	}
+	if len(xys) > 0 {
+		l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
+		if err != nil {
+			return Figure{}, fmt.Errorf("heatmap labels: %w", err)
+		}
+		for i := range l.TextStyle {
+			l.TextStyle[i].XAlign = draw.XCenter
+			l.TextStyle[i].YAlign = draw.YCenter
+		}
+		p.Add(l)
+	}
+	p.NominalX(cols...)
+	p.NominalY(rows...)
+	p.X.Min, p.X.Max = -0.5, float64(len(cols))-0.5
+	p.Y.Min, p.Y.Max = -0.5, float64(len(rows))-0.5
+	return render(p, fmt.Sprintf("%s: %d by %d transfer factors", title, len(rows), len(cols)))
+}
+
+// bins counts vs in n equal bins over [lo, hi], the last bin closed.
+func bins(vs []float64, n int, lo, hi float64) []plotter.HistogramBin {
+	if hi <= lo {
+		lo, hi = lo-0.5, lo+0.5
+	}
+	w := (hi - lo) / float64(n)
+	bs := make([]plotter.HistogramBin, n)
+	for i := range bs {
+		bs[i] = plotter.HistogramBin{Min: lo + float64(i)*w, Max: lo + float64(i+1)*w}
+	}
+	for _, v := range vs {
+		i := int((v - lo) / w)
+		if i >= n {
+			i = n - 1
+		}
+		if i >= 0 {
+			bs[i].Weight++
+		}
+	}
+	return bs
+}
+
+// maxWeight returns the largest bin count.
+func maxWeight(bs []plotter.HistogramBin) float64 {
+	m := 0.0
+	for _, b := range bs {
+		m = max(m, b.Weight)
+	}
+	return m
+}
+
+// hist returns a histogram plotter of bins bs.
+func hist(bs []plotter.HistogramBin, fill color.Color) *plotter.Histogram {
+	return &plotter.Histogram{
+		Bins:      bs,
+		Width:     bs[0].Max - bs[0].Min,
+		FillColor: fill,
+		LineStyle: draw.LineStyle{Color: color.White, Width: vg.Points(0.5)},
+	}
+}
+
+// ateLine is an ATE to mark on the CATE histogram.
+type ateLine struct {
+	name  string
+	ate   float64
+	se    float64 // NaN when unknown
+	color color.Color
+}
+
+// cateHist draws the histogram of the CATEs with each ATE as a solid line
+// and its 95% interval (ATE ± 1.96·se) as dashed lines.
+func cateHist(cates []float64, ates []ateLine) (Figure, error) {
+	lo, hi := slices.Min(cates), slices.Max(cates)
+	for _, a := range ates {
+		lo, hi = min(lo, a.ate), max(hi, a.ate)
+		if !math.IsNaN(a.se) {
+			lo, hi = min(lo, a.ate-1.96*a.se), max(hi, a.ate+1.96*a.se)
+		}
+	}
+	bs := bins(cates, 30, lo, hi)
+	top := maxWeight(bs) * 1.05
+	p := plot.New()
+	p.Title.Text = "Distribution of the CATEs"
+	p.Y.Max = maxWeight(bs) * 1.45 // room for the legend above the bars
+	p.X.Label.Text = "CATE"
+	p.Y.Label.Text = "rows"
+	p.Legend.Top = true
+	h := hist(bs, colBars)
+	p.Add(h)
+	p.Legend.Add(fmt.Sprintf("CATE (%d rows)", len(cates)), h)
+	for _, a := range ates {
+		l, err := vline(a.ate, 0, top, a.color, false)
+		if err != nil {
+			return Figure{}, err
+		}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s ATE %.3f", a.name, a.ate), l)
+		if math.IsNaN(a.se) {
+			continue
+		}
+		for i, x := range []float64{a.ate - 1.96*a.se, a.ate + 1.96*a.se} {
+			l, err := vline(x, 0, top, a.color, true)
+			if err != nil {
+				return Figure{}, err
+			}
+			p.Add(l)
+			if i == 0 {
+				p.Legend.Add(fmt.Sprintf("%s 95%% interval", a.name), l)
+			}
+		}
+	}
+	return render(p, fmt.Sprintf("Histogram of %d CATEs with %d ATEs marked", len(cates), len(ates)))
+}
+
+// overlapHist draws the propensities of treated and control rows on one
+// [0, 1] scale, with the positivity bounds as dashed red lines.
+func overlapHist(treated, control []float64, low, high float64) (Figure, error) {
+	const n = 40
+	bt, bc := bins(treated, n, 0, 1), bins(control, n, 0, 1)
+	top := max(maxWeight(bt), maxWeight(bc)) * 1.05
+	if top == 0 {
+		top = 1
+	}
+	p := plot.New()
+	p.Title.Text = "Propensity overlap: treated vs control"
+	p.X.Label.Text = "propensity p(w=1|x)"
+	p.Y.Label.Text = "rows"
+	p.X.Min, p.X.Max = 0, 1
+	p.Y.Max = top * 1.3 // room for the legend above the bars
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(40)
+	hc := hist(bc, withAlpha(colControl, 140))
+	ht := hist(bt, withAlpha(colTreated, 140))
+	p.Add(hc, ht)
+	p.Legend.Add(fmt.Sprintf("control (%d)", len(control)), hc)
+	p.Legend.Add(fmt.Sprintf("treated (%d)", len(treated)), ht)
+	for i, x := range []float64{low, high} {
+		l, err := vline(x, 0, top, colWarn, true)
+		if err != nil {
+			return Figure{}, err
+		}
+		p.Add(l)
+		if i == 0 {
+			p.Legend.Add(fmt.Sprintf("positivity bounds [%g, %g]", low, high), l)
+		}
+	}
+	return render(p, fmt.Sprintf("Histograms of the propensity of %d treated and %d control rows", len(treated), len(control)))
+}
+
+// withAlpha returns c with opacity a (0–255), premultiplied as image/color
+// expects.
+func withAlpha(c color.RGBA, a uint8) color.Color {
+	f := func(v uint8) uint8 { return uint8(uint16(v) * uint16(a) / 255) }
+	return color.RGBA{R: f(c.R), G: f(c.G), B: f(c.B), A: a}
+}

@@ -1,0 +1,185 @@
+package report_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"image/png"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/crffd/crffd/report"
+	"github.com/crffd/crffd/store"
+)
+
+// syntheticSite writes a small site file with made-up results: 200 rows,
+// a quarter of the treated with a propensity above 0.99, transfer factors
+// to two peers, a loss history and an audit log. It returns the open site.
+func syntheticSite(t testing.TB, withLoss bool) *store.Site {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "site.sqlite")
+	s, err := store.Open(ctx, path, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 200
+	rows := make([][]any, n)
+	for i := range rows {
+		rows[i] = []any{int64(i + 1), rng.NormFloat64(), int64(i % 2), rng.NormFloat64()}
+	}
+	cols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "x", Type: store.Real},
+		{Name: "w", Type: store.Integer}, {Name: "y", Type: store.Real}}
+	if err := s.CreateTable(ctx, "visits", cols, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.ReadRecords(ctx, store.Source{DB: path, Table: "visits", IDColumn: "id",
+		TreatmentColumn: "w", OutcomeColumn: "y", OutcomeType: store.OutcomeContinuous})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	res := store.Results{
+		ATE: []store.ATE{{Scope: store.ScopeLocal, ATE: 1.2, SE: 0.15, N: n}},
+		Transfer: []store.Transfer{
+			{Peer: "hospital-b", Model: "outcome", Lambda: 0.8}, {Peer: "hospital-c", Model: "outcome", Lambda: 0.1},
+			{Peer: "hospital-b", Model: "propensity", Lambda: 0.6}, {Peer: "hospital-c", Model: "propensity", Lambda: 0.3},
+		},
+	}
+	for i, id := range recs.IDs {
+		c := 1.2 + 0.8*rng.NormFloat64()
+		p := 0.35 + 0.3*rng.Float64()
+		if i%2 == 1 { // treated
+			p += 0.2
+			if i%8 == 1 {
+				p = 0.995
+			}
+		}
+		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: c, SD: 0.3, Lower: c - 0.6, Upper: c + 0.6,
+			Y0: 0, Y1: c, Propensity: p})
+	}
+	if err := s.WriteResults(ctx, "run-1", res); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, ATE: 1.0, SE: 0.08, N: 3 * n}); err != nil {
+		t.Fatal(err)
+	}
+	if withLoss {
+		for r := range 40 {
+			if err := s.AppendLoss(ctx, "run-1",
+				store.Loss{Model: "outcome", Round: r, Loss: 100 * math.Exp(-float64(r)/8)},
+				store.Loss{Model: "propensity", Round: r, Loss: 60 * math.Exp(-float64(r)/5)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, e := range []store.AuditEntry{
+		{Direction: store.Received, Peer: "coordinator", Kind: "hello", Run: "run-1", Bytes: 120},
+		{Direction: store.Sent, Peer: "coordinator", Kind: "gradient", Run: "run-1", Model: "outcome", Round: 1, Bytes: 4096},
+		{Direction: store.Sent, Peer: "coordinator", Kind: "gradient", Run: "run-1", Model: "outcome", Round: 2, Bytes: 4096},
+		{Direction: store.Received, Peer: "coordinator", Kind: "weights", Run: "run-1", Model: "outcome", Round: 2, Bytes: 8192},
+	} {
+		if err := s.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+var dataURI = regexp.MustCompile(`src="data:image/png;base64,([A-Za-z0-9+/=]+)"`)
+
+// checkPage checks that page is self-contained and that its images are
+// PNGs of the expected count, and returns them decoded.
+func checkPage(t *testing.T, page string, images int) {
+	t.Helper()
+	for _, bad := range []string{"http://", "https://", "<script", "<link"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("page contains %q: it must load nothing", bad)
+		}
+	}
+	ms := dataURI.FindAllStringSubmatch(page, -1)
+	if len(ms) != images {
+		t.Errorf("page embeds %d images, want %d", len(ms), images)
+	}
+	for i, m := range ms {
+		b, err := base64.StdEncoding.DecodeString(m[1])
+		if err != nil {
+			t.Fatalf("image %d: %v", i, err)
+		}
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("image %d: %v", i, err)
+		}
+		if r := img.Bounds(); r.Dx() < 300 || r.Dy() < 150 {
+			t.Errorf("image %d is %v", i, r)
+		}
+	}
+}
+
+func TestSite(t *testing.T) {
+	s := syntheticSite(t, true)
+	var b bytes.Buffer
+	if err := report.Site(context.Background(), s, &b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	checkPage(t, page, 4)
+	for _, want := range []string{
+		"run <code>run-1</code>",
+		"[0.9060, 1.4940]", // local ATE ± 1.96·0.15
+		"Positivity warning:</strong> 25 of 200 scored rows (12.5%)",
+		"(25 treated, 0 control)",
+		`<td class="l">sent</td><td class="l">gradient</td><td>1</td><td>2</td><td>8.0 KiB (8192 B)</td>`,
+		`<th class="l">received</th><th class="l">all</th><th>1</th><th>2</th><th>8.1 KiB (8312 B)</th>`,
+		`<tr class="extreme"><td class="l">[0.99, 1]</td><td>25</td><td>0</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if dir := os.Getenv("CRFFD_REPORT_OUT"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "site-report.html"), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSiteWithoutLoss(t *testing.T) {
+	s := syntheticSite(t, false)
+	var b bytes.Buffer
+	if err := report.Site(context.Background(), s, &b); err != nil {
+		t.Fatal(err)
+	}
+	checkPage(t, b.String(), 3)
+	if !strings.Contains(b.String(), "No loss history recorded") {
+		t.Error("page lacks the note on the missing loss history")
+	}
+}
+
+func TestSiteWithoutResults(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "empty.sqlite"), store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var b bytes.Buffer
+	if err := report.Site(ctx, s, &b); err != nil {
+		t.Fatal(err)
+	}
+	checkPage(t, b.String(), 0)
+	for _, want := range []string{"No results have been written", "The audit log is empty"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}

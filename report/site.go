@@ -1,0 +1,269 @@
+package report
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/store"
+)
+
+// sitePage is what the site template shows.
+type sitePage struct {
+	Title     string
+	File      string
+	Generated string
+	Run       *runInfo // nil when no results were written
+	ATEs      []ateRow
+
+	Loss     *Figure
+	LossNote string
+
+	Transfer     *Figure
+	TransferNote string
+
+	CATE     *Figure
+	CATENote string
+
+	Overlap        *Figure
+	OverlapNote    string
+	Outside        int // rows with a propensity outside the bounds
+	OutsideTreated int
+	OutsideControl int
+	Scored         int
+	Low, High      float64
+	Buckets        []store.OverlapBucket
+
+	Audit       []auditRow
+	AuditTotals []auditRow
+}
+
+type runInfo struct {
+	ID        string
+	Table     string
+	Published string
+}
+
+type ateRow struct {
+	Scope    string
+	ATE      string
+	SE       string
+	Interval string
+	N        int
+}
+
+// auditRow sums crff_audit by direction and kind.
+type auditRow struct {
+	Direction string
+	Kind      string
+	Peers     int
+	Messages  int
+	Bytes     int
+}
+
+// Site writes the HTML report of the site file s to w. Sections whose data
+// the file lacks (no results yet, no loss history, no audit) say so instead
+// of failing; errors reading the file or drawing a figure are returned.
+func Site(ctx context.Context, s *store.Site, w io.Writer) error {
+	pg := &sitePage{
+		Title:     "crffd site report",
+		File:      s.Path(),
+		Generated: time.Now().UTC().Format(time.RFC3339),
+		Low:       sqlfiles.PositivityLow,
+		High:      sqlfiles.PositivityHigh,
+	}
+	run, err := s.CurrentRun(ctx)
+	switch {
+	case errors.Is(err, store.ErrNoRun):
+		pg.LossNote = "No results have been written to this file yet: run crffd fit or crffd site first."
+		pg.TransferNote, pg.CATENote, pg.OverlapNote = pg.LossNote, pg.LossNote, pg.LossNote
+	case err != nil:
+		return fmt.Errorf("site report: %w", err)
+	default:
+		pg.Run = &runInfo{ID: run.ID, Table: run.Layout.Table, Published: run.PublishedAt.UTC().Format(time.RFC3339)}
+		if err := pg.results(ctx, s, run); err != nil {
+			return fmt.Errorf("site report of %q: %w", s.Path(), err)
+		}
+	}
+	audit, err := s.ReadAudit(ctx, 0, 0)
+	if err != nil {
+		return fmt.Errorf("site report: %w", err)
+	}
+	pg.Audit, pg.AuditTotals = summarizeAudit(audit)
+	if err := siteTemplate.Execute(w, pg); err != nil {
+		return fmt.Errorf("site report of %q: write page: %w", s.Path(), err)
+	}
+	return nil
+}
+
+// results fills the sections drawn from the current run's results.
+func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) error {
+	ls, err := s.ReadLoss(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	if len(ls) == 0 {
+		pg.LossNote = "No loss history recorded for this run (crff_loss is empty): crffd site records it in a federated run; crffd fit does not."
+	} else {
+		f, err := lossPlot(ls)
+		if err != nil {
+			return err
+		}
+		pg.Loss = &f
+	}
+
+	ts, err := s.ReadTransfer(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ts) == 0 {
+		pg.TransferNote = "No transfer factors: the run was fitted by this site alone (crffd fit), without a federation."
+	} else {
+		rows, cols, z := transferMatrix(ts)
+		f, err := heatmap("Transfer factors λ from this site", "peer", "model", rows, cols, z)
+		if err != nil {
+			return err
+		}
+		pg.Transfer = &f
+	}
+
+	ates, err := s.ReadATE(ctx)
+	if err != nil {
+		return err
+	}
+	var lines []ateLine
+	for _, a := range ates {
+		pg.ATEs = append(pg.ATEs, newATERow(a))
+		c := colLocal
+		if a.Scope == store.ScopeGlobal {
+			c = colGlobal
+		}
+		lines = append(lines, ateLine{name: string(a.Scope), ate: a.ATE, se: a.SE, color: c})
+	}
+	cates, err := s.ReadCATE(ctx)
+	if err != nil {
+		return err
+	}
+	pg.Scored = len(cates)
+	if len(cates) == 0 {
+		pg.CATENote = "No row has been scored yet."
+		pg.OverlapNote = pg.CATENote
+		return nil
+	}
+	vs := make([]float64, len(cates))
+	for i, c := range cates {
+		vs[i] = c.CATE
+	}
+	f, err := cateHist(vs, lines)
+	if err != nil {
+		return err
+	}
+	pg.CATE = &f
+
+	treated, control, err := s.ReadPropensities(ctx)
+	if err != nil {
+		return err
+	}
+	pg.OutsideTreated, pg.OutsideControl = outside(treated, pg.Low, pg.High), outside(control, pg.Low, pg.High)
+	pg.Outside = pg.OutsideTreated + pg.OutsideControl
+	if len(treated)+len(control) == 0 {
+		pg.OverlapNote = "No scored row has a treatment of 0 or 1 in the table."
+	} else {
+		f, err := overlapHist(treated, control, pg.Low, pg.High)
+		if err != nil {
+			return err
+		}
+		pg.Overlap = &f
+	}
+	pg.Buckets, err = s.ReadOverlap(ctx)
+	return err
+}
+
+// outside counts the propensities outside [low, high].
+func outside(ps []float64, low, high float64) int {
+	n := 0
+	for _, p := range ps {
+		if p < low || p > high {
+			n++
+		}
+	}
+	return n
+}
+
+// newATERow formats an ATE for the table of ATEs.
+func newATERow(a store.ATE) ateRow {
+	r := ateRow{Scope: string(a.Scope), ATE: fmt.Sprintf("%.4f", a.ATE), SE: "unknown", Interval: "unknown", N: a.N}
+	if !math.IsNaN(a.SE) {
+		r.SE = fmt.Sprintf("%.4f", a.SE)
+		r.Interval = fmt.Sprintf("[%.4f, %.4f]", a.ATE-1.96*a.SE, a.ATE+1.96*a.SE)
+	}
+	return r
+}
+
+// transferMatrix arranges a site's transfer factors as models (rows) by
+// peers (columns), NaN where a pair is missing.
+func transferMatrix(ts []store.Transfer) (rows, cols []string, z [][]float64) {
+	for _, t := range ts {
+		if !slices.Contains(rows, t.Model) {
+			rows = append(rows, t.Model)
+		}
+		if !slices.Contains(cols, t.Peer) {
+			cols = append(cols, t.Peer)
+		}
+	}
+	slices.Sort(rows)
+	slices.Sort(cols)
+	z = make([][]float64, len(rows))
+	for i := range z {
+		z[i] = make([]float64, len(cols))
+		for j := range z[i] {
+			z[i][j] = math.NaN()
+		}
+	}
+	for _, t := range ts {
+		z[slices.Index(rows, t.Model)][slices.Index(cols, t.Peer)] = t.Lambda
+	}
+	return rows, cols, z
+}
+
+// summarizeAudit sums the audit log by direction and kind, and by direction
+// alone.
+func summarizeAudit(es []store.AuditEntry) (byKind, totals []auditRow) {
+	type key struct{ dir, kind string }
+	rows := map[key]*auditRow{}
+	peers := map[key]map[string]bool{}
+	for _, e := range es {
+		for _, k := range []key{{string(e.Direction), e.Kind}, {string(e.Direction), ""}} {
+			r := rows[k]
+			if r == nil {
+				r = &auditRow{Direction: k.dir, Kind: k.kind}
+				rows[k] = r
+				peers[k] = map[string]bool{}
+			}
+			r.Messages++
+			r.Bytes += e.Bytes
+			peers[k][e.Peer] = true
+			r.Peers = len(peers[k])
+		}
+	}
+	for k, r := range rows {
+		if k.kind == "" {
+			r.Kind = "all"
+			totals = append(totals, *r)
+		} else {
+			byKind = append(byKind, *r)
+		}
+	}
+	order := func(a, b auditRow) int {
+		return cmp.Or(cmp.Compare(b.Direction, a.Direction), cmp.Compare(a.Kind, b.Kind))
+	}
+	slices.SortFunc(byKind, order)
+	slices.SortFunc(totals, order)
+	return byKind, totals
+}
