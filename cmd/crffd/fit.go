@@ -67,7 +67,8 @@ func runFit(cmd *cobra.Command, a *app) error {
 	start := time.Now()
 	a.log.Info("training", slog.String(logKeyRun, run), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
 	bar := progress.New(os.Stderr, a.log)
-	model, err := estimator.Fit(trainingProgress(ctx, bar), []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
+	var losses []store.Loss
+	model, err := estimator.Fit(trainingProgress(ctx, bar, &losses), []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
 	bar.Done()
 	if err != nil {
 		return fmt.Errorf("fit %q: %w", src.DB, err)
@@ -78,6 +79,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 	}
 	setup := modelstore.Setup{Kernel: kernel, Config: cfg, Scaler: model.Setup.Scaler, Schema: recs.Schema, Site: 0, Sites: 1}
 	if err := modelstore.Save(ctx, db, run, setup, model); err != nil {
+		return err
+	}
+	if err := db.AppendLoss(ctx, run, finiteLosses(losses)...); err != nil {
 		return err
 	}
 	ate := localATE(eff)

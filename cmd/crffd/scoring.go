@@ -47,9 +47,11 @@ func localATE(e *estimator.Effects) store.ATE {
 }
 
 // trainingProgress shows each training round on bar: the model, its round
-// and the most it may take, and the loss.
-func trainingProgress(ctx context.Context, bar *progress.Line) context.Context {
+// and the most it may take, and the loss; and collects the loss history
+// in *losses, for crff_loss.
+func trainingProgress(ctx context.Context, bar *progress.Line, losses *[]store.Loss) context.Context {
 	return estimator.WithProgress(ctx, func(p estimator.Progress) {
 		bar.Update("training "+p.Model.String(), p.Round, p.MaxRounds, fmt.Sprintf("loss %.4g", p.Loss))
+		*losses = append(*losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
 	})
 }
