@@ -114,6 +114,7 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 			e.Lower[i] = stat.Quantile(0.025, stat.LinInterp, tau, nil)
 			e.Upper[i] = stat.Quantile(0.975, stat.LinInterp, tau, nil)
 		}
+		reportScoring(ctx, i1, n)
 	}
 	e.ATE = stat.Mean(e.CATE, nil)
 	return e, nil

@@ -25,3 +25,17 @@ func reportProgress(ctx context.Context, c *Coordinator) {
 		f(Progress{Model: c.lay.kind, Round: c.Round(), MaxRounds: c.setup.Config.Rounds, Loss: c.Loss()})
 	}
 }
+
+type scoringKey struct{}
+
+// WithScoringProgress returns a context under which Effects calls f with
+// the rows scored so far and the rows to score, after every chunk of rows.
+func WithScoringProgress(ctx context.Context, f func(done, total int)) context.Context {
+	return context.WithValue(ctx, scoringKey{}, f)
+}
+
+func reportScoring(ctx context.Context, done, total int) {
+	if f, ok := ctx.Value(scoringKey{}).(func(done, total int)); ok && f != nil {
+		f(done, total)
+	}
+}

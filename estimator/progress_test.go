@@ -29,3 +29,28 @@ func TestWithProgress(t *testing.T) {
 		}
 	}
 }
+
+func TestWithScoringProgress(t *testing.T) {
+	schema := Schema{Binary: []bool{true, false, false}}
+	sites := toySites(1, 300, schema)
+	cfg := smallConfig()
+	cfg.Samples = 50 // chunks of 4096/50 = 81 rows
+	m, err := Fit(context.Background(), sites, schema, GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][2]int
+	ctx := WithScoringProgress(context.Background(), func(done, total int) { got = append(got, [2]int{done, total}) })
+	if _, err := m.Effects(ctx, 0, sites[0]); err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int{{81, 300}, {162, 300}, {243, 300}, {300, 300}}
+	if len(got) != len(want) {
+		t.Fatalf("reports %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("reports %v, want %v", got, want)
+		}
+	}
+}

@@ -73,7 +73,8 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err != nil {
 		return fmt.Errorf("fit %q: %w", src.DB, err)
 	}
-	eff, err := model.Effects(ctx, 0, recs.Data)
+	eff, err := model.Effects(scoringProgress(ctx, bar), 0, recs.Data)
+	bar.Done()
 	if err != nil {
 		return fmt.Errorf("score %q: %w", src.DB, err)
 	}

@@ -55,3 +55,10 @@ func trainingProgress(ctx context.Context, bar *progress.Line, losses *[]store.L
 		*losses = append(*losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
 	})
 }
+
+// scoringProgress shows the rows scored so far on bar.
+func scoringProgress(ctx context.Context, bar *progress.Line) context.Context {
+	return estimator.WithScoringProgress(ctx, func(done, total int) {
+		bar.Update("scoring", done, total, "rows")
+	})
+}
