@@ -243,6 +243,12 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 			return err
 		}
 	}
+	fmt.Fprintln(w)
+	for _, k := range estimator.Kinds {
+		if line := borrowSummary(sites, names, k.String()); line != "" {
+			fmt.Fprintln(w, line)
+		}
+	}
 	site1 := filepath.Join(dir, "site1.sqlite")
 	_, err := fmt.Fprintf(w, `
 Look at the results with any SQLite client:
@@ -251,4 +257,35 @@ Look at the results with any SQLite client:
   sqlite3 %[1]s 'SELECT kind, direction, count(*), sum(bytes) FROM crff_audit GROUP BY kind, direction'
 `, site1)
 	return err
+}
+
+// borrowSummary compares, for one model, the mean factor with which the
+// other sites borrow from the dissimilar site (the last) against the mean
+// factor among the similar sites, and says which is smaller: a statement
+// of what was measured, not of what should have happened.
+func borrowSummary(sites []demoSite, names []string, model string) string {
+	last := names[len(names)-1]
+	var toLast, among float64
+	var nLast, nAmong int
+	for _, s := range sites[:len(sites)-1] {
+		for peer, l := range s.lambda[model] {
+			if peer == last {
+				toLast += l
+				nLast++
+			} else {
+				among += l
+				nAmong++
+			}
+		}
+	}
+	if nLast == 0 || nAmong == 0 {
+		return ""
+	}
+	toLast /= float64(nLast)
+	among /= float64(nAmong)
+	verdict := "borrowed from least"
+	if toLast >= among {
+		verdict = "NOT borrowed from least"
+	}
+	return fmt.Sprintf("%s model: the dissimilar %s is %s (mean λ toward it %.3f; among the similar sites %.3f)", model, last, verdict, toLast, among)
 }
