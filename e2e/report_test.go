@@ -48,10 +48,10 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	if n := len(regexp.MustCompile(`<img src="data:image/png;base64,`).FindAllString(page, -1)); n != 2 {
-		t.Errorf("report embeds %d images, want 2 (CATEs, overlap)", n)
+	if n := len(regexp.MustCompile(`<img src="data:image/png;base64,`).FindAllString(page, -1)); n != 3 {
+		t.Errorf("report embeds %d images, want 3 (loss, CATEs, overlap)", n)
 	}
-	for _, want := range []string{"No loss history recorded", "No transfer factors", "<td class=\"l\">local</td>",
+	for _, want := range []string{"Training loss per round of 3 models", "No transfer factors", "<td class=\"l\">local</td>",
 		"propensity bucket", "The audit log is empty"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report lacks %q", want)
