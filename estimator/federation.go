@@ -140,22 +140,28 @@ func (m *Model) Trained(k Kind) *Trained {
 	return nil
 }
 
+// pooledScaler validates the sites' rows against schema and pools their
+// Moments into the standardisation every site applies.
+func pooledScaler(sites []*Data, schema Schema) (Scaler, error) {
+	if len(sites) == 0 {
+		return Scaler{}, errors.New("estimator: no sites")
+	}
+	moments := make([]Moments, len(sites))
+	for s, d := range sites {
+		if err := d.validate(schema); err != nil {
+			return Scaler{}, fmt.Errorf("estimator: site %d: %w", s, err)
+		}
+		moments[s] = d.Moments()
+	}
+	return NewScaler(schema, moments)
+}
+
 // Fit trains the three models of CausalRFF on the sites' rows by simulated
 // federation: the pooled standardisation from the sites' Moments, the
 // base frequencies from spectral, then Train for the propensity, outcome
 // and latent models in turn.
 func Fit(ctx context.Context, sites []*Data, schema Schema, spectral Spectral, cfg Config) (*Model, error) {
-	if len(sites) == 0 {
-		return nil, errors.New("estimator: no sites")
-	}
-	moments := make([]Moments, len(sites))
-	for s, d := range sites {
-		if err := d.validate(schema); err != nil {
-			return nil, fmt.Errorf("estimator: site %d: %w", s, err)
-		}
-		moments[s] = d.Moments()
-	}
-	scaler, err := NewScaler(schema, moments)
+	scaler, err := pooledScaler(sites, schema)
 	if err != nil {
 		return nil, err
 	}

@@ -30,17 +30,7 @@ type TLearner struct {
 // with cfg.Seed, and the same pooled standardisation and initial log-scale
 // as the CausalRFF models.
 func FitTLearner(ctx context.Context, sites []*Data, schema Schema, spectral Spectral, cfg Config) (*TLearner, error) {
-	if len(sites) == 0 {
-		return nil, errors.New("estimator: no sites")
-	}
-	moments := make([]Moments, len(sites))
-	for s, d := range sites {
-		if err := d.validate(schema); err != nil {
-			return nil, fmt.Errorf("estimator: site %d: %w", s, err)
-		}
-		moments[s] = d.Moments()
-	}
-	scaler, err := NewScaler(schema, moments)
+	scaler, err := pooledScaler(sites, schema)
 	if err != nil {
 		return nil, err
 	}

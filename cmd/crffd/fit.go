@@ -39,11 +39,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err != nil {
 		return err
 	}
-	timeout, err := a.durationSetting("site.busy_timeout")
-	if err != nil {
-		return err
-	}
-	db, err := store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
+	db, err := a.openSite(ctx, src)
 	if err != nil {
 		return err
 	}

@@ -42,15 +42,11 @@ func runScoringSite(ctx context.Context, a *app, once bool) error {
 	if err != nil {
 		return err
 	}
-	timeout, err := a.durationSetting("site.busy_timeout")
-	if err != nil {
-		return err
-	}
 	every, err := a.durationSetting("site.poll_interval")
 	if err != nil {
 		return err
 	}
-	db, err := store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
+	db, err := a.openSite(ctx, src)
 	if err != nil {
 		return err
 	}

@@ -34,11 +34,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err := wire.CheckName(name); err != nil {
 		return fmt.Errorf("site.name: %w", err)
 	}
-	timeout, err := a.durationSetting("site.busy_timeout")
-	if err != nil {
-		return err
-	}
-	db, err := store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
+	db, err := a.openSite(ctx, src)
 	if err != nil {
 		return err
 	}

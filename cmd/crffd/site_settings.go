@@ -127,3 +127,13 @@ func (a *app) openSpectral(ctx context.Context, k modelstore.Kernel) (estimator.
 	}
 	return c, nil
 }
+
+// openSite opens the configured site file with the configured busy timeout.
+// The caller closes it.
+func (a *app) openSite(ctx context.Context, src store.Source) (*store.Site, error) {
+	timeout, err := a.durationSetting("site.busy_timeout")
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
+}
