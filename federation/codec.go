@@ -35,6 +35,7 @@ var (
 // Tensor and digest-list names. They are part of the protocol.
 const (
 	tSiteIndex     = "site.index"
+	tPeerPrefix    = "peer." // hello: one scalar per site, "peer.<name>" = its index
 	tSiteCount     = "site.count"
 	tSchemaBinary  = "schema.binary"
 	tSchemaBinOut  = "schema.binary_outcome"

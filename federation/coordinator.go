@@ -374,6 +374,9 @@ func (c *coordinator) handshake(ctx context.Context) error {
 // helloFor is the coordinator's hello to site s at the current step.
 func (c *coordinator) helloFor(s int) (*wire.Envelope, error) {
 	ts := append(configTensors(c.st.Config), wire.Scalar(tSiteIndex, float64(s)), wire.Scalar(tSiteCount, float64(len(c.cfg.Sites))))
+	for v, name := range c.cfg.Sites {
+		ts = append(ts, wire.Scalar(tPeerPrefix+name, float64(v)))
+	}
 	return c.envelope(c.cfg.Sites[s], "", wire.KindHello, ts)
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -162,6 +163,9 @@ func TestEquivalenceWithSimulatedFederation(t *testing.T) {
 		}
 		if got := len(r.res.Lambda[estimator.Outcome]); got != 3 {
 			t.Errorf("site %d: λ row of %d values", s, got)
+		}
+		if !slices.Equal(r.res.Peers, f.names) {
+			t.Errorf("site %d: peers %q, want %q", s, r.res.Peers, f.names)
 		}
 	}
 	g, _ := estimator.GlobalATE(ates, []int{60, 80, 50})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
@@ -70,6 +71,7 @@ type SiteResult struct {
 	Local        SiteATE            // over the kept rows
 	Global       SiteATE
 	Lambda       map[estimator.Kind][]float64 // the site's row of each model's Λ
+	Peers        []string                     // every site's name, by index (Lambda's columns)
 	Rounds       map[estimator.Kind]int
 }
 
@@ -86,6 +88,7 @@ type site struct {
 	train *estimator.Site
 	fp    wire.Digest
 	cfgE  estimator.Config
+	peers []string // every site's name by index, from hello ("" when not sent)
 }
 
 // RunSite takes part in one federation run over conn: it waits for the
@@ -253,6 +256,18 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if idx >= m {
 		return nil, fmt.Errorf("%w: site index %d of %d", ErrProtocol, idx, m)
 	}
+	s.peers = make([]string, m)
+	for _, t := range e.Tensors() {
+		name, ok := strings.CutPrefix(t.Name, tPeerPrefix)
+		if !ok {
+			continue
+		}
+		v, err := t.Scalar()
+		if err != nil || v < 0 || v >= float64(m) || v != math.Trunc(v) || wire.CheckName(name) != nil {
+			return nil, fmt.Errorf("%w: hello names peer %q at index %v of %d", ErrProtocol, name, v, m)
+		}
+		s.peers[int(v)] = name
+	}
 	mo := s.cfg.Data.Moments()
 	placeholder, err := estimator.NewScaler(s.cfg.Schema, []estimator.Moments{mo})
 	if err != nil {
@@ -263,7 +278,7 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 		return nil, fmt.Errorf("configuration from the coordinator: %w", err)
 	}
 	s.fp, s.cfgE = frequencyDigest(setup), cfg
-	s.res = &SiteResult{RunID: e.RunID, Index: idx, Sites: m, Lambda: map[estimator.Kind][]float64{}, Rounds: map[estimator.Kind]int{}}
+	s.res = &SiteResult{RunID: e.RunID, Index: idx, Sites: m, Lambda: map[estimator.Kind][]float64{}, Rounds: map[estimator.Kind]int{}, Peers: s.peers}
 	bin := make([]float64, len(s.cfg.Schema.Binary))
 	for j, b := range s.cfg.Schema.Binary {
 		bin[j] = b2f(b)

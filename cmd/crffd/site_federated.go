@@ -172,7 +172,11 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 			if v != r.Index {
 				// Peers are named by their position in the coordinator's
 				// coordinator.sites list: site names never reach a site.
-				res.Transfer = append(res.Transfer, store.Transfer{Peer: fmt.Sprintf("#%d", v+1), Model: k.String(), Lambda: l})
+				peer := fmt.Sprintf("#%d", v+1) // a coordinator that does not name the sites
+				if v < len(r.Peers) && r.Peers[v] != "" {
+					peer = r.Peers[v]
+				}
+				res.Transfer = append(res.Transfer, store.Transfer{Peer: peer, Model: k.String(), Lambda: l})
 			}
 		}
 	}
