@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	sqlfiles "github.com/crffd/crffd/sql"
 )
 
 var (
@@ -42,8 +43,7 @@ func OpenStateDB(ctx context.Context, path string, busy time.Duration) (*StateDB
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Set("_txlock", "immediate")
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	db, err := sql.Open("sqlite", "file:"+esc.Replace(path)+"?"+q.Encode())
+	db, err := sql.Open("sqlite", sqlfiles.FileURI(path, q))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator state %q: %w", path, err)
 	}

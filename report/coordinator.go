@@ -9,12 +9,12 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/crffd/crffd/federation"
+	sqlfiles "github.com/crffd/crffd/sql"
 	"github.com/crffd/crffd/store"
 )
 
@@ -69,8 +69,7 @@ func Coordinator(ctx context.Context, path string, w io.Writer) error {
 	q := url.Values{}
 	q.Set("mode", "ro")
 	q.Add("_pragma", "busy_timeout(5000)")
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	db, err := sql.Open("sqlite", "file:"+esc.Replace(path)+"?"+q.Encode())
+	db, err := sql.Open("sqlite", sqlfiles.FileURI(path, q))
 	if err != nil {
 		return fmt.Errorf("coordinator report of %q: %w", path, err)
 	}

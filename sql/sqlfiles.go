@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -116,4 +117,15 @@ func CateRecordsView(table, id string) (string, error) {
 		s = s[i:]
 	}
 	return strings.TrimSpace(s), nil
+}
+
+// uriEscaper escapes the characters that would end the path part of a
+// file: URI.
+var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+// FileURI returns the modernc.org/sqlite data source name of the file at
+// path with the given parameters (mode, _pragma, ...). The path is given
+// as a file: URI so that no character of it is taken for a parameter.
+func FileURI(path string, params url.Values) string {
+	return "file:" + uriEscaper.Replace(path) + "?" + params.Encode()
 }

@@ -1,16 +1,18 @@
 package store_test
 
 import (
+	"net/url"
+
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	sqlfiles "github.com/crffd/crffd/sql"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,8 +33,7 @@ func recordsSource(path string) store.Source {
 // rawDB opens path with a plain connection, as another program would.
 func rawDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	db, err := sql.Open("sqlite", "file:"+esc.Replace(path)+"?_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", sqlfiles.FileURI(path, url.Values{"_pragma": {"busy_timeout(5000)"}}))
 	if err != nil {
 		t.Fatal(err)
 	}

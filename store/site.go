@@ -17,6 +17,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	sqlfiles "github.com/crffd/crffd/sql"
 )
 
 // DefaultBusyTimeout is how long a statement waits for another connection's
@@ -128,8 +130,7 @@ func (s *Site) dsn(create, readOnly bool) string {
 	} else {
 		q.Set("_txlock", "immediate")
 	}
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	return "file:" + esc.Replace(s.path) + "?" + q.Encode()
+	return sqlfiles.FileURI(s.path, q)
 }
 
 func (s *Site) open(ctx context.Context, create bool) error {

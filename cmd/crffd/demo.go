@@ -150,7 +150,7 @@ type demoSite struct {
 	lambda                map[string]map[string]float64 // model → peer → λ
 }
 
-func readDemoSite(ctx context.Context, path, name string, names []string) (demoSite, error) {
+func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
 	s := demoSite{name: name, lambda: map[string]map[string]float64{}}
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
@@ -182,11 +182,6 @@ func readDemoSite(ctx context.Context, path, name string, names []string) (demoS
 		if err := rows.Scan(&model, &peer, &l); err != nil {
 			return s, err
 		}
-		// Sites know their peers by position in the coordinator's list: #1, #2, ...
-		var k int
-		if _, err := fmt.Sscanf(peer, "#%d", &k); err == nil && k >= 1 && k <= len(names) {
-			peer = names[k-1]
-		}
 		if s.lambda[model] == nil {
 			s.lambda[model] = map[string]float64{}
 		}
@@ -199,7 +194,7 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 	var sites []demoSite
 	var sumN, sumATE, sumTrue float64
 	for _, n := range names {
-		s, err := readDemoSite(ctx, filepath.Join(dir, n+".sqlite"), n, names)
+		s, err := readDemoSite(ctx, filepath.Join(dir, n+".sqlite"), n)
 		if err != nil {
 			return err
 		}

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"net/url"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -114,7 +111,7 @@ func readFederated(ctx context.Context, a *app, db *store.Site, src store.Source
 	if len(recs.Rejected) > 0 {
 		a.log.Warn("rows left out (on_invalid: skip); see crff_rejected", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, len(recs.Rejected)))
 	}
-	ids, err := identityHashes(ctx, a, src.DB, recs)
+	ids, err := identityHashes(ctx, a, db, recs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,7 +186,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 
 // identityHashes returns the HMAC of every kept row's identity columns, or
 // nil when de-duplication is not configured.
-func identityHashes(ctx context.Context, a *app, path string, recs *store.Records) ([]wire.Digest, error) {
+func identityHashes(ctx context.Context, a *app, db *store.Site, recs *store.Records) ([]wire.Digest, error) {
 	secret := a.v.GetString("federation.secret")
 	cols := recs.Layout.Identity
 	switch {
@@ -202,45 +199,9 @@ func identityHashes(ctx context.Context, a *app, path string, recs *store.Record
 	case secret == "":
 		return nil, errors.New("site.identity_columns is set but federation.secret is empty: set the sites' shared secret (CRFFD_FEDERATION_SECRET)")
 	}
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "query_only(1)")
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	sdb, err := sql.Open("sqlite", "file:"+esc.Replace(path)+"?"+q.Encode())
+	byID, err := db.ReadIdentities(ctx, recs.Layout)
 	if err != nil {
 		return nil, err
-	}
-	defer sdb.Close()
-	quote := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
-	sel := []string{quote(recs.Layout.ID)}
-	for _, c := range cols {
-		sel = append(sel, "CAST("+quote(c)+" AS TEXT)")
-	}
-	rows, err := sdb.QueryContext(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+quote(recs.Layout.Table))
-	if err != nil {
-		return nil, fmt.Errorf("read identity columns: %w", err)
-	}
-	defer rows.Close()
-	byID := map[store.RowID][]string{}
-	for rows.Next() {
-		var id store.RowID
-		vals := make([]sql.NullString, len(cols))
-		dest := []any{&id}
-		for i := range vals {
-			dest = append(dest, &vals[i])
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("read identity columns: %w", err)
-		}
-		v := make([]string, len(cols))
-		for i, s := range vals {
-			v[i] = s.String
-		}
-		byID[id] = v
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read identity columns: %w", err)
 	}
 	out := make([]wire.Digest, len(recs.IDs))
 	for i, id := range recs.IDs {
