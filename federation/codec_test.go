@@ -55,22 +55,9 @@ func TestEquivalenceWithLogOutcome(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.LogOutcome = estimator.LogAlways
-	want, err := estimator.Fit(ctx, f.data, testSchema, estimator.GaussianSpectral{}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, _, sites := runEquivalent(ctx, t, f, cfg)
 	if !want.Setup.LogY() || !want.Setup.Scaler.LogYValid {
 		t.Fatal("the log transform is not on: the test would not exercise the log moments")
-	}
-	sites := f.start(ctx)
-	res, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range estimator.Kinds {
-		if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
-			t.Errorf("%s: max abs difference %g, want bit-identical", k, d)
-		}
 	}
 	for s, ch := range sites {
 		if r := <-ch; r.err != nil {

@@ -123,11 +123,12 @@ func maxDiff(t *testing.T, a, b *estimator.Trained) float64 {
 	return math.Max(d, mat.Norm(&x, math.Inf(1)))
 }
 
-func TestEquivalenceWithSimulatedFederation(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	f := newFed(60, 80, 50)
-	cfg := testConfig()
+// runEquivalent fits f's sites by simulated federation and by the
+// coordinator and site roles, and checks that every model is bit-identical.
+// It returns the simulated model, the coordinator's result and the sites'
+// channels.
+func runEquivalent(ctx context.Context, t *testing.T, f *fed, cfg estimator.Config) (*estimator.Model, *Result, []chan siteRun) {
+	t.Helper()
 	want, err := estimator.Fit(ctx, f.data, testSchema, estimator.GaussianSpectral{}, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +143,14 @@ func TestEquivalenceWithSimulatedFederation(t *testing.T) {
 			t.Errorf("%s: max abs difference %g, want bit-identical", k, d)
 		}
 	}
+	return want, res, sites
+}
+
+func TestEquivalenceWithSimulatedFederation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFed(60, 80, 50)
+	want, res, sites := runEquivalent(ctx, t, f, testConfig())
 	ates := make([]float64, len(sites))
 	for s, ch := range sites {
 		r := <-ch
