@@ -30,6 +30,10 @@ var (
 	// ErrRefused reports that the coordinator refused this site or aborted
 	// the run.
 	ErrRefused = errors.New("refused by the coordinator")
+	// ErrTooFewRows reports a site whose rows, in one treatment arm, are
+	// fewer than SiteConfig.MinArmRows: its sums and gradients would come
+	// too close to single records for it to take part.
+	ErrTooFewRows = errors.New("too few rows to take part")
 )
 
 // Tensor and digest-list names. They are part of the protocol.

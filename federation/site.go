@@ -39,6 +39,14 @@ type SiteConfig struct {
 
 	Spectral estimator.Spectral // the kernel plugin
 
+	// MinArmRows is the fewest rows each treatment arm must have, before
+	// and after de-duplication, for the site to send anything computed
+	// from its rows. The outcome model's gradient for an arm sums over
+	// that arm's rows only, so an arm of one row would put that row's
+	// features on the wire. Zero means DefaultMinArmRows; a negative
+	// value turns the guard off (tests only).
+	MinArmRows int
+
 	// Audit, when set, is called for every envelope sent or received; an
 	// error stops the run, so that nothing leaves the site unaudited.
 	Audit func(ctx context.Context, d Direction, e *wire.Envelope) error
@@ -75,6 +83,31 @@ type SiteResult struct {
 	Rounds       map[estimator.Kind]int
 }
 
+// DefaultMinArmRows is SiteConfig.MinArmRows when it is zero. Five is the
+// smallest cell count that common statistical disclosure rules publish.
+const DefaultMinArmRows = 5
+
+// checkArms refuses rows with fewer than the configured minimum in either
+// treatment arm. stage says which rows: before or after de-duplication.
+func (c *SiteConfig) checkArms(d *estimator.Data, stage string) error {
+	least := c.MinArmRows
+	if least == 0 {
+		least = DefaultMinArmRows
+	}
+	var treated int
+	for _, w := range d.W {
+		if w == 1 {
+			treated++
+		}
+	}
+	control := d.Rows() - treated
+	if treated < least || control < least {
+		return fmt.Errorf("%w: site %s has %d treated and %d control rows %s; each arm needs at least %d",
+			ErrTooFewRows, c.Name, treated, control, stage, least)
+	}
+	return nil
+}
+
 // site is the state of a site over one run.
 type site struct {
 	cfg     SiteConfig
@@ -100,6 +133,9 @@ func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error
 	}
 	if cfg.Identities != nil && len(cfg.Identities) != cfg.Data.Rows() {
 		return nil, fmt.Errorf("federation: %d identity hashes for %d rows", len(cfg.Identities), cfg.Data.Rows())
+	}
+	if err := cfg.checkArms(cfg.Data, "in its table"); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -336,6 +372,9 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 		return errors.New("federation: every row was dropped as a duplicate")
 	}
 	s.kept = subset(s.cfg.Data, s.res.Kept)
+	if err := s.cfg.checkArms(s.kept, "after de-duplication"); err != nil {
+		return err
+	}
 	setup, err := estimator.NewSetup(ctx, s.cfg.Schema, s.cfg.Spectral, s.cfgE, scaler)
 	if err != nil {
 		return err

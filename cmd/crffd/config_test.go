@@ -76,6 +76,9 @@ func TestConfigErrors(t *testing.T) {
 		{"bad log level flag", func(t *testing.T) []string {
 			return []string{"version", "--log-level", "loud"}
 		}, [2]string{}, `log_level "loud"`},
+		{"site arm minimum below one", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\n  min_arm_rows: 0\n")}
+		}, [2]string{}, "federation.min_arm_rows 0: want at least 1"},
 		{"bad log format env", func(t *testing.T) []string {
 			return []string{"version"}
 		}, [2]string{"CRFFD_LOG_FORMAT", "xml"}, `log_format "xml"`},

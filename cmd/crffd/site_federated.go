@@ -31,6 +31,10 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err := wire.CheckName(name); err != nil {
 		return fmt.Errorf("site.name: %w", err)
 	}
+	minArm := a.v.GetInt("federation.min_arm_rows")
+	if minArm < 1 {
+		return fmt.Errorf("federation.min_arm_rows %d: want at least 1", minArm)
+	}
 	db, err := a.openSite(ctx, src)
 	if err != nil {
 		return err
@@ -60,7 +64,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		cfg := federation.SiteConfig{
 			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
 			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, Identities: ids,
-			Spectral: spectral, Logger: a.log, Metrics: metrics,
+			Spectral: spectral, Logger: a.log, Metrics: metrics, MinArmRows: minArm,
 			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
 				return db.AppendAudit(ctx, auditEntry(d, e))
 			},
