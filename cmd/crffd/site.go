@@ -23,7 +23,8 @@ func newSiteCmd(a *app) *cobra.Command {
 rows of the configured table that have no CATE yet and scores them with the
 stored model of the current run, without retraining, appending them to
 crff_cate. When the configuration names a federation, it also takes part in
-the federation's training runs.`,
+the federation's training runs; between runs it keeps scoring new rows with
+the latest run's model, and each run retrains on, and rescores, every row.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if federated(a) {
@@ -72,6 +73,33 @@ func runScoringSite(ctx context.Context, a *app, once bool) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+		}
+	}
+}
+
+// scoreBetweenRuns scores, every interval until ctx ends, the rows added
+// to a federated site's table since its current run. Failures are logged,
+// not returned: the site keeps taking part in federation runs, and each
+// run rescores every row. Before the first run, and while a new run
+// replaces the current one, there is nothing to score with, which is not
+// worth a warning.
+func scoreBetweenRuns(ctx context.Context, a *app, db *store.Site, every time.Duration) {
+	s := &scorer{a: a, db: db}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		err := s.poll(ctx)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, store.ErrNoRun) || errors.Is(err, store.ErrStaleRun) || errors.Is(err, errTransient):
+			a.log.Debug("no new rows scored", slog.String(logKeyError, err.Error()))
+		default:
+			a.log.Warn("scoring new rows failed; retrying", slog.String(logKeyError, err.Error()))
 		}
 	}
 }

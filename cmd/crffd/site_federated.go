@@ -58,6 +58,22 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err := a.serveMetrics(ctx, "site", metrics); err != nil {
 		return err
 	}
+	if !once {
+		every, err := a.durationSetting("site.poll_interval")
+		if err != nil {
+			return err
+		}
+		// Rows added between runs are scored with the current run's model,
+		// as crffd site does without a federation; the next run trains on
+		// them and rescores every row.
+		scoreCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		defer func() { stop(); <-done }()
+		go func() {
+			defer close(done)
+			scoreBetweenRuns(scoreCtx, a, db, every)
+		}()
+	}
 	conn := clientConn{c: client, in: client.Receive(ctx)}
 	for {
 		var losses []store.Loss // this run's loss history, recorded when it is published

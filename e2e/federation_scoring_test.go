@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestFederatedSiteScoresNewRowsBetweenRuns checks that a long-lived
+// federated site scores rows added to its table after a run with that
+// run's model, without waiting for the next run.
+func TestFederatedSiteScoresNewRowsBetweenRuns(t *testing.T) {
+	const sites, rows = 2, 80
+	dir := sandbox(t, sites, rows, "spool")
+	for k := 1; k <= sites; k++ {
+		editFile(t, filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "  on_invalid: refuse\n", "  on_invalid: refuse\n  poll_interval: 200ms\n")
+	}
+	for k := 1; k <= sites; k++ {
+		startDaemon(t, fmt.Sprintf("site%d", k), "site", "--config", filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)))
+	}
+	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
+	coord.mustSucceed(t, 3*time.Minute)
+
+	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
+	deadline := time.Now().Add(time.Minute)
+	for queryFloat(t, db, `SELECT count(*) FROM crff_ate WHERE scope = 'global'`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("site1 did not publish the run within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := queryFloat(t, db, `SELECT count(*) FROM crff_cate`); n != rows {
+		t.Fatalf("crff_cate has %v rows after the run, want %d", n, rows)
+	}
+	if _, err := db.Exec(`INSERT INTO records SELECT id + 1000, w, y, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10,
+		x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30
+		FROM records WHERE id <= 5`); err != nil {
+		t.Fatal(err)
+	}
+	inserted := time.Now()
+	for queryFloat(t, db, `SELECT count(*) FROM crff_cate_records WHERE cate IS NOT NULL`) != rows+5 {
+		if time.Since(inserted) > 20*time.Second {
+			t.Fatalf("new rows not scored within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("5 new rows scored %.2f s after insertion", time.Since(inserted).Seconds())
+	// The new rows were scored with the run's model, not a model of their own.
+	if n := queryFloat(t, db, `SELECT count(DISTINCT run) FROM crff_cate`); n != 1 {
+		t.Errorf("crff_cate spans %v runs, want 1", n)
+	}
+	if n := queryFloat(t, db, `SELECT count(*) FROM crff_cate WHERE row_id > 1000 AND NOT (lower <= cate AND cate <= upper)`); n != 0 {
+		t.Errorf("%v new rows with cate outside [lower, upper]", n)
+	}
+}
