@@ -24,12 +24,16 @@ type Coordinator struct {
 	nrho  int
 	opt   stepper
 
-	lam    *mat.Dense // m×m transfer matrix Λ (Λ_ss = 1)
-	w      *mat.Dense // m×P effective weights, row s = W^s
-	g      *mat.Dense // m×P site gradients, row s = G^s
-	c      *mat.Dense // m×m: C = G·Θᵀ, for ∂J/∂ρ
-	grad   []float64
-	inputs []*SiteInput
+	lam     *mat.Dense     // m×m transfer matrix Λ (Λ_ss = 1)
+	w       *mat.Dense     // m×P effective weights, row s = W^s
+	g       *mat.Dense     // m×P site gradients, row s = G^s
+	gBlocks [][]*mat.Dense // gBlocks[s][b]: block b of G^s, a view into g
+	gSrc    [][][]float64  // gSrc[s][b]: block b of G^s, row after row
+	pieces  []piece        // a site's parameters in ranges, for thetaPass
+	partial []float64      // per piece: C's m·m partial sums, then Θ·Θ's
+	c       *mat.Dense     // m×m: C = G·Θᵀ, for ∂J/∂ρ
+	grad    []float64
+	inputs  []*SiteInput
 
 	round int
 	done  bool
@@ -86,6 +90,16 @@ func NewCoordinator(kind Kind, sites int, setup *Setup) (*Coordinator, error) {
 	c.g = mat.NewDense(sites, lay.P, nil)
 	c.c = mat.NewDense(sites, sites, nil)
 	c.grad = make([]float64, len(x0))
+	c.gBlocks = make([][]*mat.Dense, sites)
+	c.gSrc = make([][][]float64, sites)
+	for b, blk := range lay.blocks {
+		for lo := 0; lo < blk.Rows*blk.Cols; lo += pieceSize {
+			hi := min(lo+pieceSize, blk.Rows*blk.Cols)
+			off := lay.blockOff[b]
+			c.pieces = append(c.pieces, piece{b: b, lo: off + lo, hi: off + hi})
+		}
+	}
+	c.partial = make([]float64, len(c.pieces)*(sites*sites+1))
 	c.inputs = make([]*SiteInput, sites)
 	for s := range sites {
 		in := &SiteInput{
@@ -96,6 +110,8 @@ func NewCoordinator(kind Kind, sites int, setup *Setup) (*Coordinator, error) {
 		row := c.w.RawRowView(s)
 		for b, blk := range lay.blocks {
 			in.Weights[blk.Name] = lay.blockView(row, b)
+			c.gBlocks[s] = append(c.gBlocks[s], lay.blockView(c.g.RawRowView(s), b))
+			c.gSrc[s] = append(c.gSrc[s], nil)
 		}
 		for _, p := range lay.shared {
 			in.Shared[p.Name] = make([]float64, p.Size)
@@ -178,7 +194,7 @@ func (c *Coordinator) Inputs() []*SiteInput {
 func (c *Coordinator) effective(x []float64) {
 	mP := c.m * c.lay.P
 	fillLambda(c.lam, c.mode, x[mP:mP+c.nrho])
-	mixRows(c.w, c.lam, mat.NewDense(c.m, c.lay.P, x[:mP]))
+	mixRows(c.w.RawMatrix().Data, c.lam, x[:mP], 0, nil)
 	noise := uint64(c.round)
 	if c.opt.fixedNoise() {
 		noise = 0
@@ -215,7 +231,10 @@ func (c *Coordinator) Update(outs []*SiteOutput) (bool, error) {
 	return done, nil
 }
 
-// gather validates the outputs and copies each site's G^s into row s of G.
+// gather validates the outputs and records where each block of each G^s
+// is: in the output itself when its storage is contiguous (it is read there,
+// not copied), in row s of G otherwise and whenever a large federation's
+// products need G whole.
 func (c *Coordinator) gather(outs []*SiteOutput) error {
 	if len(outs) != c.m {
 		return fmt.Errorf("estimator: %d site outputs, want %d", len(outs), c.m)
@@ -227,7 +246,6 @@ func (c *Coordinator) gather(outs []*SiteOutput) error {
 		if math.IsNaN(o.Loss) {
 			return fmt.Errorf("estimator: site %d: loss is NaN", s)
 		}
-		row := c.g.RawRowView(s)
 		for b, blk := range c.lay.blocks {
 			gb, ok := o.Grads[blk.Name]
 			if !ok || gb == nil {
@@ -236,7 +254,13 @@ func (c *Coordinator) gather(outs []*SiteOutput) error {
 			if r, k := gb.Dims(); r != blk.Rows || k != blk.Cols {
 				return fmt.Errorf("estimator: site %d: gradient %q is %d×%d, want %d×%d", s, blk.Name, r, k, blk.Rows, blk.Cols)
 			}
-			c.lay.blockView(row, b).Copy(gb)
+			raw := gb.RawMatrix()
+			if c.m < smallFederation && (raw.Stride == raw.Cols || raw.Rows == 1) {
+				c.gSrc[s][b] = raw.Data[:raw.Rows*raw.Cols]
+			} else {
+				c.gBlocks[s][b].Copy(gb)
+				c.gSrc[s][b] = c.gBlocks[s][b].RawMatrix().Data
+			}
 		}
 		for _, p := range c.lay.shared {
 			if len(o.Shared[p.Name]) != p.Size {
@@ -260,14 +284,22 @@ func (c *Coordinator) objective(x []float64, outs []*SiteOutput) float64 {
 	for _, o := range outs {
 		loss += o.Loss
 	}
-	mixRows(mat.NewDense(c.m, c.lay.P, c.grad[:mP]), c.lam, c.g)
 	zeta := c.lay.zeta
-	if zeta != 0 {
+	switch {
+	case c.m < smallFederation:
+		if sq := c.thetaPass(theta); zeta != 0 {
+			loss += zeta * sq
+		}
+	case zeta != 0:
 		loss += zeta * floats.Dot(theta, theta)
-		floats.AddScaled(c.grad[:mP], 2*zeta, theta)
+		mixRows(c.grad[:mP], c.lam, c.g.RawMatrix().Data, 2*zeta, theta)
+	default:
+		mixRows(c.grad[:mP], c.lam, c.g.RawMatrix().Data, 0, nil)
 	}
 	if c.nrho > 0 {
-		innerRows(c.c, c.g, mat.NewDense(c.m, c.lay.P, theta))
+		if c.m >= smallFederation {
+			innerRows(c.c, c.g.RawMatrix().Data, theta)
+		}
 		rho := x[mP : mP+c.nrho]
 		for s := range c.m {
 			for v := s + 1; v < c.m; v++ {
@@ -298,40 +330,120 @@ func (c *Coordinator) objective(x []float64, outs []*SiteOutput) float64 {
 	return loss
 }
 
+// piece is a range [lo, hi) of a site's parameters inside block b.
+type piece struct{ b, lo, hi int }
+
+// pieceSize is the most parameters in a piece: the unit of work of
+// thetaPass, and of its partial sums, whatever the number of CPUs.
+const pieceSize = 1 << 13
+
+// thetaPass is objective's work on the site weights for a small federation,
+// in one parallel pass over the pieces of the parameters: it sets the θ part
+// of ∇J to Λ·G + 2ζΘ, fills C = G·Θᵀ when ρ is learned, and returns Θ·Θ
+// when ζ ≠ 0. The inner products are summed per piece and then over the
+// pieces in order, so they do not depend on how the pieces were shared out.
+func (c *Coordinator) thetaPass(theta []float64) float64 {
+	m, P, zeta := c.m, c.lay.P, c.lay.zeta
+	stride := m*m + 1
+	parallelRange(len(c.pieces), 1, 1, func(k0, k1 int) {
+		for k := k0; k < k1; k++ {
+			pc := c.pieces[k]
+			off := c.lay.blockOff[pc.b]
+			part := c.partial[k*stride : (k+1)*stride]
+			for s := range m {
+				d := c.grad[s*P+pc.lo : s*P+pc.hi]
+				floats.ScaleTo(d, c.lam.At(s, 0), c.gSrc[0][pc.b][pc.lo-off:pc.hi-off])
+				for v := 1; v < m; v++ {
+					if l := c.lam.At(s, v); l != 0 {
+						floats.AddScaled(d, l, c.gSrc[v][pc.b][pc.lo-off:pc.hi-off])
+					}
+				}
+				th := theta[s*P+pc.lo : s*P+pc.hi]
+				if zeta != 0 {
+					floats.AddScaled(d, 2*zeta, th)
+				}
+				if c.nrho > 0 {
+					for v := range m {
+						part[v*m+s] = floats.Dot(c.gSrc[v][pc.b][pc.lo-off:pc.hi-off], th)
+					}
+				}
+			}
+			if zeta != 0 {
+				var sq float64
+				for s := range m {
+					th := theta[s*P+pc.lo : s*P+pc.hi]
+					sq += floats.Dot(th, th)
+				}
+				part[m*m] = sq
+			}
+		}
+	})
+	var sq float64
+	if c.nrho > 0 {
+		c.c.Zero()
+	}
+	cc := c.c.RawMatrix()
+	for k := range c.pieces {
+		part := c.partial[k*stride : (k+1)*stride]
+		if c.nrho > 0 {
+			for s := range m {
+				floats.Add(cc.Data[s*cc.Stride:s*cc.Stride+m], part[s*m:(s+1)*m])
+			}
+		}
+		sq += part[m*m]
+	}
+	return sq
+}
+
 // smallFederation is the site count below which the coordinator's m×m by
 // m×P products run as row operations: gonum's parallel GEMM splits the long
 // P dimension into many goroutines and allocations, which costs more than
 // the few passes over P that a small federation needs.
 const smallFederation = 8
 
-// mixRows sets dst = lam·src for lam m×m and src, dst m×P.
-func mixRows(dst, lam, src *mat.Dense) {
+// mixRows sets dst = lam·src + k·add for lam m×m and dst, src and add m×P,
+// stored row after row; add may be nil (k is then unused). A small
+// federation's rows are mixed in ranges of columns on all CPUs: every entry
+// is the same sum, lam_s0·src_0 + lam_s1·src_1 + … + k·add_s in that order,
+// however the columns are split.
+func mixRows(dst []float64, lam *mat.Dense, src []float64, k float64, add []float64) {
 	m, _ := lam.Dims()
+	P := len(dst) / m
 	if m >= smallFederation {
-		dst.Mul(lam, src)
+		mat.NewDense(m, P, dst).Mul(lam, mat.NewDense(m, P, src))
+		if add != nil {
+			floats.AddScaled(dst, k, add)
+		}
 		return
 	}
-	for s := range m {
-		d := dst.RawRowView(s)
-		floats.ScaleTo(d, lam.At(s, 0), src.RawRowView(0))
-		for v := 1; v < m; v++ {
-			if l := lam.At(s, v); l != 0 {
-				floats.AddScaled(d, l, src.RawRowView(v))
+	parallelRange(P, parallelGrain, 8, func(lo, hi int) {
+		for s := range m {
+			d := dst[s*P+lo : s*P+hi]
+			floats.ScaleTo(d, lam.At(s, 0), src[lo:hi])
+			for v := 1; v < m; v++ {
+				if l := lam.At(s, v); l != 0 {
+					floats.AddScaled(d, l, src[v*P+lo:v*P+hi])
+				}
+			}
+			if add != nil {
+				floats.AddScaled(d, k, add[s*P+lo:s*P+hi])
 			}
 		}
-	}
+	})
 }
 
-// innerRows sets dst = a·bᵀ for a, b m×P: dst_sv = ⟨a_s, b_v⟩.
-func innerRows(dst, a, b *mat.Dense) {
-	m, _ := a.Dims()
+// innerRows sets dst = a·bᵀ for a, b m×P stored row after row:
+// dst_sv = ⟨a_s, b_v⟩.
+func innerRows(dst *mat.Dense, a, b []float64) {
+	m, _ := dst.Dims()
+	P := len(a) / m
 	if m >= smallFederation {
-		dst.Mul(a, b.T())
+		dst.Mul(mat.NewDense(m, P, a), mat.NewDense(m, P, b).T())
 		return
 	}
 	for s := range m {
 		for v := range m {
-			dst.Set(s, v, floats.Dot(a.RawRowView(s), b.RawRowView(v)))
+			dst.Set(s, v, floats.Dot(a[s*P:(s+1)*P], b[v*P:(v+1)*P]))
 		}
 	}
 }

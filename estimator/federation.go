@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -92,26 +93,24 @@ func Round(ctx context.Context, c *Coordinator, sites []*Site, workers int, outs
 		return errors.New("estimator: training has finished")
 	}
 	errs := make([]error, len(sites))
-	if workers <= 1 {
-		for s, site := range sites {
-			outs[s], errs[s] = site.Compute(ctx, ins[s])
+	// Workers take the next site until none is left; the calling goroutine
+	// is one of them.
+	var next atomic.Int64
+	work := func() {
+		for {
+			s := int(next.Add(1) - 1)
+			if s >= len(sites) {
+				return
+			}
+			outs[s], errs[s] = sites[s].Compute(ctx, ins[s])
 		}
-	} else {
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for range workers {
-			wg.Go(func() {
-				for s := range next {
-					outs[s], errs[s] = sites[s].Compute(ctx, ins[s])
-				}
-			})
-		}
-		for s := range sites {
-			next <- s
-		}
-		close(next)
-		wg.Wait()
 	}
+	var wg sync.WaitGroup
+	for range min(workers, len(sites)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"math"
+	"math/rand/v2"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -20,6 +21,7 @@ const (
 // draws. Draw j of row i is row j·n+i of the nM-row matrices.
 type latentWork struct {
 	m      int
+	enc    latentEncoder
 	dec    *rffLayer  // nM rows, on z
 	mq     *mat.Dense // n×dz encoder means
 	dmq    *mat.Dense // n×dz
@@ -31,6 +33,9 @@ type latentWork struct {
 	o, do  *mat.Dense // nM×(3+dx) decoder outputs and ∂J/∂outputs
 	gdec   *mat.Dense // 2D×(3+dx)
 	sq     []float64  // dz: s_q = e^r
+	gemm   gemm       // products with the weights
+	pcg    *rand.PCG  // the noise generator, reseeded for every key
+	rng    *rand.Rand // draws from pcg
 }
 
 func (s *Site) latentWork() *latentWork {
@@ -55,7 +60,121 @@ func (s *Site) latentWork() *latentWork {
 		gdec: mat.NewDense(twoD, decX+dx, nil),
 		sq:   make([]float64, dz),
 	}
+	s.lat.enc = s.newLatentEncoder()
 	return s.lat
+}
+
+// latentEncoder is the encoder's feature map φ_q on the site's fixed rows
+// u_i = [x_i, y_i], arranged so that each arm's means m = φ_q·W_q and the
+// derivative of φ_q with respect to its log-scale a_q come from one product.
+//
+// With A = e^a·U·Ω0, ∂φ_q/∂a = e^a·ψ where, column for column of φ_q,
+// ψ = [−φ_sin ⊙ UΩ0, φ_cos ⊙ UΩ0, 0] (the linear features do not depend on
+// a). Back-propagation needs ∂J/∂a = Σ ∂J/∂φ ⊙ ∂φ/∂a with ∂J/∂φ = dM·W_qᵀ,
+// which is e^a·⟨dM, ψ·W_q⟩: ψ·W_q costs what M = φ·W_q costs and is computed
+// with it, instead of forming the n×2D matrix dM·W_qᵀ in the backward pass.
+type latentEncoder struct {
+	D     int
+	pre   *mat.Dense // n×D: U·Ω0, fixed
+	u     *mat.Dense // 2n×Out: per arm (control first), its rows of φ, then of ψ
+	um    *mat.Dense // 2n×dz: u·W_q of the arm, rows as in u
+	scale float64    // e^a of the last forward pass
+}
+
+func (s *Site) newLatentEncoder() latentEncoder {
+	fm := s.setup.Maps[mapEncoder]
+	_, D := fm.Omega0.Dims()
+	_, dx := s.x.Dims()
+	in := mat.NewDense(s.n, dx+1, nil)
+	in.Slice(0, s.n, 0, dx).(*mat.Dense).Copy(s.x)
+	in.SetCol(dx, s.y)
+	e := latentEncoder{
+		D:   D,
+		pre: mat.NewDense(s.n, D, nil),
+		u:   mat.NewDense(2*s.n, fm.Out(), nil),
+		um:  mat.NewDense(2*s.n, s.setup.Config.Latent, nil),
+	}
+	var g gemm
+	g.mul(view(e.pre), view(in), view(fm.Omega0))
+	if c := fm.linScale(); c != 0 {
+		for i := range s.n {
+			phi, _ := s.encRows(i)
+			row := e.u.RawRowView(phi)[2*D:]
+			for j, v := range in.RawRowView(i) {
+				row[j] = c * v
+			}
+		}
+	}
+	return e
+}
+
+// encRows returns the rows of latentEncoder.u (and um) that hold φ and ψ of
+// the site's row i (arm-sorted): arm a's rows, from r_a on, have their φ
+// from 2r_a and their ψ after those.
+func (s *Site) encRows(i int) (phi, psi int) {
+	if i < s.n0 {
+		return i, s.n0 + i
+	}
+	return s.n0 + i, s.n + i
+}
+
+// encArm returns the rows [lo, hi) of u and um that belong to arm arm, and
+// its number of rows: φ rows are [lo, lo+rows), ψ rows [lo+rows, hi).
+func (s *Site) encArm(arm int) (lo, hi, rows int) {
+	if arm == 0 {
+		return 0, 2 * s.n0, s.n0
+	}
+	return 2 * s.n0, 2 * s.n, s.n - s.n0
+}
+
+// forward evaluates φ and ψ at log-scale a and the arms' products with their
+// weights q[0], q[1], and copies the means into mq (n×dz, arm-sorted rows).
+func (e *latentEncoder) forward(s *Site, g *gemm, a float64, q [2]strided, mq *mat.Dense) {
+	D := e.D
+	e.scale = math.Exp(a)
+	c := 1 / math.Sqrt(float64(D))
+	for i := range s.n {
+		fi, pi := s.encRows(i)
+		p := e.pre.RawRowView(i)
+		phi, psi := e.u.RawRowView(fi), e.u.RawRowView(pi)
+		sincosKernel(phi[:D], phi[D:2*D], p, e.scale, c)
+		pc, ps := psi[:D], psi[D:2*D]
+		fc, fs := phi[:D], phi[D:2*D]
+		for j, v := range p[:D] {
+			pc[j] = -fs[j] * v
+			ps[j] = fc[j] * v
+		}
+	}
+	u, um := view(e.u), view(e.um)
+	for arm := range 2 {
+		lo, hi, _ := s.encArm(arm)
+		g.mul(um.block(lo, hi, 0, um.cols), u.block(lo, hi, 0, u.cols), q[arm])
+	}
+	for i := range s.n {
+		fi, _ := s.encRows(i)
+		copy(mq.RawRowView(i), e.um.RawRowView(fi))
+	}
+}
+
+// backward takes dmq = ∂J/∂m (n×dz, arm-sorted rows), stores ∂J/∂W_q of
+// each arm in grads[arm] and returns ∂J/∂a.
+func (e *latentEncoder) backward(s *Site, g *gemm, dmq *mat.Dense, grads [2]*mat.Dense) float64 {
+	u := view(e.u)
+	dm0, dm1 := s.armRows(view(dmq))
+	dm := [2]strided{dm0, dm1}
+	var da float64
+	for arm := range 2 {
+		lo, _, rows := s.encArm(arm)
+		// An arm without rows sums over none: its gradient is zero.
+		g.mul(view(grads[arm]), u.block(lo, lo+rows, 0, u.cols).t(), dm[arm])
+		for r := range rows {
+			d := dm[arm].data[r*dm[arm].rs : r*dm[arm].rs+dm[arm].cols]
+			for k, v := range e.um.RawRowView(lo + rows + r)[:len(d)] {
+				da += d[k] * v
+			}
+		}
+	}
+	return da * e.scale
 }
 
 // drawNoise fills eps with the standard normal draws of key: draw-major,
@@ -66,7 +185,14 @@ func (s *Site) drawNoise(lw *latentWork, key uint64) {
 	if lw.epsSet && lw.epsKey == key {
 		return
 	}
-	rng := newRand(s.setup.Config.Seed, streamLatent, uint64(s.index), key)
+	// One generator per site, reseeded for each key rather than made anew,
+	// keeps rounds allocation-free.
+	if lw.rng == nil {
+		lw.pcg = new(rand.PCG)
+		lw.rng = rand.New(lw.pcg)
+	}
+	lw.pcg.Seed(s.setup.Config.Seed, mix(streamLatent, uint64(s.index), key))
+	rng := lw.rng
 	for j := range lw.m {
 		for i := range s.n {
 			row := lw.eps.RawRowView(j*s.n + s.pos[i])
@@ -87,13 +213,6 @@ func (s *Site) drawNoise(lw *latentWork, key uint64) {
 // variance e^{2t} (t shared, as in the outcome model), and
 // KL = ½Σ_k (s_k² + m_ik² − 1 − 2r_k).
 func (s *Site) latent(in *SiteInput, out *SiteOutput) {
-	enc := s.fixedLayer(&s.enc, mapEncoder, func() mat.Matrix {
-		_, dx := s.x.Dims()
-		u := mat.NewDense(s.n, dx+1, nil)
-		u.Slice(0, s.n, 0, dx).(*mat.Dense).Copy(s.x)
-		u.SetCol(dx, s.y)
-		return u
-	})
 	lw := s.latentWork()
 	s.drawNoise(lw, in.Noise)
 	binaryY := s.setup.Schema.BinaryOutcome
@@ -110,16 +229,8 @@ func (s *Site) latent(in *SiteInput, out *SiteOutput) {
 	var sqY float64
 
 	// Encoder.
-	enc.forward(in.Shared["a_q"][0])
-	q0, q1 := in.Weights["q0"], in.Weights["q1"]
-	phiQ0, phiQ1 := s.arms(enc.phi)
-	mq0, mq1 := s.arms(lw.mq)
-	if phiQ0 != nil {
-		mq0.Mul(phiQ0, q0)
-	}
-	if phiQ1 != nil {
-		mq1.Mul(phiQ1, q1)
-	}
+	q := [2]strided{view(in.Weights["q0"]), view(in.Weights["q1"])}
+	lw.enc.forward(s, &lw.gemm, in.Shared["a_q"][0], q, lw.mq)
 	r := in.Shared["r"]
 	var kl float64
 	for k, rk := range r {
@@ -147,7 +258,7 @@ func (s *Site) latent(in *SiteInput, out *SiteOutput) {
 	setCols(lw.wdec, decY1, in.Weights["y1"])
 	setCols(lw.wdec, decW, in.Weights["w"])
 	setCols(lw.wdec, decX, in.Weights["x"])
-	lw.o.Mul(lw.dec.phi, lw.wdec)
+	lw.gemm.mul(view(lw.o), view(lw.dec.phi), view(lw.wdec))
 
 	var nll float64
 	for j := range M {
@@ -187,12 +298,12 @@ func (s *Site) latent(in *SiteInput, out *SiteOutput) {
 	}
 
 	// Decoder gradients.
-	lw.gdec.Mul(lw.dec.phi.T(), lw.do)
+	lw.gemm.mul(view(lw.gdec), view(lw.dec.phi).t(), view(lw.do))
 	getCols(out.Grads["y0"], lw.gdec, decY0)
 	getCols(out.Grads["y1"], lw.gdec, decY1)
 	getCols(out.Grads["w"], lw.gdec, decW)
 	getCols(out.Grads["x"], lw.gdec, decX)
-	lw.dec.dphi.Mul(lw.do, lw.wdec.T())
+	lw.gemm.mul(view(lw.dec.dphi), view(lw.do), view(lw.wdec).t())
 	out.Shared["a_z"][0] = lw.dec.backward(lw.dec.dphi)
 	lw.dec.inputGrad(lw.dz)
 
@@ -213,20 +324,8 @@ func (s *Site) latent(in *SiteInput, out *SiteOutput) {
 			}
 		}
 	}
-	dmq0, dmq1 := s.arms(lw.dmq)
-	dphiQ0, dphiQ1 := s.arms(enc.dphi)
-	g0, g1 := out.Grads["q0"], out.Grads["q1"]
-	g0.Zero()
-	g1.Zero()
-	if phiQ0 != nil {
-		g0.Mul(phiQ0.T(), dmq0)
-		dphiQ0.Mul(dmq0, q0.T())
-	}
-	if phiQ1 != nil {
-		g1.Mul(phiQ1.T(), dmq1)
-		dphiQ1.Mul(dmq1, q1.T())
-	}
-	out.Shared["a_q"][0] = enc.backward(enc.dphi)
+	grads := [2]*mat.Dense{out.Grads["q0"], out.Grads["q1"]}
+	out.Shared["a_q"][0] = lw.enc.backward(s, &lw.gemm, lw.dmq, grads)
 }
 
 // nllTerm returns the negative log-likelihood of v under a unit-variance
@@ -243,11 +342,18 @@ func nllTerm(o, v float64, binary bool) (loss, grad float64) {
 // setCols copies src (r×k) into columns [c, c+k) of dst.
 func setCols(dst *mat.Dense, c int, src *mat.Dense) {
 	r, k := src.Dims()
-	dst.Slice(0, r, c, c+k).(*mat.Dense).Copy(src)
+	copyView(view(dst).block(0, r, c, c+k), view(src))
 }
 
 // getCols copies columns [c, c+k) of src into dst (r×k).
 func getCols(dst *mat.Dense, src *mat.Dense, c int) {
 	r, k := dst.Dims()
-	dst.Copy(src.Slice(0, r, c, c+k))
+	copyView(view(dst), view(src).block(0, r, c, c+k))
+}
+
+// copyView copies src into dst, of the same shape, both with contiguous rows.
+func copyView(dst, src strided) {
+	for i := range dst.rows {
+		copy(dst.data[i*dst.rs:i*dst.rs+dst.cols], src.data[i*src.rs:i*src.rs+src.cols])
+	}
 }

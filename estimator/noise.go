@@ -1,7 +1,5 @@
 package estimator
 
-import "math/rand/v2"
-
 // Stream identifiers keep the random streams of different purposes apart even
 // when they share Config.Seed.
 const (
@@ -21,17 +19,14 @@ func splitmix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// mix combines a stream identifier and keys into one 64-bit value.
+// mix combines a stream identifier and keys into one 64-bit value. The
+// random numbers of this package come from PCG generators seeded with
+// mix(stream, keys...) for their purpose's stream and keys, which is what
+// makes runs reproducible.
 func mix(stream uint64, keys ...uint64) uint64 {
 	h := splitmix64(stream)
 	for _, k := range keys {
 		h = splitmix64(h ^ k)
 	}
 	return h
-}
-
-// newRand returns the generator of one stream. It is the only way random
-// numbers are made in this package, which is what makes runs reproducible.
-func newRand(seed uint64, stream uint64, keys ...uint64) *rand.Rand {
-	return rand.New(rand.NewPCG(seed, mix(stream, keys...)))
 }

@@ -33,6 +33,7 @@ type adam struct {
 	max     int
 	lr      float64
 	lastF   float64
+	params  adamParams // of the current step; adamAVX reads it by pointer
 }
 
 const (
@@ -54,14 +55,46 @@ func (a *adam) tell(f float64, g []float64) (bool, error) {
 	}
 	a.step++
 	a.lastF = f
-	c1 := 1 - math.Pow(adamBeta1, float64(a.step))
-	c2 := 1 - math.Pow(adamBeta2, float64(a.step))
-	for i, gi := range g {
-		a.m[i] = adamBeta1*a.m[i] + (1-adamBeta1)*gi
-		a.v[i] = adamBeta2*a.v[i] + (1-adamBeta2)*gi*gi
-		a.x[i] -= a.lr * (a.m[i] / c1) / (math.Sqrt(a.v[i]/c2) + adamEps)
+	p := &a.params
+	*p = adamParams{
+		beta1: adamBeta1, beta1c: 1 - adamBeta1,
+		beta2: adamBeta2, beta2c: 1 - adamBeta2,
+		lr: a.lr, eps: adamEps,
+		c1: 1 - math.Pow(adamBeta1, float64(a.step)),
+		c2: 1 - math.Pow(adamBeta2, float64(a.step)),
 	}
+	parallelRange(len(g), parallelGrain, 8, func(lo, hi int) {
+		adamKernel(a.x[lo:hi], a.m[lo:hi], a.v[lo:hi], g[lo:hi], p)
+	})
 	return a.step >= a.max, nil
+}
+
+// adamParams are the constants of one Adam step, laid out for adamAVX:
+// the decay rates and their complements, the learning rate, the bias
+// corrections c1 = 1−β1^t and c2 = 1−β2^t, and ε.
+type adamParams struct {
+	beta1, beta1c, beta2, beta2c float64
+	lr, c1, c2, eps              float64
+}
+
+// adamKernel applies one Adam step to x, m and v from the gradient g: adamGo
+// or a vector version of it with identical rounding.
+var adamKernel = adamGo
+
+// adamGo is the Adam update of Kingma and Ba, elementwise:
+//
+//	m ← β1·m + (1−β1)·g,  v ← β2·v + (1−β2)·g²,  x ← x − lr·(m/c1)/(√(v/c2) + ε).
+//
+// The float64 conversions forbid fused multiply-adds, as in kernelGo.
+func adamGo(x, m, v, g []float64, p *adamParams) {
+	n := len(x)
+	m, v, g = m[:n], v[:n], g[:n]
+	for i, gi := range g {
+		mi := float64(p.beta1*m[i]) + float64(p.beta1c*gi)
+		vi := float64(p.beta2*v[i]) + float64(float64(p.beta2c*gi)*gi)
+		m[i], v[i] = mi, vi
+		x[i] -= p.lr * (mi / p.c1) / (math.Sqrt(vi/p.c2) + p.eps)
+	}
 }
 
 // result returns the last point. Its objective was not evaluated; the
@@ -206,7 +239,18 @@ func (l *lbfgs) accept() bool {
 			l.stall = 0
 		}
 	}
-	return l.stall >= stallIterations || floats.Norm(it.Gradient, math.Inf(1)) == 0
+	return l.stall >= stallIterations || allZero(it.Gradient)
+}
+
+// allZero reports whether every element of v is zero: ‖v‖∞ = 0, without a
+// pass over all of v unless it is zero (a NaN is not zero).
+func allZero(v []float64) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // result returns the last accepted iterate, whose objective is known.

@@ -15,7 +15,7 @@ import (
 // so ∂J/∂μ = −(y−μ)e^{−2t} and ∂J/∂t = n − Σ(y−μ)²e^{−2t}. For a binary
 // outcome J^(s) is the Bernoulli negative log-likelihood with logit μ.
 func (s *Site) outcome(in *SiteInput, out *SiteOutput) {
-	l := s.fixedLayer(&s.out, mapOutcome, func() mat.Matrix { return s.x })
+	l := s.fixedLayer(&s.out, mapOutcome, func() *mat.Dense { return s.x })
 	l.forward(in.Shared["a"][0])
 	binary := s.setup.Schema.BinaryOutcome
 

@@ -4,7 +4,7 @@ import "gonum.org/v1/gonum/mat"
 
 // fixedLayer returns the feature layer of map k on inputs that do not change
 // between rounds, building it (and its pre-activations) on first use.
-func (s *Site) fixedLayer(l **rffLayer, k int, input func() mat.Matrix) *rffLayer {
+func (s *Site) fixedLayer(l **rffLayer, k int, input func() *mat.Dense) *rffLayer {
 	if *l == nil {
 		*l = newRFFLayer(s.setup.Maps[k], s.n)
 		(*l).setInput(input())
@@ -19,7 +19,7 @@ func (s *Site) fixedLayer(l **rffLayer, k int, input func() mat.Matrix) *rffLaye
 //
 // with ∂J/∂ℓ = σ(ℓ) − w.
 func (s *Site) propensity(in *SiteInput, out *SiteOutput) {
-	l := s.fixedLayer(&s.prop, mapPropensity, func() mat.Matrix { return s.x })
+	l := s.fixedLayer(&s.prop, mapPropensity, func() *mat.Dense { return s.x })
 	psi := in.Weights["psi"]
 	l.forward(in.Shared["a"][0])
 

@@ -47,11 +47,11 @@ type Site struct {
 	x     *mat.Dense // n×dx standardised covariates, arm-sorted
 	w, y  []float64  // arm-sorted treatments and outcomes (model units)
 
-	prop, out, enc *rffLayer // feature maps on fixed inputs, built lazily
-	lat            *latentWork
-	col            *mat.Dense // n×1 scratch
-	dcol           *mat.Dense // n×1 scratch
-	outs           [3]*SiteOutput
+	prop, out *rffLayer // feature maps on fixed inputs, built lazily
+	lat       *latentWork
+	col       *mat.Dense // n×1 scratch
+	dcol      *mat.Dense // n×1 scratch
+	outs      [3]*SiteOutput
 }
 
 // NewSite prepares site index's rows for training under setup. Rows are
@@ -104,7 +104,7 @@ func (s *Site) Rows() int { return s.n }
 // Release drops the workspaces of the models. The next Compute rebuilds
 // them; a simulated federation of many sites calls it after each model.
 func (s *Site) Release() {
-	s.prop, s.out, s.enc, s.lat = nil, nil, nil, nil
+	s.prop, s.out, s.lat = nil, nil, nil
 	s.outs = [3]*SiteOutput{}
 }
 
@@ -172,6 +172,12 @@ func (s *Site) output(lay *layout) *SiteOutput {
 	}
 	s.outs[lay.kind] = o
 	return o
+}
+
+// armRows returns the control and treated row blocks of v (rows = site
+// rows); a block of an arm without rows has no rows.
+func (s *Site) armRows(v strided) (ctl, trt strided) {
+	return v.block(0, s.n0, 0, v.cols), v.block(s.n0, s.n, 0, v.cols)
 }
 
 // arms returns the control and treated row blocks of m (rows = site rows),

@@ -1,0 +1,183 @@
+package estimator
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// The latent model's rounds are dominated by products of an n×2D feature
+// matrix (n ≈ 25–50 rows of one arm or site) with weight blocks of a few to
+// a hundred columns. gonum's general dgemm builds these from SSE2 axpy and
+// dot kernels of at most 64 elements and starts goroutines for some shapes;
+// gemm below is a small register-blocked product for exactly these shapes.
+//
+// Every entry of the product is computed in the same way whatever the tiling
+// and whichever kernel runs,
+//
+//	C_ij = (…((0 + A_i0·B_0j) + A_i1·B_1j) + …) + A_i,K−1·B_K−1,j,
+//
+// one rounded product and one rounded sum per term, in order of k, without
+// fused multiply-adds. The vector kernel computes each lane exactly as the
+// scalar one does, so results are bit-identical on every CPU and do not
+// depend on the tiling; overlapping tiles (used at the edges) recompute the
+// same values.
+
+// Tile of the micro-kernel: gemmRows rows by gemmCols columns of C.
+const (
+	gemmRows = 4
+	gemmCols = 8
+)
+
+// gemm computes matrix products with a reusable packing buffer. A gemm is
+// not safe for concurrent use; each site's workspaces have their own.
+type gemm struct {
+	pack []float64                    // K×gemmCols: one strip of B, row k contiguous
+	tile [gemmRows * gemmCols]float64 // a tile C cannot take directly
+}
+
+// strided is a matrix view: element (i, j) is data[i*rs + j*cs]. Unlike
+// mat.Dense's Slice and T, taking a strided view, block or transpose
+// allocates nothing, which keeps training rounds allocation-free.
+type strided struct {
+	data       []float64
+	rows, cols int
+	rs, cs     int
+}
+
+// view returns the strided view of m.
+func view(m *mat.Dense) strided {
+	r := m.RawMatrix()
+	return strided{data: r.Data, rows: r.Rows, cols: r.Cols, rs: r.Stride, cs: 1}
+}
+
+// block returns rows [i0, i1) and columns [j0, j1) of m.
+func (m strided) block(i0, i1, j0, j1 int) strided {
+	if i0 < 0 || i1 < i0 || i1 > m.rows || j0 < 0 || j1 < j0 || j1 > m.cols {
+		panic(fmt.Sprintf("estimator: block [%d,%d)×[%d,%d) of a %d×%d matrix", i0, i1, j0, j1, m.rows, m.cols))
+	}
+	if i0 == i1 || j0 == j1 {
+		return strided{rows: i1 - i0, cols: j1 - j0, rs: m.rs, cs: m.cs}
+	}
+	off := i0*m.rs + j0*m.cs
+	end := off + (i1-i0-1)*m.rs + (j1-j0-1)*m.cs + 1
+	return strided{data: m.data[off:end], rows: i1 - i0, cols: j1 - j0, rs: m.rs, cs: m.cs}
+}
+
+// mul sets C = A·B, where C shares storage with neither A nor B. It panics
+// on a shape mismatch, like (*mat.Dense).Mul.
+//
+// The kernel reads B a row at a time and needs each row's columns
+// contiguous; when they are not, a strip of B is first copied ("packed").
+// A product with a transposed right operand, such as dM·Qᵀ with a wide
+// weight block Q, is cheaper computed as (Q·dMᵀ)ᵀ, which packs the small
+// dM instead and writes the result transposed. mul picks whichever copies
+// fewer elements; each entry is the same sum in the same order either way.
+func (g *gemm) mul(C, A, B strided) {
+	M, K, N := A.rows, A.cols, B.cols
+	if B.rows != K || C.rows != M || C.cols != N {
+		panic(fmt.Sprintf("estimator: gemm of %d×%d by %d×%d into %d×%d", A.rows, A.cols, B.rows, B.cols, C.rows, C.cols))
+	}
+	if M == 0 || N == 0 {
+		return
+	}
+	if packCost(B, K, N) > packCost(A.t(), K, M)+M*N {
+		g.run(B.t(), A.t(), C.t())
+		return
+	}
+	g.run(A, B, C)
+}
+
+// t returns the transpose of m, sharing its storage.
+func (m strided) t() strided {
+	return strided{data: m.data, rows: m.cols, cols: m.rows, rs: m.cs, cs: m.rs}
+}
+
+// packCost returns how many elements of the right operand b (K×N) run packs.
+func packCost(b strided, K, N int) int {
+	if b.cs == 1 && N >= gemmCols {
+		return 0
+	}
+	return K * N
+}
+
+// run sets C = A·B for strided operands, one strip of gemmCols columns of C
+// at a time and, within a strip, one tile of gemmRows rows at a time. A
+// last partial strip or tile is moved back to overlap the previous one when
+// the matrix is large enough, so that tiles are always whole; only a C with
+// fewer than gemmRows rows or gemmCols columns, or with non-contiguous rows,
+// goes through the tile buffer.
+func (g *gemm) run(A, B, C strided) {
+	M, K, N := A.rows, A.cols, B.cols
+	direct := packCost(B, K, N) == 0
+	if !direct && cap(g.pack) < K*gemmCols {
+		g.pack = make([]float64, K*gemmCols)
+	}
+	for j0 := 0; j0 < N; j0 += gemmCols {
+		if j0+gemmCols > N && N >= gemmCols {
+			j0 = N - gemmCols
+		}
+		nc := min(gemmCols, N-j0)
+		b, bi, brs := B.data, j0, B.rs
+		if !direct {
+			b, bi, brs = g.pack[:K*gemmCols], 0, gemmCols
+			for k := range K {
+				p := b[k*gemmCols : (k+1)*gemmCols]
+				off := k*B.rs + j0*B.cs
+				for j := range nc {
+					p[j] = B.data[off+j*B.cs]
+				}
+				clear(p[nc:])
+			}
+		}
+		if C.cs == 1 && nc == gemmCols && M >= gemmRows {
+			for i0 := 0; i0 < M; i0 += gemmRows {
+				i0 = min(i0, M-gemmRows)
+				kernel(K, A.data, i0*A.rs, A.rs, A.cs, b, bi, brs, C.data, i0*C.rs+j0, C.rs)
+			}
+			continue
+		}
+		// Through the tile buffer: whole tiles if M allows, otherwise one
+		// row at a time (ars = 0: the kernel's four rows all read row i0).
+		nr, ars := gemmRows, A.rs
+		if M < gemmRows {
+			nr, ars = 1, 0
+		}
+		for i0 := 0; i0 < M; i0 += nr {
+			i0 = min(i0, M-nr)
+			kernel(K, A.data, i0*A.rs, ars, A.cs, b, bi, brs, g.tile[:], 0, gemmCols)
+			for r := range nr {
+				ci := (i0+r)*C.rs + j0*C.cs
+				for j, v := range g.tile[r*gemmCols : r*gemmCols+nc] {
+					C.data[ci+j*C.cs] = v
+				}
+			}
+		}
+	}
+}
+
+// kernel computes one gemmRows×gemmCols tile,
+//
+//	c[ci + r*crs + j] = Σ_k a[ai + r*ars + k*acs] · b[bi + k*brs + j],
+//
+// for r < gemmRows, j < gemmCols, summing in order of k as described above.
+// It is kernelAVX where the CPU and OS support AVX, kernelGo otherwise.
+var kernel = kernelGo
+
+// kernelGo is the portable micro-kernel. The explicit float64 conversions
+// forbid fusing the multiply and add into an FMA (which the Go compiler does
+// on some architectures), so that every platform rounds alike.
+func kernelGo(K int, a []float64, ai, ars, acs int, b []float64, bi, brs int, c []float64, ci, crs int) {
+	for r := range gemmRows {
+		var acc [gemmCols]float64
+		p := ai + r*ars
+		for k := range K {
+			av := a[p+k*acs]
+			bk := b[bi+k*brs : bi+k*brs+gemmCols]
+			for j, bv := range bk {
+				acc[j] += float64(av * bv)
+			}
+		}
+		copy(c[ci+r*crs:ci+r*crs+gemmCols], acc[:])
+	}
+}

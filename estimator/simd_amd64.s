@@ -1,0 +1,232 @@
+#include "textflag.h"
+
+// ROW accumulates row r of the tile: broadcast A(r,k) from (ptr) and add
+// its products with the row k of B (Y8, Y9) to the row's accumulators.
+#define ROW(ptr, acc0, acc1) \
+	VBROADCASTSD (ptr)(AX*1), Y10; \
+	VMULPD       Y8, Y10, Y11;    \
+	VADDPD       Y11, acc0, acc0; \
+	VMULPD       Y9, Y10, Y12;    \
+	VADDPD       Y12, acc1, acc1
+
+// func kernel4x8AVX(k int, a *float64, ars, acs int, b *float64, brs int, c *float64, crs int)
+//
+// Y0..Y7 hold the 4×8 tile, two registers a row; each k adds A(r,k)·B(k,:)
+// with a separate multiply and add (no FMA), as kernelGo does.
+TEXT ·kernel4x8AVX(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), R8
+	MOVQ ars+16(FP), DX
+	MOVQ acs+24(FP), BX
+	MOVQ b+32(FP), SI
+	MOVQ brs+40(FP), R13
+	MOVQ c+48(FP), DI
+	MOVQ crs+56(FP), R12
+	LEAQ (R8)(DX*1), R9
+	LEAQ (R9)(DX*1), R10
+	LEAQ (R10)(DX*1), R11
+	XORQ AX, AX // offset of column k in A's rows
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	TESTQ CX, CX
+	JZ    store
+
+loop:
+	VMOVUPD (SI), Y8
+	VMOVUPD 32(SI), Y9
+	ROW(R8, Y0, Y1)
+	ROW(R9, Y2, Y3)
+	ROW(R10, Y4, Y5)
+	ROW(R11, Y6, Y7)
+	ADDQ R13, SI
+	ADDQ BX, AX
+	DECQ CX
+	JNZ  loop
+
+store:
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	ADDQ    R12, DI
+	VMOVUPD Y2, (DI)
+	VMOVUPD Y3, 32(DI)
+	ADDQ    R12, DI
+	VMOVUPD Y4, (DI)
+	VMOVUPD Y5, 32(DI)
+	ADDQ    R12, DI
+	VMOVUPD Y6, (DI)
+	VMOVUPD Y7, 32(DI)
+	VZEROUPPER
+	RET
+
+// func adamAVX(x, m, v, grad *float64, n int, p *adamParams)
+//
+// Four parameters at a time, the operations of adamGo in its order: the
+// same IEEE multiplies, adds, divides and square roots lane by lane.
+TEXT ·adamAVX(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), DI
+	MOVQ         m+8(FP), SI
+	MOVQ         v+16(FP), DX
+	MOVQ         grad+24(FP), BX
+	MOVQ         n+32(FP), CX
+	MOVQ         p+40(FP), AX
+	VBROADCASTSD 0(AX), Y8   // β1
+	VBROADCASTSD 8(AX), Y9   // 1−β1
+	VBROADCASTSD 16(AX), Y10 // β2
+	VBROADCASTSD 24(AX), Y11 // 1−β2
+	VBROADCASTSD 32(AX), Y12 // lr
+	VBROADCASTSD 40(AX), Y13 // c1
+	VBROADCASTSD 48(AX), Y14 // c2
+	VBROADCASTSD 56(AX), Y15 // ε
+	XORQ         R8, R8
+	SHLQ         $3, CX
+	TESTQ        CX, CX
+	JZ           adamdone
+
+adamloop:
+	VMOVUPD (BX)(R8*1), Y0     // g
+	VMULPD  (SI)(R8*1), Y8, Y1 // β1·m
+	VMULPD  Y0, Y9, Y2         // (1−β1)·g
+	VADDPD  Y2, Y1, Y1         // m'
+	VMOVUPD Y1, (SI)(R8*1)
+	VMULPD  (DX)(R8*1), Y10, Y3 // β2·v
+	VMULPD  Y0, Y11, Y4         // (1−β2)·g
+	VMULPD  Y0, Y4, Y4          // (1−β2)·g·g
+	VADDPD  Y4, Y3, Y3          // v'
+	VMOVUPD Y3, (DX)(R8*1)
+	VDIVPD  Y13, Y1, Y1         // m'/c1
+	VMULPD  Y1, Y12, Y1         // lr·(m'/c1)
+	VDIVPD  Y14, Y3, Y3         // v'/c2
+	VSQRTPD Y3, Y3
+	VADDPD  Y15, Y3, Y3         // √(v'/c2) + ε
+	VDIVPD  Y3, Y1, Y1
+	VMOVUPD (DI)(R8*1), Y5
+	VSUBPD  Y1, Y5, Y5
+	VMOVUPD Y5, (DI)(R8*1)
+	ADDQ    $32, R8
+	CMPQ    R8, CX
+	JLT     adamloop
+
+adamdone:
+	VZEROUPPER
+	RET
+
+// Offsets into sincosTable: each constant four times, one per lane.
+#define FOUR_PI 0
+#define PI4A 32
+#define PI4B 64
+#define PI4C 96
+#define ONE 128
+#define HALF 160
+#define COS0 192
+#define SIN0 384
+#define ABS 576
+#define SIGN 608
+#define BIG 640
+#define ONES32 672
+
+// func sincosAVX2(cos, sin, x *float64, n int, scale, c float64, tab *sincosTable) (slow int)
+//
+// For four x at a time: cos ← c·cos(scale·x), sin ← c·sin(scale·x), by the
+// operations of sincos (math.Sincos's Cody–Waite reduction by π/4 and Cephes
+// polynomials) in the same order, the branches on the octant replaced by
+// blends and sign flips. The result is nonzero if any scale·x was NaN,
+// ±Inf or at least 2^29 in magnitude, which sincos leaves to math.Sincos:
+// the caller then recomputes those values.
+TEXT ·sincosAVX2(SB), NOSPLIT, $0-64
+	MOVQ         cos+0(FP), DI
+	MOVQ         sin+8(FP), SI
+	MOVQ         x+16(FP), BX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSD scale+32(FP), Y14
+	VBROADCASTSD c+40(FP), Y15
+	MOVQ         tab+48(FP), AX
+	XORQ         R9, R9 // slow lanes
+	XORQ         R8, R8
+	SHLQ         $3, CX
+	TESTQ        CX, CX
+	JZ           sincosdone
+
+sincosloop:
+	VMOVUPD    (BX)(R8*1), Y0
+	VMULPD     Y14, Y0, Y0       // x = scale·v
+	VANDPD     ABS(AX), Y0, Y1   // |x|
+	VCMPPD     $5, BIG(AX), Y1, Y2 // not |x| < 2^29 (or NaN)
+	VMOVMSKPD  Y2, R10
+	ORQ        R10, R9
+	VMULPD     FOUR_PI(AX), Y1, Y2
+	VCVTTPD2DQY Y2, X3           // j = int(|x|·4/π)
+	VPAND      ONES32(AX), X3, X4
+	VPADDD     X4, X3, X3        // j += j&1: zeros to the origin
+	VCVTDQ2PD  X3, Y5            // y = float(j)
+	VPMOVZXDQ  X3, Y6            // j, one per 64-bit lane
+	VMULPD     PI4A(AX), Y5, Y7
+	VSUBPD     Y7, Y1, Y7
+	VMULPD     PI4B(AX), Y5, Y8
+	VSUBPD     Y8, Y7, Y7
+	VMULPD     PI4C(AX), Y5, Y8
+	VSUBPD     Y8, Y7, Y7        // z = ((|x| − y·PI4A) − y·PI4B) − y·PI4C
+	VMULPD     Y7, Y7, Y8        // zz
+
+	VMULPD     COS0(AX), Y8, Y9
+	VADDPD     COS0+32(AX), Y9, Y9
+	VMULPD     Y8, Y9, Y9
+	VADDPD     COS0+64(AX), Y9, Y9
+	VMULPD     Y8, Y9, Y9
+	VADDPD     COS0+96(AX), Y9, Y9
+	VMULPD     Y8, Y9, Y9
+	VADDPD     COS0+128(AX), Y9, Y9
+	VMULPD     Y8, Y9, Y9
+	VADDPD     COS0+160(AX), Y9, Y9
+	VMULPD     Y8, Y8, Y10
+	VMULPD     Y9, Y10, Y9       // zz·zz·P
+	VMULPD     HALF(AX), Y8, Y10
+	VMOVUPD    ONE(AX), Y11
+	VSUBPD     Y10, Y11, Y11     // 1 − 0.5·zz
+	VADDPD     Y9, Y11, Y9       // C = cos z
+
+	VMULPD     SIN0(AX), Y8, Y10
+	VADDPD     SIN0+32(AX), Y10, Y10
+	VMULPD     Y8, Y10, Y10
+	VADDPD     SIN0+64(AX), Y10, Y10
+	VMULPD     Y8, Y10, Y10
+	VADDPD     SIN0+96(AX), Y10, Y10
+	VMULPD     Y8, Y10, Y10
+	VADDPD     SIN0+128(AX), Y10, Y10
+	VMULPD     Y8, Y10, Y10
+	VADDPD     SIN0+160(AX), Y10, Y10
+	VMULPD     Y8, Y7, Y11
+	VMULPD     Y10, Y11, Y10     // z·zz·Q
+	VADDPD     Y10, Y7, Y10      // S = sin z
+
+	// The octant j&7 is 0, 2, 4 or 6. Bit 1 of j swaps sine and cosine;
+	// the sine's sign flips with bit 2 and the sign of x, the cosine's
+	// with bit 1 xor bit 2. Shifted to bit 63 they are blend masks and
+	// sign bits.
+	VPSLLQ     $62, Y6, Y11
+	VPSLLQ     $61, Y6, Y2
+	VBLENDVPD  Y11, Y9, Y10, Y12 // sin = swap ? C : S
+	VBLENDVPD  Y11, Y10, Y9, Y13 // cos = swap ? S : C
+	VXORPD     Y2, Y11, Y11
+	VANDPD     SIGN(AX), Y11, Y11
+	VXORPD     Y11, Y13, Y13
+	VXORPD     Y0, Y2, Y2
+	VANDPD     SIGN(AX), Y2, Y2
+	VXORPD     Y2, Y12, Y12
+	VMULPD     Y15, Y13, Y13
+	VMULPD     Y15, Y12, Y12
+	VMOVUPD    Y13, (DI)(R8*1)
+	VMOVUPD    Y12, (SI)(R8*1)
+	ADDQ       $32, R8
+	CMPQ       R8, CX
+	JLT        sincosloop
+
+sincosdone:
+	VZEROUPPER
+	MOVQ R9, slow+56(FP)
+	RET
