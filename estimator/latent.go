@@ -83,11 +83,16 @@ func (s *Site) drawNoise(lw *latentWork, key uint64) {
 //	J^(s) = Σ_i [ (1/M)Σ_j −log p(y_i, w_i, x_i | z_ij) + KL(q_i ‖ N(0,I)) ],
 //	z_ij = m_i + s_q ⊙ ε_ij,   m_i = φ_q([x_i, y_i])ᵀW_q{w_i},   s_q = e^r,
 //
-// where the Gaussian terms drop their constant ½·log 2π, a continuous y has
+// or m_i = φ_q(x_i)ᵀW_q for a binary outcome (Setup.EncodesOutcome), where
+// the Gaussian terms drop their constant ½·log 2π, a continuous y has
 // variance e^{2t} (t shared, as in the outcome model), and
 // KL = ½Σ_k (s_k² + m_ik² − 1 − 2r_k).
 func (s *Site) latent(in *SiteInput, out *SiteOutput) {
+	byArm := s.setup.EncodesOutcome()
 	enc := s.fixedLayer(&s.enc, mapEncoder, func() mat.Matrix {
+		if !byArm {
+			return s.x
+		}
 		_, dx := s.x.Dims()
 		u := mat.NewDense(s.n, dx+1, nil)
 		u.Slice(0, s.n, 0, dx).(*mat.Dense).Copy(s.x)
@@ -114,11 +119,16 @@ func (s *Site) latent(in *SiteInput, out *SiteOutput) {
 	q0, q1 := in.Weights["q0"], in.Weights["q1"]
 	phiQ0, phiQ1 := s.arms(enc.phi)
 	mq0, mq1 := s.arms(lw.mq)
-	if phiQ0 != nil {
-		mq0.Mul(phiQ0, q0)
-	}
-	if phiQ1 != nil {
-		mq1.Mul(phiQ1, q1)
+	switch {
+	case !byArm:
+		lw.mq.Mul(enc.phi, in.Weights["q"])
+	default:
+		if phiQ0 != nil {
+			mq0.Mul(phiQ0, q0)
+		}
+		if phiQ1 != nil {
+			mq1.Mul(phiQ1, q1)
+		}
 	}
 	r := in.Shared["r"]
 	var kl float64
@@ -212,6 +222,12 @@ func (s *Site) latent(in *SiteInput, out *SiteOutput) {
 				dr[k] += g * erow[k] * lw.sq[k]
 			}
 		}
+	}
+	if !byArm {
+		out.Grads["q"].Mul(enc.phi.T(), lw.dmq)
+		enc.dphi.Mul(lw.dmq, in.Weights["q"].T())
+		out.Shared["a_q"][0] = enc.backward(enc.dphi)
+		return
 	}
 	dmq0, dmq1 := s.arms(lw.dmq)
 	dphiQ0, dphiQ1 := s.arms(enc.dphi)
