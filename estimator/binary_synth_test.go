@@ -13,13 +13,15 @@ import (
 
 // TestSynthBinaryOutcomeATE is the binary-outcome acceptance of issue 3 on
 // the synth package's binary design: three sources of 1000 rows, the
-// estimated ATE of source 1 within 0.05 of the true mean risk difference.
-// It is slow, so it runs only with CRFFD_ACCEPTANCE set.
+// estimated ATE of source 1 within 0.05 of the true mean risk difference,
+// for seeds 1, 2 and 3 (one fit each; no seed was chosen by its result).
+// It is slow, so it runs only with CRFFD_ACCEPTANCE set; a fit takes one to
+// four minutes on two cores, so give it -timeout 30m.
 func TestSynthBinaryOutcomeATE(t *testing.T) {
 	if testing.Short() || getenv("CRFFD_ACCEPTANCE") == "" {
 		t.Skip("slow acceptance check: set CRFFD_ACCEPTANCE=1 to run")
 	}
-	for _, seed := range []uint64{2} {
+	for _, seed := range []uint64{1, 2, 3} {
 		src, err := synth.Generate(synth.Design{Sources: 3, Rows: 1000, Seed: seed, BinaryOutcome: true})
 		if err != nil {
 			t.Fatal(err)

@@ -32,7 +32,10 @@ const effectChunk = 4096
 // site's weights. For each row it draws Config.Samples samples
 // w_l ~ p(w|x), y_l ~ p(y|x,w_l), z_l ~ q(z|x,y_l,w_l) (refined by
 // Config.MHSteps independence Metropolis–Hastings steps when positive), and
-// ŷa_l = f_ya(z_l). The draws of row i come from PCG(Seed,
+// ŷa_l = f_ya(z_l). For a binary outcome the encoder is q(z|x)
+// (Setup.EncodesOutcome), so z_l is drawn from it directly; w_l and y_l
+// then serve only in the Metropolis–Hastings target
+// p(y_l|w_l,z)p(w_l|z)p(x|z)N(z). The draws of row i come from PCG(Seed,
 // mix(streamEffects, site, i)) alone, so results are reproducible and do not
 // depend on the other rows scored.
 func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, error) {
@@ -126,7 +129,7 @@ type scorer struct {
 	site   int
 	x      *mat.Dense // n×dx standardised covariates
 	preX   *mat.Dense // n×D: x·Ω_enc[:dx], the y-free part of the encoder input
-	omegaY []float64  // D: the encoder frequencies of y
+	omegaY []float64  // D: the encoder frequencies of y; nil when it reads x alone
 	aq, az float64
 	sq     []float64 // dz
 	lw     map[string]*mat.Dense
@@ -158,13 +161,12 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 	enc := setup.Maps[mapEncoder].Omega0
 	sc := &scorer{
 		setup: setup, site: site, x: x,
-		preX:   mat.NewDense(n, D, nil),
-		omegaY: mat.Row(nil, dx, enc),
-		aq:     m.Latent.Shared["a_q"][0],
-		az:     m.Latent.Shared["a_z"][0],
-		sq:     make([]float64, dz),
-		lw:     m.Latent.Weights[site],
-		w:      make([]float64, R), y: make([]float64, R),
+		preX: mat.NewDense(n, D, nil),
+		aq:   m.Latent.Shared["a_q"][0],
+		az:   m.Latent.Shared["a_z"][0],
+		sq:   make([]float64, dz),
+		lw:   m.Latent.Weights[site],
+		w:    make([]float64, R), y: make([]float64, R),
 		eps:  mat.NewDense(R, dz, nil),
 		phiQ: mat.NewDense(R, setup.Maps[mapEncoder].Out(), nil),
 		mq:   mat.NewDense(R, dz, nil),
@@ -178,6 +180,9 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 	}
 	if t, ok := m.Latent.Shared["t"]; ok {
 		sc.invVarY = math.Exp(-2 * t[0])
+	}
+	if setup.EncodesOutcome() {
+		sc.omegaY = mat.Row(nil, dx, enc)
 	}
 	sc.preX.Mul(x, enc.Slice(0, dx, 0, D))
 	for k, r := range m.Latent.Shared["r"] {
@@ -236,16 +241,29 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 				sc.eps.Set(k, j, rng.NormFloat64())
 			}
 			row := sc.phiQ.RawRowView(k)
-			for j, p := range px {
-				s, co := math.Sincos(scale * (p + y*sc.omegaY[j]))
-				row[j], row[D+j] = c*co, c*s
+			switch {
+			case sc.omegaY == nil && l > 0:
+				// q(z|x): every sample of the row has the same features.
+				copy(row, sc.phiQ.RawRowView(k-1))
+			case sc.omegaY == nil:
+				for j, p := range px {
+					s, co := math.Sincos(scale * p)
+					row[j], row[D+j] = c*co, c*s
+				}
+			default:
+				for j, p := range px {
+					s, co := math.Sincos(scale * (p + y*sc.omegaY[j]))
+					row[j], row[D+j] = c*co, c*s
+				}
 			}
-			if lin > 0 {
+			if lin > 0 && (sc.omegaY != nil || l == 0) {
 				lrow := row[2*D:]
 				for j, v := range sc.x.RawRowView(i) {
 					lrow[j] = lin * v
 				}
-				lrow[len(lrow)-1] = lin * y
+				if sc.omegaY != nil {
+					lrow[len(lrow)-1] = lin * y
+				}
 			}
 			if w == 1 {
 				sc.arm1 = append(sc.arm1, k)
@@ -254,8 +272,12 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 			}
 		}
 	}
-	sc.encode(sc.arm0, sc.lw["q0"])
-	sc.encode(sc.arm1, sc.lw["q1"])
+	if sc.omegaY == nil {
+		sc.mq.Slice(0, R, 0, dz).(*mat.Dense).Mul(sc.phiQ.Slice(0, R, 0, sc.phiQ.RawMatrix().Cols), sc.lw["q"])
+	} else {
+		sc.encode(sc.arm0, sc.lw["q0"])
+		sc.encode(sc.arm1, sc.lw["q1"])
+	}
 	z := sc.z.Slice(0, R, 0, dz).(*mat.Dense)
 	for k := range R {
 		zr, mr, er := sc.z.RawRowView(k), sc.mq.RawRowView(k), sc.eps.RawRowView(k)

@@ -65,8 +65,11 @@ func (s *Site) latentWork() *latentWork {
 }
 
 // latentEncoder is the encoder's feature map φ_q on the site's fixed rows
-// u_i = [x_i, y_i], arranged so that each arm's means m = φ_q·W_q and the
-// derivative of φ_q with respect to its log-scale a_q come from one product.
+// u_i = [x_i, y_i] (or x_i alone for a binary outcome; see
+// Setup.EncodesOutcome), arranged so that each weight block's means
+// m = φ_q·W_q and the derivative of φ_q with respect to its log-scale a_q
+// come from one product. The rows form groups, one per weight block: the
+// two arms for q0 and q1, or all rows for the single block q.
 //
 // With A = e^a·U·Ω0, ∂φ_q/∂a = e^a·ψ where, column for column of φ_q,
 // ψ = [−φ_sin ⊙ UΩ0, φ_cos ⊙ UΩ0, 0] (the linear features do not depend on
@@ -75,30 +78,38 @@ func (s *Site) latentWork() *latentWork {
 // with it, instead of forming the n×2D matrix dM·W_qᵀ in the backward pass.
 type latentEncoder struct {
 	D     int
+	byArm bool       // one weight block per arm (q0, q1) rather than one (q)
 	pre   *mat.Dense // n×D: U·Ω0, fixed
-	u     *mat.Dense // 2n×Out: per arm (control first), its rows of φ, then of ψ
-	um    *mat.Dense // 2n×dz: u·W_q of the arm, rows as in u
+	u     *mat.Dense // 2n×Out: per group (control first), its rows of φ, then of ψ
+	um    *mat.Dense // 2n×dz: u·W_q of the group, rows as in u
 	scale float64    // e^a of the last forward pass
 }
 
 func (s *Site) newLatentEncoder() latentEncoder {
 	fm := s.setup.Maps[mapEncoder]
 	_, D := fm.Omega0.Dims()
-	_, dx := s.x.Dims()
-	in := mat.NewDense(s.n, dx+1, nil)
-	in.Slice(0, s.n, 0, dx).(*mat.Dense).Copy(s.x)
-	in.SetCol(dx, s.y)
+	var in *mat.Dense
+	byArm := s.setup.EncodesOutcome()
+	if byArm {
+		_, dx := s.x.Dims()
+		in = mat.NewDense(s.n, dx+1, nil)
+		in.Slice(0, s.n, 0, dx).(*mat.Dense).Copy(s.x)
+		in.SetCol(dx, s.y)
+	} else {
+		in = s.x
+	}
 	e := latentEncoder{
-		D:   D,
-		pre: mat.NewDense(s.n, D, nil),
-		u:   mat.NewDense(2*s.n, fm.Out(), nil),
-		um:  mat.NewDense(2*s.n, s.setup.Config.Latent, nil),
+		D:     D,
+		byArm: byArm,
+		pre:   mat.NewDense(s.n, D, nil),
+		u:     mat.NewDense(2*s.n, fm.Out(), nil),
+		um:    mat.NewDense(2*s.n, s.setup.Config.Latent, nil),
 	}
 	var g gemm
 	g.mul(view(e.pre), view(in), view(fm.Omega0))
 	if c := fm.linScale(); c != 0 {
 		for i := range s.n {
-			phi, _ := s.encRows(i)
+			phi, _ := e.rows(s, i)
 			row := e.u.RawRowView(phi)[2*D:]
 			for j, v := range in.RawRowView(i) {
 				row[j] = c * v
@@ -108,33 +119,47 @@ func (s *Site) newLatentEncoder() latentEncoder {
 	return e
 }
 
-// encRows returns the rows of latentEncoder.u (and um) that hold φ and ψ of
-// the site's row i (arm-sorted): arm a's rows, from r_a on, have their φ
-// from 2r_a and their ψ after those.
-func (s *Site) encRows(i int) (phi, psi int) {
+// groups returns the number of row groups, one per weight block.
+func (e *latentEncoder) groups() int {
+	if e.byArm {
+		return 2
+	}
+	return 1
+}
+
+// rows returns the rows of u (and um) that hold φ and ψ of the site's row i
+// (arm-sorted): group g's rows, from r_g on, have their φ from 2r_g and
+// their ψ after those.
+func (e *latentEncoder) rows(s *Site, i int) (phi, psi int) {
+	if !e.byArm {
+		return i, s.n + i
+	}
 	if i < s.n0 {
 		return i, s.n0 + i
 	}
 	return s.n0 + i, s.n + i
 }
 
-// encArm returns the rows [lo, hi) of u and um that belong to arm arm, and
-// its number of rows: φ rows are [lo, lo+rows), ψ rows [lo+rows, hi).
-func (s *Site) encArm(arm int) (lo, hi, rows int) {
-	if arm == 0 {
+// group returns the rows [lo, hi) of u and um that belong to group g, and
+// its number of site rows: φ rows are [lo, lo+rows), ψ rows [lo+rows, hi).
+func (e *latentEncoder) group(s *Site, g int) (lo, hi, rows int) {
+	switch {
+	case !e.byArm:
+		return 0, 2 * s.n, s.n
+	case g == 0:
 		return 0, 2 * s.n0, s.n0
 	}
 	return 2 * s.n0, 2 * s.n, s.n - s.n0
 }
 
-// forward evaluates φ and ψ at log-scale a and the arms' products with their
-// weights q[0], q[1], and copies the means into mq (n×dz, arm-sorted rows).
+// forward evaluates φ and ψ at log-scale a and each group's product with its
+// weights q[g], and copies the means into mq (n×dz, arm-sorted rows).
 func (e *latentEncoder) forward(s *Site, g *gemm, a float64, q [2]strided, mq *mat.Dense) {
 	D := e.D
 	e.scale = math.Exp(a)
 	c := 1 / math.Sqrt(float64(D))
 	for i := range s.n {
-		fi, pi := s.encRows(i)
+		fi, pi := e.rows(s, i)
 		p := e.pre.RawRowView(i)
 		phi, psi := e.u.RawRowView(fi), e.u.RawRowView(pi)
 		sincosKernel(phi[:D], phi[D:2*D], p, e.scale, c)
@@ -146,29 +171,31 @@ func (e *latentEncoder) forward(s *Site, g *gemm, a float64, q [2]strided, mq *m
 		}
 	}
 	u, um := view(e.u), view(e.um)
-	for arm := range 2 {
-		lo, hi, _ := s.encArm(arm)
-		g.mul(um.block(lo, hi, 0, um.cols), u.block(lo, hi, 0, u.cols), q[arm])
+	for k := range e.groups() {
+		lo, hi, _ := e.group(s, k)
+		g.mul(um.block(lo, hi, 0, um.cols), u.block(lo, hi, 0, u.cols), q[k])
 	}
 	for i := range s.n {
-		fi, _ := s.encRows(i)
+		fi, _ := e.rows(s, i)
 		copy(mq.RawRowView(i), e.um.RawRowView(fi))
 	}
 }
 
 // backward takes dmq = ∂J/∂m (n×dz, arm-sorted rows), stores ∂J/∂W_q of
-// each arm in grads[arm] and returns ∂J/∂a.
+// each group's block in grads[g] and returns ∂J/∂a.
 func (e *latentEncoder) backward(s *Site, g *gemm, dmq *mat.Dense, grads [2]*mat.Dense) float64 {
 	u := view(e.u)
-	dm0, dm1 := s.armRows(view(dmq))
-	dm := [2]strided{dm0, dm1}
+	dm := [2]strided{view(dmq)}
+	if e.byArm {
+		dm[0], dm[1] = s.armRows(view(dmq))
+	}
 	var da float64
-	for arm := range 2 {
-		lo, _, rows := s.encArm(arm)
+	for k := range e.groups() {
+		lo, _, rows := e.group(s, k)
 		// An arm without rows sums over none: its gradient is zero.
-		g.mul(view(grads[arm]), u.block(lo, lo+rows, 0, u.cols).t(), dm[arm])
+		g.mul(view(grads[k]), u.block(lo, lo+rows, 0, u.cols).t(), dm[k])
 		for r := range rows {
-			d := dm[arm].data[r*dm[arm].rs : r*dm[arm].rs+dm[arm].cols]
+			d := dm[k].data[r*dm[k].rs : r*dm[k].rs+dm[k].cols]
 			for k, v := range e.um.RawRowView(lo + rows + r)[:len(d)] {
 				da += d[k] * v
 			}
@@ -209,7 +236,8 @@ func (s *Site) drawNoise(lw *latentWork, key uint64) {
 //	J^(s) = Σ_i [ (1/M)Σ_j −log p(y_i, w_i, x_i | z_ij) + KL(q_i ‖ N(0,I)) ],
 //	z_ij = m_i + s_q ⊙ ε_ij,   m_i = φ_q([x_i, y_i])ᵀW_q{w_i},   s_q = e^r,
 //
-// where the Gaussian terms drop their constant ½·log 2π, a continuous y has
+// or m_i = φ_q(x_i)ᵀW_q for a binary outcome (Setup.EncodesOutcome), where
+// the Gaussian terms drop their constant ½·log 2π, a continuous y has
 // variance e^{2t} (t shared, as in the outcome model), and
 // KL = ½Σ_k (s_k² + m_ik² − 1 − 2r_k).
 func (s *Site) latent(in *SiteInput, out *SiteOutput) {
@@ -229,7 +257,13 @@ func (s *Site) latent(in *SiteInput, out *SiteOutput) {
 	var sqY float64
 
 	// Encoder.
-	q := [2]strided{view(in.Weights["q0"]), view(in.Weights["q1"])}
+	var q [2]strided
+	grads := [2]*mat.Dense{out.Grads["q0"], out.Grads["q1"]}
+	if lw.enc.byArm {
+		q[0], q[1] = view(in.Weights["q0"]), view(in.Weights["q1"])
+	} else {
+		q[0], grads[0] = view(in.Weights["q"]), out.Grads["q"]
+	}
 	lw.enc.forward(s, &lw.gemm, in.Shared["a_q"][0], q, lw.mq)
 	r := in.Shared["r"]
 	var kl float64
@@ -324,7 +358,6 @@ func (s *Site) latent(in *SiteInput, out *SiteOutput) {
 			}
 		}
 	}
-	grads := [2]*mat.Dense{out.Grads["q0"], out.Grads["q1"]}
 	out.Shared["a_q"][0] = lw.enc.backward(s, &lw.gemm, lw.dmq, grads)
 }
 

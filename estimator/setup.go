@@ -100,7 +100,8 @@ type Setup struct {
 	Config Config
 	Scaler Scaler
 	// Maps are the feature maps of the propensity (on x), the outcome (on x),
-	// the encoder (on [x, y]) and the decoder (on z), in that order.
+	// the encoder (on [x, y], or on x alone for a binary outcome; see
+	// EncodesOutcome) and the decoder (on z), in that order.
 	Maps [numMaps]FeatureMap
 }
 
@@ -121,7 +122,7 @@ func NewSetup(ctx context.Context, schema Schema, spectral Spectral, cfg Config,
 		return nil, errors.New("estimator: nil spectral sampler")
 	}
 	s := &Setup{Schema: schema, Config: cfg, Scaler: scaler}
-	dims := [numMaps]int{dx, dx, dx + 1, cfg.Latent}
+	dims := [numMaps]int{dx, dx, s.encoderIn(), cfg.Latent}
 	for k, d := range dims {
 		om, err := spectral.Sample(ctx, d, cfg.Features, mix(cfg.Seed, uint64(k)))
 		if err != nil {
@@ -133,6 +134,22 @@ func NewSetup(ctx context.Context, schema Schema, spectral Spectral, cfg Config,
 		s.Maps[k] = FeatureMap{Omega0: om, Linear: cfg.Linear}
 	}
 	return s, nil
+}
+
+// EncodesOutcome reports whether the latent model's encoder reads the
+// outcome and the treatment, q(z|x,y,w) with one weight block per arm as in
+// DESIGN.md §3, or, for a binary outcome, x alone: q(z|x) with one block. See
+// the package documentation's departures for why.
+func (s *Setup) EncodesOutcome() bool { return !s.Schema.BinaryOutcome }
+
+// encoderIn is the input dimension of the encoder: dx + 1 for [x, y], dx
+// for x alone.
+func (s *Setup) encoderIn() int {
+	dx := len(s.Schema.Binary)
+	if s.EncodesOutcome() {
+		return dx + 1
+	}
+	return dx
 }
 
 // standardize returns the site's rows transformed by the scaler: continuous

@@ -15,7 +15,8 @@ const (
 	Propensity Kind = iota
 	// Outcome is p(y|x,w): mean (1−w)φ(x)ᵀW_beta0 + wφ(x)ᵀW_beta1.
 	Outcome
-	// Latent is the VAE over z: encoder q0, q1 and decoder y0, y1, w, x.
+	// Latent is the VAE over z: encoder q0, q1 (q alone for a binary
+	// outcome; see Setup.EncodesOutcome) and decoder y0, y1, w, x.
 	Latent
 )
 
@@ -93,12 +94,14 @@ func newLayout(kind Kind, s *Setup) *layout {
 	case Latent:
 		dz := cfg.Latent
 		fq, fz := s.Maps[mapEncoder].Out(), s.Maps[mapDecoder].Out()
-		l.blocks = []Block{
-			{"q0", fq, dz}, {"q1", fq, dz},
-			{"y0", fz, 1}, {"y1", fz, 1}, {"w", fz, 1}, {"x", fz, dx},
+		if s.EncodesOutcome() {
+			l.blocks = []Block{{"q0", fq, dz}, {"q1", fq, dz}}
+		} else {
+			l.blocks = []Block{{"q", fq, dz}}
 		}
+		l.blocks = append(l.blocks, Block{"y0", fz, 1}, Block{"y1", fz, 1}, Block{"w", fz, 1}, Block{"x", fz, dx})
 		l.zeta = cfg.ZetaLatent
-		addShared("a_q", 1, s.initLogScale(dx+1), 0)
+		addShared("a_q", 1, s.initLogScale(s.encoderIn()), 0)
 		addShared("a_z", 1, s.initLogScale(dz), 0)
 		addShared("r", dz, cfg.InitLogSD, 0)
 		if !s.Schema.BinaryOutcome {
