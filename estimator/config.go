@@ -154,8 +154,16 @@ type Config struct {
 //   - StandardizeY: a continuous outcome is modelled in pooled standard
 //     units, with its noise scale e^t learned in both the outcome and the
 //     latent model, so that no penalty depends on the outcome's units.
-//   - LBFGS, 300 rounds per model, Store 10: 300 rounds reach the accuracy
-//     that Adam reaches in several thousand.
+//   - Adam, 500 rounds per model, LearningRate 0.005, chosen on all ten
+//     IHDP replicates with 1, 2 and 3 sources by the latent model's factual
+//     error on the validation rows, averaged over the three source counts:
+//     2.888 for L-BFGS with 300 rounds (Store 10, which still applies when
+//     Method is LBFGS), 2.814 for Adam 250 rounds at 0.01, 2.752 for 500 at
+//     0.01, 2.817 for 1000 at 0.01, 2.911 for 2000 at 0.01, 2.950 for 500 at
+//     0.0025, 2.738 for 1000 at 0.005 and 2.734 for 500 at 0.005. L-BFGS
+//     drives the training objective down in fewer rounds (about 850 over
+//     the three models on replicate 1), but on 50-row sites a short Adam run
+//     with fresh noise draws generalises better: stopping early regularises.
 //   - Samples 100 (the paper's), MHSteps 0: sampling z from q directly is
 //     as accurate here and costs no decoder evaluations.
 func DefaultConfig() Config {
@@ -169,9 +177,9 @@ func DefaultConfig() Config {
 		ZetaT:          0.1,
 		InitLogSD:      0,
 		Transfer:       Learned,
-		Method:         LBFGS,
-		Rounds:         300,
-		LearningRate:   0.01,
+		Method:         Adam,
+		Rounds:         500,
+		LearningRate:   0.005,
 		Store:          10,
 		Tolerance:      1e-6,
 		Samples:        100,

@@ -130,6 +130,8 @@ func envFloat(name string, def float64) float64 {
 // factual error on the validation rows (the only figure used to choose).
 //
 //	CRFFD_EXPERIMENT=1 X_KS=3 X_LIN=2 go test -run TestExperiment -v ./estimator/
+//
+// X_TR and X_M take the numeric values of Transfer and Method.
 func TestExperiment(t *testing.T) {
 	if os.Getenv("CRFFD_EXPERIMENT") == "" {
 		t.Skip("experiment")
@@ -144,6 +146,9 @@ func TestExperiment(t *testing.T) {
 	cfg.Workers = 1
 	cfg.Linear = envFloat("X_LIN", cfg.Linear)
 	cfg.LogOutcome = LogOutcome(envFloat("X_LOG", float64(cfg.LogOutcome)))
+	cfg.Transfer = Transfer(envFloat("X_TR", float64(cfg.Transfer)))
+	cfg.Method = Method(envFloat("X_M", float64(cfg.Method)))
+	cfg.LearningRate = envFloat("X_LR", cfg.LearningRate)
 	reps := envInts("X_REPS", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
 	ks := envInts("X_KS", []int{1, 2, 3})
 	for _, k := range ks {
