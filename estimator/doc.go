@@ -106,8 +106,9 @@
 // 0.838), the same with the observed (w, y) in place of the imputed ones,
 // so the ATE was 0.728 against 0.606. With q(z|x) both heads are fitted and
 // read on codes of one encoder: the ATE of seeds 1, 2 and 3 went from
-// 0.329, 0.728 and 0.399 to 0.226, 0.657 and 0.450 (true 0.174, 0.606 and
-// 0.380; TestSynthBinaryOutcomeATE). Seed 3 looks worse, but before the change its control and treated
+// 0.329, 0.728 and 0.399 to 0.226, 0.657 and 0.450 with L-BFGS, the
+// default then (true 0.174, 0.606 and 0.380; TestSynthBinaryOutcomeATE);
+// with the Adam defaults they are 0.223, 0.651 and 0.495. Seed 3 looks worse, but before the change its control and treated
 // means were both too high (by 0.059 and 0.079) and cancelled; after it the
 // control mean is right (0.108 against 0.104) and the treated one is as
 // before. The generative model and its ELBO are unchanged; only the
@@ -116,8 +117,8 @@
 // Effects draws z from q(z|x) directly; with Config.MHSteps > 0 the
 // sampler still targets p(z|x,y_l,w_l). A continuous outcome keeps the
 // DESIGN's encoder: on IHDP (three sources, all ten replicates) q(z|x)
-// raised the validation error from 2.70 to 3.14. The errors left (0.052,
-// 0.051, 0.070) are not this one: in seed 1 every row of one latent class is treated, so its y(0)
+// raised the validation error from 2.70 to 3.14. The errors left with
+// L-BFGS (0.052, 0.051, 0.070) are not this one: in seed 1 every row of one latent class is treated, so its y(0)
 // is not identified; in seed 2 the counterfactual means are off by what the
 // scored source's own factual means are off from mu0 and mu1 (the learned
 // λ are near 0, so that source is fitted almost alone); in seed 3 the codes
