@@ -194,7 +194,7 @@ func (c *Coordinator) Inputs() []*SiteInput {
 func (c *Coordinator) effective(x []float64) {
 	mP := c.m * c.lay.P
 	fillLambda(c.lam, c.mode, x[mP:mP+c.nrho])
-	mixRows(c.w.RawMatrix().Data, c.lam, x[:mP], 0, nil)
+	mixRows(c.w.RawMatrix().Data, c.lam, x[:mP])
 	noise := uint64(c.round)
 	if c.opt.fixedNoise() {
 		noise = 0
@@ -285,21 +285,23 @@ func (c *Coordinator) objective(x []float64, outs []*SiteOutput) float64 {
 		loss += o.Loss
 	}
 	zeta := c.lay.zeta
-	switch {
-	case c.m < smallFederation:
+	if c.m < smallFederation {
 		if sq := c.thetaPass(theta); zeta != 0 {
 			loss += zeta * sq
 		}
-	case zeta != 0:
-		loss += zeta * floats.Dot(theta, theta)
-		mixRows(c.grad[:mP], c.lam, c.g.RawMatrix().Data, 2*zeta, theta)
-	default:
-		mixRows(c.grad[:mP], c.lam, c.g.RawMatrix().Data, 0, nil)
+	} else {
+		// A large federation: whole-matrix products, G copied in gather.
+		g := c.g.RawMatrix().Data
+		mixRows(c.grad[:mP], c.lam, g)
+		if zeta != 0 {
+			loss += zeta * floats.Dot(theta, theta)
+			floats.AddScaled(c.grad[:mP], 2*zeta, theta)
+		}
+		if c.nrho > 0 {
+			c.c.Mul(mat.NewDense(c.m, c.lay.P, g), mat.NewDense(c.m, c.lay.P, theta).T())
+		}
 	}
 	if c.nrho > 0 {
-		if c.m >= smallFederation {
-			innerRows(c.c, c.g.RawMatrix().Data, theta)
-		}
 		rho := x[mP : mP+c.nrho]
 		for s := range c.m {
 			for v := s + 1; v < c.m; v++ {
@@ -401,19 +403,15 @@ func (c *Coordinator) thetaPass(theta []float64) float64 {
 // the few passes over P that a small federation needs.
 const smallFederation = 8
 
-// mixRows sets dst = lam·src + k·add for lam m×m and dst, src and add m×P,
-// stored row after row; add may be nil (k is then unused). A small
-// federation's rows are mixed in ranges of columns on all CPUs: every entry
-// is the same sum, lam_s0·src_0 + lam_s1·src_1 + … + k·add_s in that order,
-// however the columns are split.
-func mixRows(dst []float64, lam *mat.Dense, src []float64, k float64, add []float64) {
+// mixRows sets dst = lam·src for lam m×m and dst, src m×P stored row after
+// row. A small federation's rows are mixed in ranges of columns on all CPUs:
+// every entry is the same sum, lam_s0·src_0 + lam_s1·src_1 + … in that
+// order, however the columns are split.
+func mixRows(dst []float64, lam *mat.Dense, src []float64) {
 	m, _ := lam.Dims()
 	P := len(dst) / m
 	if m >= smallFederation {
 		mat.NewDense(m, P, dst).Mul(lam, mat.NewDense(m, P, src))
-		if add != nil {
-			floats.AddScaled(dst, k, add)
-		}
 		return
 	}
 	parallelRange(P, parallelGrain, 8, func(lo, hi int) {
@@ -425,25 +423,6 @@ func mixRows(dst []float64, lam *mat.Dense, src []float64, k float64, add []floa
 					floats.AddScaled(d, l, src[v*P+lo:v*P+hi])
 				}
 			}
-			if add != nil {
-				floats.AddScaled(d, k, add[s*P+lo:s*P+hi])
-			}
 		}
 	})
-}
-
-// innerRows sets dst = a·bᵀ for a, b m×P stored row after row:
-// dst_sv = ⟨a_s, b_v⟩.
-func innerRows(dst *mat.Dense, a, b []float64) {
-	m, _ := dst.Dims()
-	P := len(a) / m
-	if m >= smallFederation {
-		dst.Mul(mat.NewDense(m, P, a), mat.NewDense(m, P, b).T())
-		return
-	}
-	for s := range m {
-		for v := range m {
-			dst.Set(s, v, floats.Dot(a[s*P:(s+1)*P], b[v*P:(v+1)*P]))
-		}
-	}
 }

@@ -102,60 +102,64 @@ func TestSiteGradients(t *testing.T) {
 // ∂J/∂(shared) of the total objective J (all sites plus regularisers),
 // assembled from the sites' G, against central differences of J.
 func TestCoordinatorGradient(t *testing.T) {
-	for _, sc := range gradSchemas {
-		for _, mode := range []Transfer{Learned, NoTransfer, FullTransfer} {
-			for _, kind := range Kinds {
-				t.Run(fmt.Sprintf("%s/%v/%v", sc.name, mode, kind), func(t *testing.T) {
-					setup, sites, _ := toyFederation(t, 3, 7, sc.schema, gradConfig(mode))
-					c, err := NewCoordinator(kind, len(sites), setup)
-					if err != nil {
-						t.Fatal(err)
-					}
-					x := c.opt.point()
-					rng := rand.New(rand.NewPCG(11, uint64(kind)))
-					for i := range x {
-						x[i] = 0.5 * rng.NormFloat64()
-					}
-					ctx := context.Background()
-					outs := make([]*SiteOutput, len(sites))
-					eval := func() float64 {
-						ins := c.Inputs()
-						for s, site := range sites {
-							o, err := site.Compute(ctx, ins[s])
-							if err != nil {
-								t.Fatal(err)
-							}
-							outs[s] = o
-						}
-						if err := c.gather(outs); err != nil {
+	// Below smallFederation sites the coordinator fuses its passes over θ;
+	// from it on it uses whole-matrix products. Both are checked.
+	for _, m := range []int{3, smallFederation} {
+		for _, sc := range gradSchemas {
+			for _, mode := range []Transfer{Learned, NoTransfer, FullTransfer} {
+				for _, kind := range Kinds {
+					t.Run(fmt.Sprintf("%d sites/%s/%v/%v", m, sc.name, mode, kind), func(t *testing.T) {
+						setup, sites, _ := toyFederation(t, m, 7, sc.schema, gradConfig(mode))
+						c, err := NewCoordinator(kind, len(sites), setup)
+						if err != nil {
 							t.Fatal(err)
 						}
-						return c.objective(x, outs)
-					}
-					eval()
-					an := append([]float64(nil), c.grad...)
-					fd := centralDiff(eval, x, 1e-6)
-					mP := len(sites) * c.lay.P
-					parts := []struct {
-						name   string
-						lo, hi int
-					}{
-						{"theta", 0, mP},
-						{"rho", mP, mP + c.nrho},
-						{"shared", mP + c.nrho, len(x)},
-					}
-					for _, p := range parts {
-						if p.lo == p.hi {
-							continue
+						x := c.opt.point()
+						rng := rand.New(rand.NewPCG(11, uint64(kind)))
+						for i := range x {
+							x[i] = 0.5 * rng.NormFloat64()
 						}
-						if e := relErr(an[p.lo:p.hi], fd[p.lo:p.hi], 1e-8); e > gradTol {
-							t.Errorf("%s: relative error %.3g", p.name, e)
+						ctx := context.Background()
+						outs := make([]*SiteOutput, len(sites))
+						eval := func() float64 {
+							ins := c.Inputs()
+							for s, site := range sites {
+								o, err := site.Compute(ctx, ins[s])
+								if err != nil {
+									t.Fatal(err)
+								}
+								outs[s] = o
+							}
+							if err := c.gather(outs); err != nil {
+								t.Fatal(err)
+							}
+							return c.objective(x, outs)
 						}
-					}
-					if mode == Learned && c.nrho != 3 {
-						t.Errorf("got %d transfer logits, want 3", c.nrho)
-					}
-				})
+						eval()
+						an := append([]float64(nil), c.grad...)
+						fd := centralDiff(eval, x, 1e-6)
+						mP := len(sites) * c.lay.P
+						parts := []struct {
+							name   string
+							lo, hi int
+						}{
+							{"theta", 0, mP},
+							{"rho", mP, mP + c.nrho},
+							{"shared", mP + c.nrho, len(x)},
+						}
+						for _, p := range parts {
+							if p.lo == p.hi {
+								continue
+							}
+							if e := relErr(an[p.lo:p.hi], fd[p.lo:p.hi], 1e-8); e > gradTol {
+								t.Errorf("%s: relative error %.3g", p.name, e)
+							}
+						}
+						if want := m * (m - 1) / 2; mode == Learned && c.nrho != want {
+							t.Errorf("got %d transfer logits, want %d", c.nrho, want)
+						}
+					})
+				}
 			}
 		}
 	}
