@@ -130,6 +130,7 @@ type scorer struct {
 	x      *mat.Dense // n×dx standardised covariates
 	preX   *mat.Dense // n×D: x·Ω_enc[:dx], the y-free part of the encoder input
 	omegaY []float64  // D: the encoder frequencies of y; nil when it reads x alone
+	u      []float64  // D: one sample's encoder pre-activations, when it reads y
 	aq, az float64
 	sq     []float64 // dz
 	lw     map[string]*mat.Dense
@@ -183,6 +184,7 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 	}
 	if setup.EncodesOutcome() {
 		sc.omegaY = mat.Row(nil, dx, enc)
+		sc.u = make([]float64, D)
 	}
 	sc.preX.Mul(x, enc.Slice(0, dx, 0, D))
 	for k, r := range m.Latent.Shared["r"] {
@@ -246,15 +248,12 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 				// q(z|x): every sample of the row has the same features.
 				copy(row, sc.phiQ.RawRowView(k-1))
 			case sc.omegaY == nil:
-				for j, p := range px {
-					s, co := math.Sincos(scale * p)
-					row[j], row[D+j] = c*co, c*s
-				}
+				sincosKernel(row[:D], row[D:2*D], px, scale, c)
 			default:
 				for j, p := range px {
-					s, co := math.Sincos(scale * (p + y*sc.omegaY[j]))
-					row[j], row[D+j] = c*co, c*s
+					sc.u[j] = p + y*sc.omegaY[j]
 				}
+				sincosKernel(row[:D], row[D:2*D], sc.u, scale, c)
 			}
 			if lin > 0 && (sc.omegaY != nil || l == 0) {
 				lrow := row[2*D:]
