@@ -123,8 +123,8 @@
 // scored source's own factual means are off from mu0 and mu1 (the learned
 // λ are near 0, so that source is fitted almost alone); in seed 3 the codes
 // carry less of the class than x does, and 300 L-BFGS rounds leave the
-// latent loss far from converged (900 rounds: 0.436). With λ ≡ 1 (full
-// transfer) seeds 1 and 2 come within 0.05 (0.206, 0.637) and seed 3 does
+// latent loss far from converged (900 rounds: 0.436). With L-BFGS and
+// λ ≡ 1 (full transfer) seeds 1 and 2 come within 0.05 (0.206, 0.637) and seed 3 does
 // not (0.524).
 //
 // Regularisers are added by the coordinator, which holds θ; SiteOutput.Loss
