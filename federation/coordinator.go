@@ -139,7 +139,10 @@ func (c *coordinator) abort(ctx context.Context, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	c.step++
-	for _, s := range c.cfg.Sites {
+	for i, s := range c.cfg.Sites {
+		if c.st != nil && c.st.Finish != nil && i < len(c.st.Finish.Done) && c.st.Finish.Done[i] {
+			continue // it has its results, and may have left
+		}
 		e, err := c.envelope(s, "", wire.KindDone, []wire.Tensor{wire.Scalar(tStatus, -1)})
 		if err == nil {
 			_ = c.send(ctx, e)
@@ -172,6 +175,16 @@ func (c *coordinator) send(ctx context.Context, e *wire.Envelope) error {
 // and waits for every site's answers of the kinds want, resending to the
 // silent sites on each timeout.
 func (c *coordinator) exchange(ctx context.Context, out []*wire.Envelope, want ...wire.Kind) ([]map[wire.Kind]*wire.Envelope, error) {
+	return c.exchangeSome(ctx, out, nil, nil, want...)
+}
+
+// exchangeSome is exchange that neither sends to nor waits for the sites s
+// with skip[s] (a nil skip waits for every site). When answered is not nil,
+// it is called with each site's index as soon as all of that site's answers
+// are in, before the others arrive, so that the caller can save what it
+// learned while the exchange goes on; its error ends the exchange.
+func (c *coordinator) exchangeSome(ctx context.Context, out []*wire.Envelope, skip []bool,
+	answered func(s int) error, want ...wire.Kind) ([]map[wire.Kind]*wire.Envelope, error) {
 	if err := c.tracker.Advance(c.step); err != nil {
 		return nil, err
 	}
@@ -179,11 +192,13 @@ func (c *coordinator) exchange(ctx context.Context, out []*wire.Envelope, want .
 	for i := range got {
 		got[i] = map[wire.Kind]*wire.Envelope{}
 	}
-	complete := func(s int) bool { return len(got[s]) == len(want) }
+	skipped := func(s int) bool { return s < len(skip) && skip[s] }
+	waiting := func(s int) bool { return len(got[s]) < len(want) && !skipped(s) }
+	reported := make([]bool, len(c.cfg.Sites))
 	pending := func() []string {
 		var p []string
 		for s, name := range c.cfg.Sites {
-			if !complete(s) {
+			if waiting(s) {
 				p = append(p, name)
 			}
 		}
@@ -191,7 +206,7 @@ func (c *coordinator) exchange(ctx context.Context, out []*wire.Envelope, want .
 	}
 	for attempt := 0; ; attempt++ {
 		for s, e := range out {
-			if e != nil && !complete(s) {
+			if e != nil && waiting(s) {
 				if err := c.send(ctx, e); err != nil {
 					c.log.Warn("send failed", slog.String(LogKeySite, c.cfg.Sites[s]), slog.String(LogKeyReason, err.Error()))
 				}
@@ -211,7 +226,15 @@ func (c *coordinator) exchange(ctx context.Context, out []*wire.Envelope, want .
 					timer.Stop()
 					return nil, errors.New("federation: transport closed")
 				}
-				c.receive(ctx, e, got, out, want)
+				s := c.receive(ctx, e, got, out, want)
+				if s < 0 || answered == nil || reported[s] || skipped(s) || waiting(s) {
+					continue
+				}
+				reported[s] = true
+				if err := answered(s); err != nil {
+					timer.Stop()
+					return nil, err
+				}
 			}
 		}
 		timer.Stop()
@@ -227,8 +250,9 @@ func (c *coordinator) exchange(ctx context.Context, out []*wire.Envelope, want .
 	}
 }
 
-// receive admits one incoming envelope into got, or drops and logs it.
-func (c *coordinator) receive(ctx context.Context, e *wire.Envelope, got []map[wire.Kind]*wire.Envelope, out []*wire.Envelope, want []wire.Kind) {
+// receive admits one incoming envelope into got, or drops and logs it. It
+// returns the index of the site whose answer it admitted, -1 for none.
+func (c *coordinator) receive(ctx context.Context, e *wire.Envelope, got []map[wire.Kind]*wire.Envelope, out []*wire.Envelope, want []wire.Kind) int {
 	c.cfg.Metrics.received(e)
 	c.log.Info("envelope", slog.String(LogKeyDir, "received"), slog.Any("envelope", e))
 	drop := func(reason string) {
@@ -238,23 +262,24 @@ func (c *coordinator) receive(ctx context.Context, e *wire.Envelope, got []map[w
 	s, ok := c.index[e.Sender]
 	if !ok || e.Recipient != c.cfg.Name {
 		drop("unknown sender or not addressed to the coordinator")
-		return
+		return -1
 	}
 	if v, err := c.tracker.Admit(e); v != wire.Current {
 		drop(err.Error())
-		return
+		return -1
 	}
 	if e.Kind == wire.KindHello && c.step > 2 {
 		if _, ok := e.Tensor(tRejoin); ok {
 			c.rejoin(ctx, s, out[s])
-			return
+			return -1
 		}
 	}
 	if !slices.Contains(want, e.Kind) {
 		drop(fmt.Sprintf("unexpected kind %s at this step", e.Kind))
-		return
+		return -1
 	}
 	got[s][e.Kind] = e
+	return s
 }
 
 func (c *coordinator) run(ctx context.Context) (*Result, error) {
@@ -267,6 +292,15 @@ func (c *coordinator) run(ctx context.Context) (*Result, error) {
 	} else {
 		if len(c.st.Trained) != c.st.Kind || c.st.Kind > len(estimator.Kinds) {
 			return nil, fmt.Errorf("checkpoint of run %s is inconsistent: %d models trained, model %d in training", c.st.RunID, len(c.st.Trained), c.st.Kind)
+		}
+		if f := c.st.Finish; f != nil {
+			if c.st.Kind != len(estimator.Kinds) {
+				return nil, fmt.Errorf("checkpoint of run %s is inconsistent: finishing with model %d in training", c.st.RunID, c.st.Kind)
+			}
+			// A Checkpointer need not decode through DecodeState.
+			if err := f.check(len(c.cfg.Sites)); err != nil {
+				return nil, fmt.Errorf("checkpoint of run %s: %w", c.st.RunID, err)
+			}
 		}
 		// Steps after the checkpoint may have been sent before the stop;
 		// skip past all of them so that the sites take the resumed steps
@@ -583,14 +617,81 @@ func decodeGradient(setup *estimator.Setup, kind estimator.Kind, site int, e *wi
 }
 
 // finish sends the final weights, gathers the local ATEs, sends the global
-// ATE and waits for every site's done.
+// ATE and waits for every site's done. It saves what it learns as it goes
+// (State.Finish): the local ATEs once all are in, and each site's done as
+// it arrives. A coordinator resumed here therefore asks no site for its ATE
+// again, and neither sends to nor waits for the sites that confirmed the
+// run, which, started with --once, may have left.
 func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Result, error) {
 	m := len(c.cfg.Sites)
+	if c.st.Finish == nil {
+		f, err := c.gatherATEs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.st.Finish, c.st.Step = f, c.step
+		if err := c.save(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		var done []string
+		for s, name := range c.cfg.Sites {
+			if c.st.Finish.Done[s] {
+				done = append(done, name)
+			}
+		}
+		c.log.Info("resuming the finish phase; not waiting for the sites that confirmed the run",
+			slog.String(wire.LogKeyRun, c.st.RunID), slog.Any(LogKeySites, done))
+	}
+	f := c.st.Finish
 	res := &Result{RunID: c.st.RunID, Setup: setup, Models: map[estimator.Kind]*estimator.Trained{},
-		LocalATE: make([]float64, m), LocalSE: make([]float64, m), Rows: make([]int, m), Dropped: c.st.Dropped}
+		LocalATE: slices.Clone(f.LocalATE), LocalSE: slices.Clone(f.LocalSE), Rows: slices.Clone(f.Rows), Dropped: c.st.Dropped}
 	for _, t := range c.st.Trained {
 		res.Models[t.Model] = t
 	}
+	var sum2 float64
+	total := 0
+	for s := range m {
+		total += res.Rows[s]
+		sum2 += float64(res.Rows[s]*res.Rows[s]) * res.LocalSE[s] * res.LocalSE[s]
+	}
+	var err error
+	if res.GlobalATE, err = estimator.GlobalATE(res.LocalATE, res.Rows); err != nil {
+		return nil, err
+	}
+	res.GlobalSE = math.Sqrt(sum2) / float64(total)
+	c.step++
+	out := make([]*wire.Envelope, m)
+	for s, name := range c.cfg.Sites {
+		if f.Done[s] {
+			continue
+		}
+		e, err := c.envelope(name, "", wire.KindGlobalATE, []wire.Tensor{
+			wire.Scalar(tATE, res.GlobalATE), wire.Scalar(tSE, res.GlobalSE), wire.Scalar(tN, float64(total))})
+		if err != nil {
+			return nil, err
+		}
+		out[s] = e
+	}
+	confirmed := func(s int) error {
+		f.Done[s] = true
+		c.st.Step = c.step
+		if err := c.save(ctx); err != nil {
+			return err
+		}
+		c.log.Info("site confirmed the run", slog.String(LogKeySite, c.cfg.Sites[s]), slog.Uint64(wire.LogKeyRound, c.step))
+		return nil
+	}
+	if _, err := c.exchangeSome(ctx, out, slices.Clone(f.Done), confirmed, wire.KindDone); err != nil {
+		return nil, err
+	}
+	c.log.Info("run complete", slog.String(wire.LogKeyRun, c.st.RunID), slog.Float64("global_ate", res.GlobalATE))
+	return res, nil
+}
+
+// gatherATEs sends every site its final weights and gathers the local ATEs.
+func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
+	m := len(c.cfg.Sites)
 	c.step++
 	out := make([]*wire.Envelope, m)
 	for s, name := range c.cfg.Sites {
@@ -615,38 +716,18 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	var sum2 float64
-	total := 0
+	f := &FinishState{LocalATE: make([]float64, m), LocalSE: make([]float64, m), Rows: make([]int, m), Done: make([]bool, m)}
 	for s, name := range c.cfg.Sites {
 		e := got[s][wire.KindATE]
-		if res.LocalATE[s], err = scalar(e, tATE); err != nil {
+		if f.LocalATE[s], err = scalar(e, tATE); err != nil {
 			return nil, fmt.Errorf("site %s: %w", name, err)
 		}
-		if res.LocalSE[s], err = scalar(e, tSE); err != nil {
+		if f.LocalSE[s], err = scalar(e, tSE); err != nil {
 			return nil, fmt.Errorf("site %s: %w", name, err)
 		}
-		if res.Rows[s], err = integer(e, tN); err != nil {
+		if f.Rows[s], err = integer(e, tN); err != nil {
 			return nil, fmt.Errorf("site %s: %w", name, err)
 		}
-		total += res.Rows[s]
-		sum2 += float64(res.Rows[s]*res.Rows[s]) * res.LocalSE[s] * res.LocalSE[s]
 	}
-	if res.GlobalATE, err = estimator.GlobalATE(res.LocalATE, res.Rows); err != nil {
-		return nil, err
-	}
-	res.GlobalSE = math.Sqrt(sum2) / float64(total)
-	c.step++
-	for s, name := range c.cfg.Sites {
-		e, err := c.envelope(name, "", wire.KindGlobalATE, []wire.Tensor{
-			wire.Scalar(tATE, res.GlobalATE), wire.Scalar(tSE, res.GlobalSE), wire.Scalar(tN, float64(total))})
-		if err != nil {
-			return nil, err
-		}
-		out[s] = e
-	}
-	if _, err := c.exchange(ctx, out, wire.KindDone); err != nil {
-		return nil, err
-	}
-	c.log.Info("run complete", slog.String(wire.LogKeyRun, c.st.RunID), slog.Float64("global_ate", res.GlobalATE))
-	return res, nil
+	return f, nil
 }

@@ -49,6 +49,14 @@
 // as new; since estimator.ResumeCoordinator continues bit-identically, the
 // model is the uninterrupted run's.
 //
+// In steps 4 and 5 it saves the local ATEs once every site's is in, and each
+// site's done as it arrives (State.Finish). Resumed there, it recomputes the
+// same global ATE from the saved ones, sends it only to the sites that have
+// not confirmed the run and waits for them alone: a site started with --once
+// leaves after its done. A done that arrives but is not saved before the
+// coordinator stops is lost, and a site that left after sending it stays
+// silent to the resumed coordinator.
+//
 // A site restarted mid-run knows nothing of the run: to any envelope of an
 // unknown run it answers with a hello carrying the scalar "rejoin", and the
 // coordinator sends it its hello and dedup-verdict again at the current step,

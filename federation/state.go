@@ -12,7 +12,8 @@ import (
 )
 
 // State is a coordinator's resumable state: what the handshake agreed, the
-// models finished, and the estimator checkpoint of the model in training.
+// models finished, the estimator checkpoint of the model in training, and
+// what the finish phase has learned.
 type State struct {
 	RunID      string
 	Sites      []string
@@ -27,6 +28,37 @@ type State struct {
 	Kind       int     // index into estimator.Kinds of the model in training
 	Checkpoint *estimator.Checkpoint
 	Trained    []*estimator.Trained
+	// Finish is nil until every site's local ATE is in. States saved
+	// before it existed decode with it nil, which is what they mean.
+	Finish *FinishState `json:",omitempty"`
+}
+
+// FinishState is what the finish phase of a run has learned, per site in
+// the order of State.Sites. The global ATE is not kept: it is a function of
+// these, recomputed bit for bit on resume.
+type FinishState struct {
+	LocalATE []float64 // the local ATE each site answered
+	LocalSE  []float64
+	Rows     []int // the rows behind each local ATE
+	// Done marks the sites that confirmed the run. A site started with
+	// --once leaves once it has, so a resumed coordinator must neither
+	// send to it nor wait for it.
+	Done []bool
+}
+
+// check returns an error unless every list of f holds one entry for each of
+// m sites and no row count is negative.
+func (f *FinishState) check(m int) error {
+	if len(f.LocalATE) != m || len(f.LocalSE) != m || len(f.Rows) != m || len(f.Done) != m {
+		return fmt.Errorf("finish phase of %d sites has %d local ATEs, %d standard errors, %d row counts and %d confirmations",
+			m, len(f.LocalATE), len(f.LocalSE), len(f.Rows), len(f.Done))
+	}
+	for _, n := range f.Rows {
+		if n < 0 {
+			return fmt.Errorf("finish phase has a negative row count %d", n)
+		}
+	}
+	return nil
 }
 
 // Checkpointer stores a coordinator's State.
@@ -100,6 +132,13 @@ type jsonState struct {
 	Trained []jsonTrained
 }
 
+// valid reports whether j's dimensions are positive and its data fills
+// them. gonum panics on other dimensions, and Rows*Cols may overflow, so
+// the check divides.
+func (j jsonMatrix) valid() bool {
+	return j.Rows > 0 && j.Cols > 0 && len(j.Data)%j.Cols == 0 && len(j.Data)/j.Cols == j.Rows
+}
+
 func toJSONMatrix(m mat.Matrix) jsonMatrix {
 	r, c := m.Dims()
 	j := jsonMatrix{Rows: r, Cols: c, Data: make([]float64, 0, r*c)}
@@ -136,8 +175,13 @@ func DecodeState(b []byte) (*State, error) {
 		return nil, fmt.Errorf("decode coordinator state: %w", err)
 	}
 	st := js.State
+	if st.Finish != nil {
+		if err := st.Finish.check(len(st.Sites)); err != nil {
+			return nil, fmt.Errorf("decode coordinator state: %w", err)
+		}
+	}
 	for _, jt := range js.Trained {
-		if jt.Lambda.Rows != jt.Lambda.Cols || len(jt.Lambda.Data) != jt.Lambda.Rows*jt.Lambda.Cols || jt.Lambda.Rows == 0 {
+		if jt.Lambda.Rows != jt.Lambda.Cols || !jt.Lambda.valid() {
 			return nil, fmt.Errorf("decode coordinator state: bad transfer matrix")
 		}
 		t := &estimator.Trained{Model: jt.Model, Shared: jt.Shared, Rounds: jt.Rounds, Loss: jt.Loss,
@@ -145,7 +189,7 @@ func DecodeState(b []byte) (*State, error) {
 		for _, mw := range jt.Weights {
 			w := map[string]*mat.Dense{}
 			for k, v := range mw {
-				if v.Rows*v.Cols != len(v.Data) || v.Rows == 0 || v.Cols == 0 {
+				if !v.valid() {
 					return nil, fmt.Errorf("decode coordinator state: bad weight block %q", k)
 				}
 				w[k] = mat.NewDense(v.Rows, v.Cols, v.Data)

@@ -1,0 +1,61 @@
+package federation
+
+import (
+	"testing"
+)
+
+// stateSeeds are coordinator states as JSON: what DecodeState must read,
+// and what it must refuse without panicking.
+var stateSeeds = []struct {
+	name, json string
+	ok         bool
+}{
+	{"saved before the finish phase was kept", `{"RunID":"r","Sites":["a","b"],"Step":3,"Kind":3}`, true},
+	{"finish phase", `{"RunID":"r","Sites":["a","b"],"Step":40,"Kind":3,"Finish":{"LocalATE":[1.5,-2],"LocalSE":[0.1,0.2],"Rows":[40,50],"Done":[true,false]}}`, true},
+	{"finish phase of another site count", `{"Sites":["a","b"],"Finish":{"LocalATE":[1.5],"LocalSE":[0.1],"Rows":[40],"Done":[true]}}`, false},
+	{"finish phase without confirmations", `{"Sites":["a"],"Finish":{"LocalATE":[1.5],"LocalSE":[0.1],"Rows":[40]}}`, false},
+	{"negative row count", `{"Sites":["a"],"Finish":{"LocalATE":[1.5],"LocalSE":[0.1],"Rows":[-1],"Done":[false]}}`, false},
+	{"negative transfer matrix", `{"Trained":[{"Lambda":{"Rows":-1,"Cols":-1,"Data":[1]}}]}`, false},
+	{"negative weight block", `{"Trained":[{"Lambda":{"Rows":1,"Cols":1,"Data":[1]},"Weights":[{"b":{"Rows":-1,"Cols":-2,"Data":[1,2]}}]}]}`, false},
+	{"overflowing weight block", `{"Trained":[{"Lambda":{"Rows":1,"Cols":1,"Data":[1]},"Weights":[{"b":{"Rows":4294967296,"Cols":4294967296,"Data":[]}}]}]}`, false},
+	{"not JSON", `{"Sites":`, false},
+}
+
+func TestDecodeState(t *testing.T) {
+	for _, c := range stateSeeds {
+		t.Run(c.name, func(t *testing.T) {
+			st, err := DecodeState([]byte(c.json))
+			if (err == nil) != c.ok {
+				t.Fatalf("DecodeState: %v, want ok %v", err, c.ok)
+			}
+			if err == nil && st.Finish != nil && len(st.Finish.Done) != len(st.Sites) {
+				t.Errorf("finish phase of %d sites for %d sites", len(st.Finish.Done), len(st.Sites))
+			}
+		})
+	}
+}
+
+// FuzzDecodeState feeds arbitrary bytes to DecodeState, as a damaged or
+// foreign coordinator file would. It must never panic, and what it accepts
+// must encode and decode again. Run with: go test -fuzz FuzzDecodeState ./federation
+func FuzzDecodeState(f *testing.F) {
+	for _, c := range stateSeeds {
+		f.Add([]byte(c.json))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := DecodeState(b)
+		if err != nil {
+			return
+		}
+		if st.Finish != nil && st.Finish.check(len(st.Sites)) != nil {
+			t.Fatalf("accepted an inconsistent finish phase: %+v", st.Finish)
+		}
+		again, err := EncodeState(st)
+		if err != nil {
+			t.Fatalf("encode what was decoded: %v", err)
+		}
+		if _, err := DecodeState(again); err != nil {
+			t.Fatalf("decode what was encoded: %v", err)
+		}
+	})
+}
