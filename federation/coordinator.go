@@ -274,6 +274,10 @@ func (c *coordinator) receive(ctx context.Context, e *wire.Envelope, got []map[w
 			return -1
 		}
 	}
+	if e.Kind == wire.KindATE && c.st.Finish != nil && !slices.Contains(want, e.Kind) {
+		c.recheckATE(s, e)
+		return -1
+	}
 	if !slices.Contains(want, e.Kind) {
 		drop(fmt.Sprintf("unexpected kind %s at this step", e.Kind))
 		return -1
@@ -428,6 +432,13 @@ func (c *coordinator) verdictFor(s int) (*wire.Envelope, error) {
 // hello and dedup-verdict again, at the current step, and then the step's
 // envelope (out, nil for none). The site's answers to the hello are not
 // needed and are dropped.
+//
+// Once the local ATEs are in (c.st.Finish set), the only step left is the
+// global ATE, which a site can act on only after scoring its rows with the
+// final weights of step 4 of the run: a restarted site has lost them, so
+// they are sent again, at the current step, before out. The site answers
+// with its local ATE again, which receive checks against the recorded one
+// and does not use.
 func (c *coordinator) rejoin(ctx context.Context, s int, out *wire.Envelope) {
 	c.log.Warn("site rejoins the run", slog.String(LogKeySite, c.cfg.Sites[s]), slog.Uint64(wire.LogKeyRound, c.step))
 	h, err := c.helloFor(s)
@@ -440,7 +451,16 @@ func (c *coordinator) rejoin(ctx context.Context, s int, out *wire.Envelope) {
 		c.log.Error("rejoin", slog.String(LogKeyReason, err.Error()))
 		return
 	}
-	for _, e := range []*wire.Envelope{h, v, out} {
+	// A site that confirmed the run is sent no step (out is nil), so it
+	// needs no final weights either.
+	var w *wire.Envelope
+	if c.st.Finish != nil && out != nil {
+		if w, err = c.finalWeightsFor(s); err != nil {
+			c.log.Error("rejoin", slog.String(LogKeyReason, err.Error()))
+			return
+		}
+	}
+	for _, e := range []*wire.Envelope{h, v, w, out} {
 		if e == nil {
 			continue
 		}
@@ -689,24 +709,66 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	return res, nil
 }
 
+// finalWeightsFor is the envelope of site s at the current step that
+// carries every model's final weights of the site, its row of Λ and the
+// model's rounds, to which the site answers with its local ATE.
+func (c *coordinator) finalWeightsFor(s int) (*wire.Envelope, error) {
+	m := len(c.cfg.Sites)
+	var ts []wire.Tensor
+	for _, t := range c.st.Trained {
+		p := t.Model.String() + "."
+		ts = append(ts, wire.Matrices(p+pWeights, t.Weights[s])...)
+		ts = append(ts, wire.Vectors(p+pShared, t.Shared)...)
+		row := make([]float64, m)
+		for v := range m {
+			row[v] = t.Lambda.At(s, v)
+		}
+		ts = append(ts, wire.Vector(p+tLambda, row), wire.Scalar(p+tRounds, float64(t.Rounds)))
+	}
+	e, err := c.envelope(c.cfg.Sites[s], "", wire.KindWeights, ts)
+	if err != nil {
+		return nil, fmt.Errorf("final weights of site %s: %w", c.cfg.Sites[s], err)
+	}
+	return e, nil
+}
+
+// recheckATE compares the local ATE that site s answered to the final
+// weights sent again on its rejoining (see rejoin) with the one recorded in
+// c.st.Finish. The recorded one stands either way: the global ATE is a
+// function of the recorded ones, and the sites that confirmed the run hold
+// it already. A site computes its ATE as a pure function of its rows and
+// the envelopes, so a difference means that its rows changed across its
+// restart; it is logged, never the values.
+func (c *coordinator) recheckATE(s int, e *wire.Envelope) {
+	name := c.cfg.Sites[s]
+	f := c.st.Finish
+	ate, err := scalar(e, tATE)
+	var se float64
+	var n int
+	if err == nil {
+		se, err = scalar(e, tSE)
+	}
+	if err == nil {
+		n, err = integer(e, tN)
+	}
+	switch {
+	case err != nil:
+		c.log.Warn("rejoined site's local ATE unreadable; keeping the recorded one", slog.String(LogKeySite, name), slog.String(LogKeyReason, err.Error()))
+	case ate != f.LocalATE[s] || se != f.LocalSE[s] || n != f.Rows[s]:
+		c.log.Warn("rejoined site's local ATE differs from the recorded one, which the global ATE keeps using; its rows may have changed since the run began",
+			slog.String(LogKeySite, name))
+	default:
+		c.log.Info("rejoined site's local ATE matches the recorded one", slog.String(LogKeySite, name))
+	}
+}
+
 // gatherATEs sends every site its final weights and gathers the local ATEs.
 func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
 	m := len(c.cfg.Sites)
 	c.step++
 	out := make([]*wire.Envelope, m)
-	for s, name := range c.cfg.Sites {
-		var ts []wire.Tensor
-		for _, t := range c.st.Trained {
-			p := t.Model.String() + "."
-			ts = append(ts, wire.Matrices(p+pWeights, t.Weights[s])...)
-			ts = append(ts, wire.Vectors(p+pShared, t.Shared)...)
-			row := make([]float64, m)
-			for v := range m {
-				row[v] = t.Lambda.At(s, v)
-			}
-			ts = append(ts, wire.Vector(p+tLambda, row), wire.Scalar(p+tRounds, float64(t.Rounds)))
-		}
-		e, err := c.envelope(name, "", wire.KindWeights, ts)
+	for s := range c.cfg.Sites {
+		e, err := c.finalWeightsFor(s)
 		if err != nil {
 			return nil, err
 		}

@@ -60,8 +60,12 @@
 // A site restarted mid-run knows nothing of the run: to any envelope of an
 // unknown run it answers with a hello carrying the scalar "rejoin", and the
 // coordinator sends it its hello and dedup-verdict again at the current step,
-// followed by the step's envelope. A site's computation is a pure function of
-// its rows and the envelopes, so the run continues unchanged.
+// followed by the step's envelope. At the global-ate step (5) the final
+// weights of step 4 come before it, since the site needs its scores to
+// publish: it answers ate again, which the coordinator checks against the
+// local ATE it recorded (logging a difference) and does not use, and then
+// done. A site's computation is a pure function of its rows and the
+// envelopes, so the run continues unchanged.
 //
 // # What crosses the wire
 //

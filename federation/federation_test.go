@@ -690,3 +690,220 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 		})
 	}
 }
+
+// TestSiteRejoinsAtTheGlobalATE restarts site2 in the last step of a run,
+// before it hears the global ATE: once while the coordinator waits for the
+// sites' done, and once while the coordinator is down after saving the
+// local ATEs (State.Finish), so that the resumed coordinator meets the
+// restarted site. The new process knows nothing of the run, not even its
+// final weights; it must still publish what an uninterrupted run's site2
+// publishes.
+func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	sizes := []int{40, 50, 30}
+	ref := newFed(sizes...)
+	refSites := ref.start(ctx)
+	want, err := RunCoordinator(ctx, ref.coordinator(cfg), ref.net.Endpoint("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want2 *SiteResult
+	for s, ch := range refSites {
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if s == 1 {
+			want2 = r.res
+		}
+	}
+	for _, coordDown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("coordinator down %v", coordDown), func(t *testing.T) {
+			f := newFed(sizes...)
+			others := f.cfgs
+			f.cfgs = []SiteConfig{others[0], others[2]}
+			sites := f.start(ctx)
+			f.cfgs = others
+			site2ctx, kill := context.WithCancel(ctx)
+			defer kill()
+			cctx, stop := context.WithCancel(ctx)
+			defer stop()
+			var mu sync.Mutex
+			killed, gone, down := false, false, false
+			var published []*SiteResult // by site2's second process
+			f.net.Intercept = func(b []byte) [][]byte {
+				e, err := wire.Unmarshal(b)
+				if err != nil {
+					return [][]byte{b}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if down && e.Sender == "coord" {
+					// What a stopping coordinator still sends is lost:
+					// the sites must hear the global ATE from the
+					// resumed one.
+					return nil
+				}
+				if e.Recipient != "site2" {
+					return [][]byte{b}
+				}
+				if !coordDown && !killed && e.Kind == wire.KindGlobalATE {
+					killed = true
+					kill()
+				}
+				if killed && !gone {
+					return nil // lost with the killed process; the coordinator sends it again
+				}
+				return [][]byte{b}
+			}
+			first := make(chan error, 1)
+			go func() {
+				_, err := RunSite(site2ctx, f.cfgs[1], f.net.Endpoint("site2"))
+				first <- err
+			}()
+			second := make(chan siteRun, 1)
+			go func() {
+				<-first // the killed site is gone: a new process starts afresh
+				mu.Lock()
+				gone = true
+				mu.Unlock()
+				c := f.cfgs[1]
+				c.Publish = func(_ context.Context, r *SiteResult) error {
+					mu.Lock()
+					defer mu.Unlock()
+					published = append(published, r)
+					return nil
+				}
+				r, err := RunSite(ctx, c, f.net.Endpoint("site2"))
+				second <- siteRun{r, err}
+			}()
+			cc := f.coordinator(cfg)
+			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
+			var logs strings.Builder
+			var lmu sync.Mutex
+			cc.Logger = slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
+			if coordDown {
+				cp := &hookCheckpoints{}
+				cp.saved = func() {
+					// Stop the coordinator, and kill site2, once the
+					// local ATEs are saved.
+					st, err := cp.Load(ctx)
+					if err != nil || st == nil || st.Finish == nil {
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if !killed {
+						killed, down = true, true
+						kill()
+						stop()
+					}
+				}
+				cc.Checkpoints, cc.CheckpointEvery = cp, 2
+				if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
+					t.Fatalf("first coordinator: %v", err)
+				}
+				mu.Lock()
+				down = false
+				mu.Unlock()
+			}
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				select {
+				case r := <-second:
+					t.Fatalf("coordinator: %v; restarted site2: %v", err, r.err)
+				case <-time.After(time.Second):
+					t.Fatalf("coordinator: %v", err)
+				}
+			}
+			lmu.Lock()
+			if !strings.Contains(logs.String(), "site rejoins the run") {
+				t.Error("site2 never rejoined")
+			}
+			if strings.Contains(logs.String(), "value") {
+				t.Error("log mentions values")
+			}
+			if !strings.Contains(logs.String(), "local ATE matches the recorded one") {
+				t.Error("the rejoined site's local ATE was not checked")
+			}
+			if strings.Contains(logs.String(), "differs") {
+				t.Errorf("the rejoined site's local ATE differs from the recorded one:\n%s", logs.String())
+			}
+			lmu.Unlock()
+			if res.GlobalATE != want.GlobalATE || res.GlobalSE != want.GlobalSE || !slices.Equal(res.LocalATE, want.LocalATE) {
+				t.Errorf("result %+v, uninterrupted %+v", res, want)
+			}
+			r := <-second
+			if r.err != nil {
+				t.Fatalf("restarted site2: %v", r.err)
+			}
+			got := r.res
+			if got.Global != want2.Global || got.Local != want2.Local || !slices.Equal(got.Kept, want2.Kept) ||
+				!slices.Equal(got.Peers, want2.Peers) || got.Index != want2.Index {
+				t.Errorf("restarted site2: global %+v local %+v, uninterrupted global %+v local %+v", got.Global, got.Local, want2.Global, want2.Local)
+			}
+			for _, k := range estimator.Kinds {
+				if !slices.Equal(got.Lambda[k], want2.Lambda[k]) || got.Rounds[k] != want2.Rounds[k] {
+					t.Errorf("restarted site2, %s: λ %v after %d rounds, uninterrupted %v after %d", k, got.Lambda[k], got.Rounds[k], want2.Lambda[k], want2.Rounds[k])
+				}
+			}
+			ge, we := got.Effects, want2.Effects
+			for name, p := range map[string][2][]float64{"cate": {ge.CATE, we.CATE}, "sd": {ge.SD, we.SD}, "lower": {ge.Lower, we.Lower},
+				"upper": {ge.Upper, we.Upper}, "y0": {ge.Y0, we.Y0}, "y1": {ge.Y1, we.Y1}, "propensity": {ge.Propensity, we.Propensity}} {
+				if !slices.Equal(p[0], p[1]) {
+					t.Errorf("restarted site2: %s differs from the uninterrupted run's", name)
+				}
+			}
+			mu.Lock()
+			if len(published) != 1 || published[0] != got {
+				t.Errorf("restarted site2 published %d times, want once", len(published))
+			}
+			mu.Unlock()
+			for _, ch := range sites {
+				if r := <-ch; r.err != nil || r.res.Global.ATE != want.GlobalATE {
+					t.Fatalf("other site: %v", r.err)
+				}
+			}
+		})
+	}
+}
+
+// TestRecheckATELogsADifferenceWithoutValues checks what the coordinator
+// logs when a site that rejoined at the global-ate step answers a local ATE
+// other than the one recorded: a warning naming the site, no value.
+func TestRecheckATELogsADifferenceWithoutValues(t *testing.T) {
+	var logs strings.Builder
+	c := &coordinator{cfg: CoordinatorConfig{Name: "coord", RunID: "run-1", Sites: []string{"site1", "site2"}},
+		log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{} // its digits could look like a value
+			}
+			return a
+		}})),
+		st: &State{RunID: "run-1", Finish: &FinishState{LocalATE: []float64{0.25, 1.5}, LocalSE: []float64{0.125, 0.375},
+			Rows: []int{40, 50}, Done: []bool{true, false}}}}
+	for _, tc := range []struct {
+		ate  float64
+		n    float64
+		want string
+	}{{1.5, 50, "matches"}, {1.75, 50, "differs"}, {1.5, 49, "differs"}} {
+		logs.Reset()
+		e, err := wire.New(wire.Header{RunID: "run-1", Round: 30, Kind: wire.KindATE, Sender: "site2", Recipient: "coord"},
+			[]wire.Tensor{wire.Scalar(tATE, tc.ate), wire.Scalar(tSE, 0.375), wire.Scalar(tN, tc.n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.recheckATE(1, e)
+		got := logs.String()
+		if !strings.Contains(got, tc.want) || !strings.Contains(got, "site=site2") {
+			t.Errorf("ATE %v over %v rows: logged %q, want it to say %q naming site2", tc.ate, tc.n, got, tc.want)
+		}
+		for _, v := range []string{"1.5", "1.75", "0.375", "49", "50"} {
+			if strings.Contains(got, v) {
+				t.Errorf("log %q holds the value %s", got, v)
+			}
+		}
+	}
+}
