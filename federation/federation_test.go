@@ -94,6 +94,52 @@ func (f *fed) start(ctx context.Context) []chan siteRun {
 	return out
 }
 
+// waitSites waits for every site started by start and fails the test on
+// the first error; it returns the sites' results in order.
+func waitSites(t *testing.T, sites []chan siteRun) []*SiteResult {
+	t.Helper()
+	out := make([]*SiteResult, len(sites))
+	for s, ch := range sites {
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("site %d: %v", s+1, r.err)
+		}
+		out[s] = r.res
+	}
+	return out
+}
+
+// referenceRun runs an uninterrupted federation of sites of the given sizes
+// and returns the coordinator's result and the sites' results.
+func referenceRun(ctx context.Context, t *testing.T, cfg estimator.Config, sizes ...int) (*Result, []*SiteResult) {
+	t.Helper()
+	f := newFed(sizes...)
+	sites := f.start(ctx)
+	res, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, waitSites(t, sites)
+}
+
+// restartSite runs site s under killCtx and, once that process has ended
+// (killCtx cancelled), starts it afresh under ctx with configuration again,
+// as a restarted daemon would; gone, when not nil, is called in between.
+// The channel carries the second process's result.
+func (f *fed) restartSite(killCtx, ctx context.Context, s int, again SiteConfig, gone func()) chan siteRun {
+	name := f.cfgs[s].Name
+	second := make(chan siteRun, 1)
+	go func() {
+		_, _ = RunSite(killCtx, f.cfgs[s], f.net.Endpoint(name))
+		if gone != nil {
+			gone()
+		}
+		r, err := RunSite(ctx, again, f.net.Endpoint(name))
+		second <- siteRun{r, err}
+	}()
+	return second
+}
+
 func (f *fed) coordinator(cfg estimator.Config) CoordinatorConfig {
 	return CoordinatorConfig{Name: "coord", RunID: "run-1", Sites: f.names, Config: cfg,
 		Spectral: estimator.GaussianSpectral{}, RoundTimeout: 5 * time.Second, Retries: 2}
@@ -222,11 +268,7 @@ func TestDuplicatedAndStaleEnvelopesAreDropped(t *testing.T) {
 			t.Errorf("%s: differs by %g under duplicates", k, d)
 		}
 	}
-	for _, ch := range sites {
-		if r := <-ch; r.err != nil {
-			t.Fatal(r.err)
-		}
-	}
+	waitSites(t, sites)
 }
 
 func TestSchemaMismatchIsRefusedNamingTheColumn(t *testing.T) {
@@ -367,11 +409,7 @@ func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
 					t.Errorf("%s: resumed model differs by %g", k, d)
 				}
 			}
-			for _, ch := range sites {
-				if r := <-ch; r.err != nil {
-					t.Fatal(r.err)
-				}
-			}
+			waitSites(t, sites)
 		})
 	}
 }
@@ -443,17 +481,7 @@ func TestRestartedSiteRejoins(t *testing.T) {
 				}
 				return [][]byte{b}
 			}
-			first := make(chan error, 1)
-			go func() {
-				_, err := RunSite(site2ctx, f.cfgs[1], f.net.Endpoint("site2"))
-				first <- err
-			}()
-			second := make(chan siteRun, 1)
-			go func() {
-				<-first // the killed site is gone: a new process starts afresh
-				r, err := RunSite(ctx, f.cfgs[1], f.net.Endpoint("site2"))
-				second <- siteRun{r, err}
-			}()
+			second := f.restartSite(site2ctx, ctx, 1, f.cfgs[1], nil)
 			cc := f.coordinator(cfg)
 			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
 			var logs strings.Builder
@@ -479,11 +507,7 @@ func TestRestartedSiteRejoins(t *testing.T) {
 			if r := <-second; r.err != nil || r.res.Global.ATE != res.GlobalATE {
 				t.Fatalf("restarted site2: %v", r.err)
 			}
-			for _, ch := range sites {
-				if r := <-ch; r.err != nil {
-					t.Fatal(r.err)
-				}
-			}
+			waitSites(t, sites)
 		})
 	}
 }
@@ -500,21 +524,17 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// stoppingCheckpoints stops the coordinator right after it saved the end of
-// model number kind.
-type stoppingCheckpoints struct {
+// hookCheckpoints calls saved with every state it has stored.
+type hookCheckpoints struct {
 	MemCheckpoints
-	kind int
-	stop func()
+	saved func(st *State)
 }
 
-func (s *stoppingCheckpoints) Save(ctx context.Context, st *State) error {
-	if err := s.MemCheckpoints.Save(ctx, st); err != nil {
+func (h *hookCheckpoints) Save(ctx context.Context, st *State) error {
+	if err := h.MemCheckpoints.Save(ctx, st); err != nil {
 		return err
 	}
-	if st.Checkpoint == nil && len(st.Trained) == s.kind {
-		s.stop()
-	}
+	h.saved(st)
 	return nil
 }
 
@@ -532,7 +552,12 @@ func TestCoordinatorResumesAtModelBoundary(t *testing.T) {
 			f := newFed(40, 50)
 			sites := f.start(ctx)
 			cctx, stop := context.WithCancel(ctx)
-			cp := &stoppingCheckpoints{kind: kind, stop: stop}
+			// Stop right after the save at the end of model number kind.
+			cp := &hookCheckpoints{saved: func(st *State) {
+				if st.Checkpoint == nil && len(st.Trained) == kind {
+					stop()
+				}
+			}}
 			cc := f.coordinator(cfg)
 			cc.Checkpoints, cc.CheckpointEvery = cp, 100
 			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
@@ -547,27 +572,9 @@ func TestCoordinatorResumesAtModelBoundary(t *testing.T) {
 					t.Errorf("%s: resumed model differs by %g", k, d)
 				}
 			}
-			for _, ch := range sites {
-				if r := <-ch; r.err != nil {
-					t.Fatal(r.err)
-				}
-			}
+			waitSites(t, sites)
 		})
 	}
-}
-
-// hookCheckpoints calls saved after every Save.
-type hookCheckpoints struct {
-	MemCheckpoints
-	saved func()
-}
-
-func (h *hookCheckpoints) Save(ctx context.Context, st *State) error {
-	if err := h.MemCheckpoints.Save(ctx, st); err != nil {
-		return err
-	}
-	h.saved()
-	return nil
 }
 
 // TestCoordinatorResumesInFinish stops the coordinator in the finish phase,
@@ -580,17 +587,7 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 	defer cancel()
 	cfg := testConfig()
 	sizes := []int{40, 50, 30}
-	ref := newFed(sizes...)
-	refSites := ref.start(ctx)
-	want, err := RunCoordinator(ctx, ref.coordinator(cfg), ref.net.Endpoint("coord"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ch := range refSites {
-		if r := <-ch; r.err != nil {
-			t.Fatal(r.err)
-		}
-	}
+	want, _ := referenceRun(ctx, t, cfg, sizes...)
 	for _, done := range []int{0, 1, 2} {
 		t.Run(fmt.Sprint(done), func(t *testing.T) {
 			f := newFed(sizes...)
@@ -628,7 +625,7 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 				return [][]byte{b}
 			}
 			cp := &hookCheckpoints{}
-			cp.saved = func() {
+			cp.saved = func(*State) {
 				mu.Lock()
 				defer mu.Unlock()
 				// Once every ATE is in: the save of the ATEs, then one
@@ -703,22 +700,8 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 	defer cancel()
 	cfg := testConfig()
 	sizes := []int{40, 50, 30}
-	ref := newFed(sizes...)
-	refSites := ref.start(ctx)
-	want, err := RunCoordinator(ctx, ref.coordinator(cfg), ref.net.Endpoint("coord"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want2 *SiteResult
-	for s, ch := range refSites {
-		r := <-ch
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if s == 1 {
-			want2 = r.res
-		}
-	}
+	want, refSites := referenceRun(ctx, t, cfg, sizes...)
+	want2 := refSites[1]
 	for _, coordDown := range []bool{false, true} {
 		t.Run(fmt.Sprintf("coordinator down %v", coordDown), func(t *testing.T) {
 			f := newFed(sizes...)
@@ -758,27 +741,18 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 				}
 				return [][]byte{b}
 			}
-			first := make(chan error, 1)
-			go func() {
-				_, err := RunSite(site2ctx, f.cfgs[1], f.net.Endpoint("site2"))
-				first <- err
-			}()
-			second := make(chan siteRun, 1)
-			go func() {
-				<-first // the killed site is gone: a new process starts afresh
+			c := f.cfgs[1]
+			c.Publish = func(_ context.Context, r *SiteResult) error {
+				mu.Lock()
+				defer mu.Unlock()
+				published = append(published, r)
+				return nil
+			}
+			second := f.restartSite(site2ctx, ctx, 1, c, func() {
 				mu.Lock()
 				gone = true
 				mu.Unlock()
-				c := f.cfgs[1]
-				c.Publish = func(_ context.Context, r *SiteResult) error {
-					mu.Lock()
-					defer mu.Unlock()
-					published = append(published, r)
-					return nil
-				}
-				r, err := RunSite(ctx, c, f.net.Endpoint("site2"))
-				second <- siteRun{r, err}
-			}()
+			})
 			cc := f.coordinator(cfg)
 			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
 			var logs strings.Builder
@@ -786,7 +760,7 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 			cc.Logger = slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
 			if coordDown {
 				cp := &hookCheckpoints{}
-				cp.saved = func() {
+				cp.saved = func(*State) {
 					// Stop the coordinator, and kill site2, once the
 					// local ATEs are saved.
 					st, err := cp.Load(ctx)
