@@ -18,6 +18,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/plugins/host"
+	sqlfiles "github.com/crffd/crffd/sql"
 	"github.com/crffd/crffd/synth"
 )
 
@@ -147,6 +148,8 @@ type demoSite struct {
 	n                     int
 	local, global, trueTE float64
 	pehe, ateErr          float64
+	treated, control      int                           // scored rows by arm
+	extreme               int                           // scored rows with a propensity outside the positivity bounds
 	lambda                map[string]map[string]float64 // model → peer → λ
 }
 
@@ -171,6 +174,10 @@ func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
 		}
 	}
 	s.ateErr = math.Abs(s.local - s.trueTE)
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(sum(treated), 0), coalesce(sum(control), 0),
+		coalesce(sum(CASE WHEN extreme THEN treated + control END), 0) FROM crff_overlap`).Scan(&s.treated, &s.control, &s.extreme); err != nil {
+		return s, fmt.Errorf("read the overlap of %s: %w", path, err)
+	}
 	rows, err := db.QueryContext(ctx, `SELECT model, peer, lambda FROM crff_transfer`)
 	if err != nil {
 		return s, fmt.Errorf("read %s: %w", path, err)
@@ -204,12 +211,17 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 		sumTrue += float64(s.n) * s.trueTE
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SITE\tROWS\tLOCAL ATE\tTRUE ATE\tSQRT(PEHE)\tATE ERROR")
+	fmt.Fprintln(tw, "SITE\tROWS\tTREATED\tLOCAL ATE\tTRUE ATE\tSQRT(PEHE)\tATE ERROR")
 	for _, s := range sites {
-		fmt.Fprintf(tw, "%s\t%d\t%.4f\t%.4f\t%.4f\t%.4f\n", s.name, s.n, s.local, s.trueTE, s.pehe, s.ateErr)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%.4f\t%.4f\t%.4f\t%.4f\n", s.name, s.n, 100*float64(s.treated)/float64(max(s.treated+s.control, 1)), s.local, s.trueTE, s.pehe, s.ateErr)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, s := range sites {
+		if line := positivityNote(s); line != "" {
+			fmt.Fprintln(w, line)
+		}
 	}
 	global := sites[0].global
 	fmt.Fprintf(w, "\nglobal ATE %.4f (n-weighted mean of the local ATEs: %.4f); true %.4f; error %.4f\n",
@@ -252,6 +264,27 @@ Look at the results with any SQLite client:
   sqlite3 %[1]s 'SELECT kind, direction, count(*), sum(bytes) FROM crff_audit GROUP BY kind, direction'
 `, site1)
 	return err
+}
+
+// minorArm is the share of a site's rows below which the demo warns that
+// one arm is too thin to estimate its outcomes from the site's own rows.
+const minorArm = 0.05
+
+// positivityNote returns a warning line when site s has rows whose
+// propensity lies outside the positivity bounds, or an arm holding less
+// than minorArm of its rows, and "" otherwise: the demo's third site is
+// meant to be dissimilar, and this says what that does to its estimates.
+func positivityNote(s demoSite) string {
+	n := s.treated + s.control
+	minor, arm := s.control, "control"
+	if s.treated < s.control {
+		minor, arm = s.treated, "treated"
+	}
+	if n == 0 || (s.extreme == 0 && float64(minor) >= minorArm*float64(n)) {
+		return ""
+	}
+	return fmt.Sprintf("positivity: %s has %d %s rows of %d and %d with a propensity outside [%g, %g] (see crff_overlap); its effects rest on extrapolation",
+		s.name, minor, arm, n, s.extreme, sqlfiles.PositivityLow, sqlfiles.PositivityHigh)
 }
 
 // borrowSummary compares, for one model, the mean factor with which the
