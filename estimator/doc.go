@@ -139,10 +139,11 @@
 // within 0.05: 2000 rounds 0.474, L-BFGS 0.443, Metropolis–Hastings with 100
 // steps 0.495, dz = 5 0.457, initial log-sd −3 0.467, step 0.02 or 0.05
 // 0.477 or 0.471, no linear kernel (Linear 0) 0.506. The decoder's learned
-// log-scale a_z ends near −1.8, a very smooth kernel in z. Our untested
-// guess is that it spreads the treated classes' outcomes over this class's
-// codes: a_z is shared by the x, w and y heads, and the 30 x heads weigh
-// most in choosing it.
+// log-scale a_z ends near −1.8, a very smooth kernel in z, but that is not
+// the cause: with a_z held at 0 or −0.75 (a scratch change, not kept) the
+// class's estimated y(1) stayed at 0.52 and 0.51. Held at 0 the ATE came to
+// 0.394, but only because the control means of other classes rose to
+// cancel it.
 //
 // Regularisers are added by the coordinator, which holds θ; SiteOutput.Loss
 // carries the data terms only, so Σ_s Loss plus the penalties is J.
