@@ -34,6 +34,11 @@ var (
 	// fewer than SiteConfig.MinArmRows: its sums and gradients would come
 	// too close to single records for it to take part.
 	ErrTooFewRows = errors.New("too few rows to take part")
+	// ErrRowsChanged reports a site restarted mid-run whose rows are not
+	// those it began the run with: the run's de-duplication verdict and
+	// pooled standardisation were computed from the rows it had then, so
+	// it cannot go on with the ones it has now.
+	ErrRowsChanged = errors.New("rows changed since the run began")
 )
 
 // Tensor and digest-list names. They are part of the protocol.
@@ -41,6 +46,7 @@ const (
 	tSiteIndex     = "site.index"
 	tPeerPrefix    = "peer." // hello: one scalar per site, "peer.<name>" = its index
 	tSiteCount     = "site.count"
+	tSiteRows      = "site.rows" // hello to a rejoining site: its row count when the run began
 	tSchemaBinary  = "schema.binary"
 	tSchemaBinOut  = "schema.binary_outcome"
 	tMomentsN      = "moments.n"
@@ -68,7 +74,7 @@ const (
 	tATE           = "ate"
 	tSE            = "se"
 	tN             = "n"
-	tRejoin        = "rejoin"         // hello: a restarted site asks to rejoin the run
+	tRejoin        = "rejoin"         // hello: a restarted site asks to rejoin the run; the value tells its processes apart
 	tStatus        = "status"         // done: 1 finished, -1 aborted
 	tRefusedColumn = "refused.column" // done: the covariate that differs
 	tRefusedKernel = "refused.kernel" // done: 1 when the frequencies differ

@@ -409,11 +409,17 @@ func (c *coordinator) handshake(ctx context.Context) error {
 	return nil
 }
 
-// helloFor is the coordinator's hello to site s at the current step.
+// helloFor is the coordinator's hello to site s at the current step. Once
+// the handshake has counted the site's rows, that is when the site rejoins,
+// it carries the count (the site's moments.n, before de-duplication), which
+// the site checks against the rows it has now.
 func (c *coordinator) helloFor(s int) (*wire.Envelope, error) {
 	ts := append(configTensors(c.st.Config), wire.Scalar(tSiteIndex, float64(s)), wire.Scalar(tSiteCount, float64(len(c.cfg.Sites))))
 	for v, name := range c.cfg.Sites {
 		ts = append(ts, wire.Scalar(tPeerPrefix+name, float64(v)))
+	}
+	if s < len(c.st.Rows) && s < len(c.st.Dropped) {
+		ts = append(ts, wire.Scalar(tSiteRows, float64(c.st.Rows[s]+c.st.Dropped[s])))
 	}
 	return c.envelope(c.cfg.Sites[s], "", wire.KindHello, ts)
 }
@@ -430,8 +436,11 @@ func (c *coordinator) verdictFor(s int) (*wire.Envelope, error) {
 
 // rejoin brings a restarted site back into the run: it sends the site its
 // hello and dedup-verdict again, at the current step, and then the step's
-// envelope (out, nil for none). The site's answers to the hello are not
-// needed and are dropped.
+// envelope (out, nil for none). The hello names the rows the site began the
+// run with: a site whose rows changed since stops there (ErrRowsChanged),
+// and stays silent here until the run stops with ErrSilent. A site answers
+// this hello with nothing; older sites answer as to the handshake's, and
+// those answers are dropped.
 //
 // Once the local ATEs are in (c.st.Finish set), the only step left is the
 // global ATE, which a site can act on only after scoring its rows with the

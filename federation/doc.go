@@ -60,12 +60,24 @@
 // A site restarted mid-run knows nothing of the run: to any envelope of an
 // unknown run it answers with a hello carrying the scalar "rejoin", and the
 // coordinator sends it its hello and dedup-verdict again at the current step,
-// followed by the step's envelope. At the global-ate step (5) the final
-// weights of step 4 come before it, since the site needs its scores to
-// publish: it answers ate again, which the coordinator checks against the
-// local ATE it recorded (logging a difference) and does not use, and then
-// done. A site's computation is a pure function of its rows and the
-// envelopes, so the run continues unchanged.
+// followed by the step's envelope. The scalar's value is a random number
+// drawn once per process: a site restarted twice within one step would
+// otherwise ask in the very words of its previous process, and the
+// coordinator would drop the request as a duplicate. At the global-ate step
+// (5) the final weights of step 4 come before it, since the site needs its
+// scores to publish: it answers ate again, which the coordinator checks
+// against the local ATE it recorded (logging a difference) and does not
+// use, and then done. A site's computation is a pure function of its rows
+// and the envelopes, so the run continues unchanged if its rows are those
+// it began the run with.
+//
+// The hello a rejoining site is sent therefore names its row count when the
+// run began (the moments.n of its first hello). A site that now has another
+// count stops with ErrRowsChanged before it sends anything computed from its
+// rows, and the run stops with ErrSilent naming it; one that has as many
+// answers the hello with nothing, since the coordinator has no use for new
+// moments and hashes. The check sees rows added or deleted, not rows edited,
+// replaced or reordered with the count unchanged.
 //
 // # What crosses the wire
 //

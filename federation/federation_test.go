@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -508,6 +509,278 @@ func TestRestartedSiteRejoins(t *testing.T) {
 				t.Fatalf("restarted site2: %v", r.err)
 			}
 			waitSites(t, sites)
+		})
+	}
+}
+
+// TestSiteRestartedTwiceInOneStepRejoins restarts site2 twice within one
+// step: its second process dies after asking to rejoin, before it hears the
+// coordinator's answer, and its third asks again at the same step. Each
+// process knows nothing of the one before, so the third's request must not
+// be taken for a duplicate of the second's; the run must end with the
+// uninterrupted run's models. site2's first process dies after sending
+// gradient number stopAt, before it hears the next step: 2 puts the two
+// restarts in a training step, 24 (its last gradient) in the step of the
+// final weights.
+func TestSiteRestartedTwiceInOneStepRejoins(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	sizes := []int{40, 50, 30}
+	want, _ := referenceRun(ctx, t, cfg, sizes...)
+	for _, stopAt := range []int{2, 24} {
+		t.Run(fmt.Sprint(stopAt), func(t *testing.T) {
+			f := newFed(sizes...)
+			others := f.cfgs
+			f.cfgs = []SiteConfig{others[0], others[2]}
+			sites := f.start(ctx)
+			f.cfgs = others
+			// lives[i] is the context of site2's process i+1, of the
+			// three; the third runs under ctx.
+			lives := make([]context.Context, 2)
+			kills := make([]context.CancelFunc, 2)
+			for i := range lives {
+				lives[i], kills[i] = context.WithCancel(ctx)
+				defer kills[i]()
+			}
+			// lost[i] is closed once the envelopes the coordinator sent
+			// process i+1 after its death, up to and including the step's
+			// weights, are lost: its successor starts then, so that it
+			// hears nothing before the coordinator sends the step again.
+			lost := []chan struct{}{make(chan struct{}), make(chan struct{})}
+			var mu sync.Mutex
+			// life is the index of site2's running process; doomed says
+			// it dies on the next envelope the coordinator sends it, and
+			// dying that it is dead and not yet replaced.
+			life, grads, doomed, dying, closed := 0, 0, false, false, false
+			f.net.Intercept = func(b []byte) [][]byte {
+				e, err := wire.Unmarshal(b)
+				if err != nil {
+					return [][]byte{b}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case e.Recipient == "site2" && (doomed || dying):
+					if doomed {
+						doomed, dying = false, true
+						kills[life]()
+					}
+					if e.Kind == wire.KindWeights && !closed {
+						closed = true
+						close(lost[life])
+					}
+					return nil
+				case life == 0 && e.Sender == "site2" && e.Kind == wire.KindGradient:
+					grads++
+					doomed = grads == stopAt
+				case life == 1 && e.Sender == "site2" && e.Kind == wire.KindHello:
+					// The second process asks to rejoin; it dies
+					// before it hears the answer.
+					_, doomed = e.Tensor(tRejoin)
+				}
+				return [][]byte{b}
+			}
+			next := func() {
+				mu.Lock()
+				defer mu.Unlock()
+				life++
+				dying, closed = false, false
+			}
+			third := make(chan siteRun, 1)
+			go func() {
+				for i, l := range lives {
+					_, _ = RunSite(l, f.cfgs[1], f.net.Endpoint("site2"))
+					<-lost[i]
+					next()
+				}
+				r, err := RunSite(ctx, f.cfgs[1], f.net.Endpoint("site2"))
+				third <- siteRun{r, err}
+			}()
+			cc := f.coordinator(cfg)
+			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
+			var logs strings.Builder
+			var lmu sync.Mutex
+			cc.Logger = slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			if life != 2 {
+				t.Errorf("site2 ran %d processes before the last, want 2", life)
+			}
+			mu.Unlock()
+			lmu.Lock()
+			if n := strings.Count(logs.String(), "site rejoins the run"); n < 2 {
+				t.Errorf("site2 rejoined %d times, want at least twice", n)
+			}
+			if strings.Contains(logs.String(), "value") {
+				t.Error("log mentions values")
+			}
+			lmu.Unlock()
+			for _, k := range estimator.Kinds {
+				if d := maxDiff(t, res.Models[k], want.Models[k]); d != 0 {
+					t.Errorf("%s: differs by %g after site2 restarted twice", k, d)
+				}
+			}
+			if res.GlobalATE != want.GlobalATE || !slices.Equal(res.LocalATE, want.LocalATE) {
+				t.Errorf("global ATE %v, local %v; uninterrupted %v, %v", res.GlobalATE, res.LocalATE, want.GlobalATE, want.LocalATE)
+			}
+			if r := <-third; r.err != nil || r.res.Global.ATE != res.GlobalATE {
+				t.Fatalf("site2's third process: %v", r.err)
+			}
+			waitSites(t, sites)
+		})
+	}
+}
+
+// TestRejoinHelloChecksTheRowCount hands a site the hello a coordinator
+// sends when the site rejoins a run under way, which names the rows the
+// site had when the run began. A site with other rows must stop with
+// ErrRowsChanged naming itself and the counts, and a site with as many
+// must not answer: the coordinator has the handshake's moments and hashes
+// already, and fresh ones of edited rows would tell it the edit. A hello
+// without the count (from a coordinator that predates it) is answered as
+// before.
+func TestRejoinHelloChecksTheRowCount(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		began int // the count in the hello; negative for none
+		sends int // envelopes the site answers with
+		err   string
+	}{
+		{"no count", -1, 2, ""},
+		{"same rows", 50, 0, ""},
+		{"rows added", 48, 0, "site2's table holds 50 rows, the run began with 48"},
+		{"rows deleted", 53, 0, "site2's table holds 50 rows, the run began with 53"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := 0
+			cfg := SiteConfig{Name: "site2", Coordinator: "coord", Data: makeData(50, 1), Schema: testSchema,
+				Columns: testColumns, Spectral: estimator.GaussianSpectral{},
+				Audit: func(_ context.Context, d Direction, _ *wire.Envelope) error {
+					if d == Sent {
+						sent++
+					}
+					return nil
+				}}
+			s := &site{cfg: cfg, conn: NewMemNetwork().Endpoint("site2"), log: slog.New(slog.DiscardHandler)}
+			ts := append(configTensors(testConfig()), wire.Scalar(tSiteIndex, 1), wire.Scalar(tSiteCount, 3))
+			if tc.began >= 0 {
+				ts = append(ts, wire.Scalar(tSiteRows, float64(tc.began)))
+			}
+			e, err := wire.New(wire.Header{RunID: "run-1", Round: 9, Kind: wire.KindHello, Sender: "coord", Recipient: "site2"}, ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.handle(ctx, e)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("hello: %v", err)
+			case tc.err != "" && (!errors.Is(err, ErrRowsChanged) || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("hello: %v, want %v saying %q", err, ErrRowsChanged, tc.err)
+			}
+			if sent != tc.sends {
+				t.Errorf("the site answered with %d envelopes, want %d", sent, tc.sends)
+			}
+		})
+	}
+}
+
+// TestRestartedSiteWithChangedRowsStops restarts site2 mid-run on a table
+// with rows added or deleted since the run began. The restarted site must
+// stop with ErrRowsChanged naming itself and the counts, and send nothing
+// computed from its rows; the coordinator, without site2's gradient, stops
+// with ErrSilent naming it. No row value may reach a log or the error.
+func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		rows int // site2's rows after the restart; 50 before
+	}{{"rows added", 52}, {"rows deleted", 47}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFed(40, 50, 30)
+			var logs strings.Builder
+			var lmu sync.Mutex
+			logger := slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
+			f.cfgs[1].Logger = logger
+			again := f.cfgs[1]
+			// makeData draws the same rows first, so these are the first
+			// life's rows with rows added at the end or the last deleted.
+			again.Data = makeData(tc.rows, 1)
+			others := f.cfgs
+			f.cfgs = []SiteConfig{others[0], others[2]}
+			sites := f.start(ctx)
+			f.cfgs = others
+			site2ctx, kill := context.WithCancel(ctx)
+			defer kill()
+			var mu sync.Mutex
+			n, gone := 0, false
+			var after []string // what site2's second process sent
+			f.net.Intercept = func(b []byte) [][]byte {
+				e, _ := wire.Unmarshal(b)
+				if e == nil || e.Sender != "site2" {
+					return [][]byte{b}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if _, rejoin := e.Tensor(tRejoin); gone && !rejoin {
+					after = append(after, e.Kind.String())
+				}
+				if e.Kind == wire.KindGradient {
+					if n++; n == 2 {
+						kill()
+					}
+				}
+				return [][]byte{b}
+			}
+			second := f.restartSite(site2ctx, ctx, 1, again, func() {
+				mu.Lock()
+				gone = true
+				mu.Unlock()
+			})
+			cc := f.coordinator(testConfig())
+			cc.RoundTimeout, cc.Retries = 300*time.Millisecond, 3
+			cc.Logger = logger
+			_, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if !errors.Is(err, ErrSilent) || !strings.Contains(err.Error(), "site2") {
+				t.Errorf("coordinator: %v, want %v naming site2", err, ErrSilent)
+			}
+			r := <-second
+			want := fmt.Sprintf("site2's table holds %d rows, the run began with 50", tc.rows)
+			if !errors.Is(r.err, ErrRowsChanged) || !strings.Contains(r.err.Error(), want) {
+				t.Errorf("restarted site2: %v, want %v saying %q", r.err, ErrRowsChanged, want)
+			}
+			mu.Lock()
+			if len(after) > 0 {
+				t.Errorf("restarted site2 sent %v besides its request to rejoin", after)
+			}
+			mu.Unlock()
+			lmu.Lock()
+			text := logs.String()
+			lmu.Unlock()
+			if r.err != nil {
+				text += r.err.Error()
+			}
+			if strings.Contains(text, "value") {
+				t.Error("log mentions values")
+			}
+			for _, d := range []*estimator.Data{f.data[1], again.Data} {
+				for _, v := range slices.Concat(d.X.RawMatrix().Data, d.Y) {
+					if v != math.Trunc(v) && strings.Contains(text, strconv.FormatFloat(v, 'g', -1, 64)) {
+						t.Fatalf("a row value of site2 (%v) is in the log or the error", v)
+					}
+				}
+			}
+			for _, ch := range sites {
+				if r := <-ch; !errors.Is(r.err, ErrRefused) {
+					t.Errorf("other site: %v, want %v", r.err, ErrRefused)
+				}
+			}
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"strings"
 
 	"gonum.org/v1/gonum/mat"
@@ -122,6 +123,15 @@ type site struct {
 	fp    wire.Digest
 	cfgE  estimator.Config
 	peers []string // every site's name by index, from hello ("" when not sent)
+
+	// instance is the value of the rejoin scalar this process sends: a
+	// random integer in [1, 2^52], exact in a float64, drawn once per
+	// RunSite. The coordinator drops an envelope equal to one it admitted
+	// in the same step, so a process restarted twice within a step must
+	// not repeat its predecessor's request word for word; this process's
+	// own request, sent again in answer to the same envelope, is still a
+	// duplicate. It is no record's data.
+	instance float64
 }
 
 // RunSite takes part in one federation run over conn: it waits for the
@@ -141,7 +151,7 @@ func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &site{cfg: cfg, conn: conn, log: log}
+	s := &site{cfg: cfg, conn: conn, log: log, instance: float64(rand.Uint64N(1<<52) + 1)}
 	for {
 		select {
 		case <-ctx.Done():
@@ -184,7 +194,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if s.tracker == nil || e.RunID != s.runID() {
 		// A site restarted mid-run knows nothing of the run: ask to rejoin.
 		s.drop(e, "unknown run: asking the coordinator to rejoin")
-		r, err := s.reply(e, wire.KindHello, []wire.Tensor{wire.Scalar(tRejoin, 1)})
+		r, err := s.reply(e, wire.KindHello, []wire.Tensor{wire.Scalar(tRejoin, s.instance)})
 		if err != nil {
 			return false, err
 		}
@@ -276,7 +286,26 @@ func (s *site) reply(in *wire.Envelope, kind wire.Kind, ts []wire.Tensor, lists 
 
 // hello answers the coordinator's hello with the site's fingerprints and
 // moments, and its identity hashes.
+//
+// A hello that names the rows the site had when the run began (tSiteRows)
+// answers this process's request to rejoin a run under way. The run's
+// de-duplication verdict and pooled standardisation were computed from
+// those rows, so a site that now has another count stops before it sends
+// anything computed from its rows. One that has as many answers nothing:
+// the coordinator holds the handshake's moments and hashes and has no use
+// for new ones, which, taken over rows edited since, would tell it the
+// edit.
 func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	_, rejoin := e.Tensor(tSiteRows)
+	if rejoin {
+		began, err := integer(e, tSiteRows)
+		if err != nil {
+			return nil, err
+		}
+		if n := s.cfg.Data.Rows(); n != began {
+			return nil, fmt.Errorf("%w: site %s's table holds %d rows, the run began with %d", ErrRowsChanged, s.cfg.Name, n, began)
+		}
+	}
 	cfg, err := decodeConfig(e)
 	if err != nil {
 		return nil, err
@@ -315,6 +344,10 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	}
 	s.fp, s.cfgE = frequencyDigest(setup), cfg
 	s.res = &SiteResult{RunID: e.RunID, Index: idx, Sites: m, Lambda: map[estimator.Kind][]float64{}, Rounds: map[estimator.Kind]int{}, Peers: s.peers}
+	if rejoin {
+		s.log.Info("rejoining run; its row count is the one it began with", slog.String(wire.LogKeyRun, e.RunID))
+		return nil, nil
+	}
 	bin := make([]float64, len(s.cfg.Schema.Binary))
 	for j, b := range s.cfg.Schema.Binary {
 		bin[j] = b2f(b)
