@@ -1,0 +1,267 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+)
+
+func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	ref := newFed(40, 50)
+	want, err := estimator.Fit(ctx, ref.data, testSchema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stopAt := range []int{3, 8, 11, 16, 20, 24} {
+		t.Run(fmt.Sprint(stopAt), func(t *testing.T) {
+			f := newFed(40, 50)
+			sites := f.start(ctx)
+			cp := &MemCheckpoints{}
+			cctx, stop := context.WithCancel(ctx)
+			var mu sync.Mutex
+			grads := 0
+			f.net.Intercept = func(b []byte) [][]byte {
+				e, _ := wire.Unmarshal(b)
+				if e != nil && e.Kind == wire.KindGradient {
+					mu.Lock()
+					if grads++; grads == 2*stopAt {
+						stop()
+					}
+					mu.Unlock()
+				}
+				return [][]byte{b}
+			}
+			cc := f.coordinator(cfg)
+			cc.Checkpoints, cc.CheckpointEvery = cp, 2
+			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
+				t.Fatalf("first coordinator: %v", err)
+			}
+			if cp.Saves == 0 {
+				t.Fatal("no checkpoint saved")
+			}
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range estimator.Kinds {
+				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
+					t.Errorf("%s: resumed model differs by %g", k, d)
+				}
+			}
+			waitSites(t, sites)
+		})
+	}
+}
+
+func TestStateDBRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenStateDB(ctx, t.TempDir()+"/coord.sqlite", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if st, err := db.Load(ctx); err != nil || st != nil {
+		t.Fatalf("empty: %v %v", st, err)
+	}
+	tr := &estimator.Trained{Model: estimator.Outcome, Weights: []map[string]*mat.Dense{{"b": mat.NewDense(1, 2, []float64{0.1, -1e-300})}},
+		Shared: map[string][]float64{"a": {math.Pi}}, Lambda: mat.NewSymDense(1, []float64{1}), Rounds: 3, Loss: 2.5}
+	st := &State{RunID: "r", Sites: []string{"a"}, Step: 9, Trained: []*estimator.Trained{tr},
+		Checkpoint: &estimator.Checkpoint{X: []float64{1.0 / 3}},
+		Finish:     &FinishState{LocalATE: []float64{0.1}, LocalSE: []float64{1e-17}, Rows: []int{7}, Done: []bool{true}}}
+	if err := db.Save(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Step != 9 || got.Checkpoint.X[0] != 1.0/3 || got.Trained[0].Weights[0]["b"].At(0, 1) != -1e-300 || got.Trained[0].Shared["a"][0] != math.Pi {
+		t.Fatalf("round trip: %+v", got)
+	}
+	if f := got.Finish; f == nil || f.LocalATE[0] != 0.1 || f.LocalSE[0] != 1e-17 || f.Rows[0] != 7 || !f.Done[0] {
+		t.Fatalf("round trip of the finish phase: %+v", got.Finish)
+	}
+	if err := db.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := db.Load(ctx); st != nil {
+		t.Fatal("state after Clear")
+	}
+}
+
+// hookCheckpoints calls saved with every state it has stored.
+type hookCheckpoints struct {
+	MemCheckpoints
+	saved func(st *State)
+}
+
+func (h *hookCheckpoints) Save(ctx context.Context, st *State) error {
+	if err := h.MemCheckpoints.Save(ctx, st); err != nil {
+		return err
+	}
+	h.saved(st)
+	return nil
+}
+
+func TestCoordinatorResumesAtModelBoundary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	ref := newFed(40, 50)
+	want, err := estimator.Fit(ctx, ref.data, testSchema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind := 1; kind <= len(estimator.Kinds); kind++ {
+		t.Run(fmt.Sprint(kind), func(t *testing.T) {
+			f := newFed(40, 50)
+			sites := f.start(ctx)
+			cctx, stop := context.WithCancel(ctx)
+			// Stop right after the save at the end of model number kind.
+			cp := &hookCheckpoints{saved: func(st *State) {
+				if st.Checkpoint == nil && len(st.Trained) == kind {
+					stop()
+				}
+			}}
+			cc := f.coordinator(cfg)
+			cc.Checkpoints, cc.CheckpointEvery = cp, 100
+			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
+				t.Fatalf("first coordinator: %v", err)
+			}
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range estimator.Kinds {
+				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
+					t.Errorf("%s: resumed model differs by %g", k, d)
+				}
+			}
+			waitSites(t, sites)
+		})
+	}
+}
+
+// TestCoordinatorResumesInFinish stops the coordinator in the finish phase,
+// after the first done sites confirmed the run and left (as sites started
+// with --once do) while the others never heard the global ATE, and resumes
+// it. The resumed coordinator must send nothing to the sites that left, ask
+// no site for its ATE again, and end with the uninterrupted run's result.
+func TestCoordinatorResumesInFinish(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	sizes := []int{40, 50, 30}
+	want, _ := referenceRun(ctx, t, cfg, sizes...)
+	for _, done := range []int{0, 1, 2} {
+		t.Run(fmt.Sprint(done), func(t *testing.T) {
+			f := newFed(sizes...)
+			cctx, stop := context.WithCancel(ctx)
+			defer stop()
+			held := func(site string) bool { return slices.Index(f.names, site) >= done }
+			var mu sync.Mutex
+			resumed := false
+			ates, saves, resent := 0, 0, 0
+			sentAfter := map[string][]wire.Kind{} // by recipient, once resumed
+			f.net.Intercept = func(b []byte) [][]byte {
+				e, err := wire.Unmarshal(b)
+				if err != nil {
+					return [][]byte{b}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case resumed:
+					if e.Sender == "coord" {
+						sentAfter[e.Recipient] = append(sentAfter[e.Recipient], e.Kind)
+					}
+				case e.Kind == wire.KindATE:
+					ates++
+				case e.Kind == wire.KindGlobalATE && held(e.Recipient):
+					// The held sites stay in the run, waiting for the
+					// global ATE. A coordinator that sends it again
+					// saved nothing when the done arrived: stop it
+					// anyway, to show what its resumption does.
+					if resent++; resent > len(sizes)-done {
+						stop()
+					}
+					return nil
+				}
+				return [][]byte{b}
+			}
+			cp := &hookCheckpoints{}
+			cp.saved = func(*State) {
+				mu.Lock()
+				defer mu.Unlock()
+				// Once every ATE is in: the save of the ATEs, then one
+				// per confirmed site.
+				if ates == len(sizes) {
+					if saves++; saves == 1+done {
+						stop()
+					}
+				}
+			}
+			sites := f.start(ctx)
+			cc := f.coordinator(cfg)
+			cc.Checkpoints, cc.CheckpointEvery = cp, 2
+			cc.RoundTimeout, cc.Retries = 2*time.Second, 2
+			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
+				t.Fatalf("first coordinator: %v", err)
+			}
+			for s := range done {
+				r := <-sites[s] // the site has left
+				if r.err != nil || r.res.Global.ATE != want.GlobalATE {
+					t.Fatalf("%s before the stop: %v", f.names[s], r.err)
+				}
+			}
+			mu.Lock()
+			resumed = true
+			mu.Unlock()
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatalf("resumed coordinator: %v", err)
+			}
+			if res.GlobalATE != want.GlobalATE || res.GlobalSE != want.GlobalSE || !slices.Equal(res.LocalATE, want.LocalATE) ||
+				!slices.Equal(res.LocalSE, want.LocalSE) || !slices.Equal(res.Rows, want.Rows) {
+				t.Errorf("resumed result %+v, uninterrupted %+v", res, want)
+			}
+			for _, k := range estimator.Kinds {
+				if d := maxDiff(t, res.Models[k], want.Models[k]); d != 0 {
+					t.Errorf("%s: resumed model differs by %g", k, d)
+				}
+			}
+			for s := done; s < len(sizes); s++ {
+				if r := <-sites[s]; r.err != nil || r.res.Global.ATE != want.GlobalATE {
+					t.Errorf("%s after the resumption: %v", f.names[s], r.err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, name := range f.names {
+				var kinds []wire.Kind
+				if held(name) {
+					kinds = []wire.Kind{wire.KindGlobalATE}
+				}
+				if !slices.Equal(sentAfter[name], kinds) {
+					t.Errorf("resumed coordinator sent %s %v, want %v", name, sentAfter[name], kinds)
+				}
+			}
+			if st, err := cp.Load(ctx); st != nil || err != nil {
+				t.Errorf("checkpoint after the run: %v, %v", st, err)
+			}
+		})
+	}
+}
