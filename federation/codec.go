@@ -52,7 +52,7 @@ const (
 	tMomentsN      = "moments.n"
 	tMomentsSum    = "moments.sum"
 	tMomentsSumSq  = "moments.sumsq"
-	tMomentsLog    = "moments.log" // rows with y > 0, Σ log y, Σ (log y)²
+	tMomentsLog    = "moments.log" // rows with y > 0, Σ log y, Σ (log y)²; zeros unless every y > 0 (logMoments)
 	dSchemaColumns = "schema.columns"
 	dOmega0        = "kernel.omega0"
 	dDedup         = "dedup.hmac"

@@ -21,7 +21,9 @@
 //     refused with a done envelope naming the column.
 //  2. dedup-verdict (coordinator → site): the positions of the site's rows to
 //     leave out (default policy: keep the copy of the site listed first) and
-//     the pooled standardisation.
+//     the pooled standardisation. The rows it keeps are fixed for the run: a
+//     site refuses a later verdict of the run that keeps other rows, and any
+//     verdict that leaves out rows of a site that sent no identity hashes.
 //  3. training, model by model (estimator.Kinds): weights (W_c^s and the
 //     shared parameters) down, gradient (G_c^s, shared gradients, loss, rows)
 //     up, one step per round, with (*estimator.Coordinator).Update and
@@ -87,5 +89,8 @@
 // standardisation it sends back in dedup-verdict. Column names travel only
 // as SHA-256 digests, identities only as HMACs under the sites' secret, and
 // the kernel only as the SHA-256 of its base frequencies. The moments are
-// taken over all of a site's rows, before de-duplication.
+// taken over all of a site's rows, before de-duplication. The log-outcome
+// moments are sent only when every one of the site's outcomes is positive,
+// and zeros otherwise: over the positive rows alone they could be sums of
+// one or two outcomes, which min_arm_rows does not bound.
 package federation

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/gonum/mat"
@@ -123,6 +124,10 @@ type site struct {
 	fp    wire.Digest
 	cfgE  estimator.Config
 	peers []string // every site's name by index, from hello ("" when not sent)
+	// applied is the positions of the rows the run's first dedup-verdict
+	// kept, nil before it: every later verdict of the run must keep the
+	// same rows (see verdict).
+	applied []int
 
 	// instance is the value of the rejoin scalar this process sends: a
 	// random integer in [1, 2^52], exact in a float64, drawn once per
@@ -188,7 +193,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
-		s.res, s.kept, s.train = nil, nil, nil
+		s.res, s.kept, s.train, s.applied = nil, nil, nil, nil
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
 	}
 	if s.tracker == nil || e.RunID != s.runID() {
@@ -355,7 +360,7 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	hello, err := s.reply(e, wire.KindHello, []wire.Tensor{
 		wire.Vector(tSchemaBinary, bin), wire.Scalar(tSchemaBinOut, b2f(s.cfg.Schema.BinaryOutcome)),
 		wire.Scalar(tMomentsN, float64(mo.N)), wire.Vector(tMomentsSum, mo.Sum), wire.Vector(tMomentsSumSq, mo.SumSq),
-		wire.Vector(tMomentsLog, []float64{float64(mo.Positive), mo.LogSum, mo.LogSumSq}),
+		wire.Vector(tMomentsLog, logMoments(mo)),
 	}, columnDigests(s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: []wire.Digest{s.fp}})
 	if err != nil {
 		return nil, err
@@ -374,7 +379,30 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	return []*wire.Envelope{hello, dd}, nil
 }
 
+// logMoments is the moments.log tensor of mo: the rows with y > 0, Σ log y
+// and Σ (log y)² when every row's outcome is positive, zeros otherwise.
+// Those sums run over the positive rows alone, which min_arm_rows does not
+// bound: at a site where one or two outcomes are positive (a cost or a
+// length of stay that is mostly zero), they would give those outcomes
+// exactly. The pooled log transform needs every row of every site positive
+// (estimator.Scaler.LogYValid), and zeros are what tells the coordinator
+// that this site's are not, so the scaler is the one the full sums give.
+func logMoments(mo estimator.Moments) []float64 {
+	if mo.Positive != mo.N {
+		return []float64{0, 0, 0}
+	}
+	return []float64{float64(mo.Positive), mo.LogSum, mo.LogSumSq}
+}
+
 // verdict applies the de-duplication verdict and the pooled scaler.
+//
+// The rows it keeps are the rows every gradient of the run sums over, so
+// they are fixed for the run: a later verdict (a rejoin sends the run's
+// verdict again) must keep the same rows. Were the coordinator able to
+// change them, it could ask for gradients at the same weights over two
+// row sets that differ by one row and read that row's term from the
+// difference. A site that sent no identity hashes has no duplicates for a
+// verdict to name, so one that leaves out any of its rows is refused too.
 func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 	if s.res == nil {
 		return fmt.Errorf("%w: dedup-verdict before hello", ErrProtocol)
@@ -388,6 +416,10 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 		return err
 	}
 	n := s.cfg.Data.Rows()
+	if s.cfg.Identities == nil && len(drop) > 0 {
+		return fmt.Errorf("%w: dedup-verdict of run %s leaves out %d rows of site %s, which sent no identity hashes",
+			ErrProtocol, e.RunID, len(drop), s.cfg.Name)
+	}
 	dropped := make([]bool, n)
 	for _, v := range drop {
 		if v < 0 || v >= float64(n) || v != math.Trunc(v) {
@@ -401,9 +433,15 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 			s.res.Kept = append(s.res.Kept, i)
 		}
 	}
+	if s.applied != nil && !slices.Equal(s.applied, s.res.Kept) {
+		return fmt.Errorf("%w: another dedup-verdict of run %s keeps other rows of site %s than the run's first (%d rows, not the %d it trains on)",
+			ErrProtocol, e.RunID, s.cfg.Name, len(s.res.Kept), len(s.applied))
+	}
 	if len(s.res.Kept) == 0 {
 		return errors.New("federation: every row was dropped as a duplicate")
 	}
+	// A copy: a later verdict refills s.res.Kept's array in place.
+	s.applied = slices.Clone(s.res.Kept)
 	s.kept = subset(s.cfg.Data, s.res.Kept)
 	if err := s.cfg.checkArms(s.kept, "after de-duplication"); err != nil {
 		return err
