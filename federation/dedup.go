@@ -2,6 +2,7 @@ package federation
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"strings"
 	"unicode"
@@ -24,11 +25,31 @@ func NormalizeIdentity(values []string) string {
 	return strings.Join(parts, "\x1f")
 }
 
-// IdentityHMAC returns HMAC-SHA256(secret, NormalizeIdentity(values)).
+// IdentityComplete reports whether every one of a row's identity values
+// is non-empty once normalised. NULL reads as empty.
+func IdentityComplete(values []string) bool {
+	for _, v := range values {
+		if len(strings.FieldsFunc(norm.NFKC.String(v), unicode.IsSpace)) == 0 {
+			return false
+		}
+	}
+	return len(values) > 0
+}
+
+// IdentityHMAC returns HMAC-SHA256(secret, NormalizeIdentity(values)) for a
+// complete identity (IdentityComplete). For an incomplete one it returns a
+// random digest instead, which matches no other row's: two rows that both
+// lack a date of birth are not known to be one person, and equal digests
+// would have the verdict drop all but one of them. A random digest also
+// tells the coordinator nothing about which rows are incomplete.
 func IdentityHMAC(secret []byte, values []string) wire.Digest {
+	var d wire.Digest
+	if !IdentityComplete(values) {
+		_, _ = rand.Read(d[:]) // crypto/rand.Read never fails (Go 1.24+)
+		return d
+	}
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(NormalizeIdentity(values)))
-	var d wire.Digest
 	m.Sum(d[:0])
 	return d
 }

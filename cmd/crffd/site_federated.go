@@ -224,12 +224,20 @@ func identityHashes(ctx context.Context, a *app, db *store.Site, recs *store.Rec
 		return nil, err
 	}
 	out := make([]wire.Digest, len(recs.IDs))
+	incomplete := 0
 	for i, id := range recs.IDs {
 		v, ok := byID[id]
 		if !ok {
 			return nil, fmt.Errorf("identity columns of row %v: row vanished while reading", id)
 		}
+		if !federation.IdentityComplete(v) {
+			incomplete++
+		}
 		out[i] = federation.IdentityHMAC([]byte(secret), v)
+	}
+	if incomplete > 0 {
+		a.log.Warn("rows with an empty identity column are never taken for duplicates",
+			logKeyRows, incomplete, logKeyTotal, len(recs.IDs))
 	}
 	return out, nil
 }
