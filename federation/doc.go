@@ -93,4 +93,14 @@
 // moments are sent only when every one of the site's outcomes is positive,
 // and zeros otherwise: over the positive rows alone they could be sums of
 // one or two outcomes, which min_arm_rows does not bound.
+//
+// A site that takes part in several runs sends sums over each run's rows,
+// and the difference of two runs' sums is the sum over the rows added,
+// deleted or edited in between: over one row, that row's values.
+// SiteConfig.Join is called with the run's id before the site answers its
+// hello; crffd site refuses there a run whose rows differ from those of any
+// earlier run it took part in by at least one and fewer than min_arm_rows
+// rows. That bounds differences of two runs only: combinations of three or
+// more runs can still single out a row, which only noise or secure
+// aggregation would prevent.
 package federation

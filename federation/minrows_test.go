@@ -89,3 +89,37 @@ func TestTooFewRowsAfterDeduplicationStopsBeforeTraining(t *testing.T) {
 		t.Errorf("site2 sent %s, want only hello,dedup-hashes", got)
 	}
 }
+
+// A site whose Join hook refuses a run answers nothing to its hello: it
+// returns the hook's error as it is, having sent nothing, and the
+// coordinator stops naming it.
+func TestJoinRefusalSendsNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFed(40, 40)
+	refusal := errors.New("site2: refused by the test")
+	var joined []string
+	f.cfgs[1].Join = func(_ context.Context, run string) error {
+		joined = append(joined, run)
+		return refusal
+	}
+	sites := f.start(ctx)
+	cc := f.coordinator(testConfig())
+	cc.RoundTimeout, cc.Retries = 300*time.Millisecond, 1
+	if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); !errors.Is(err, ErrSilent) || !strings.Contains(err.Error(), "site2") {
+		t.Errorf("coordinator: %v, want ErrSilent naming site2", err)
+	}
+	if r := <-sites[1]; r.err != refusal {
+		t.Fatalf("site2: %v, want the hook's error as it is", r.err)
+	}
+	if got := strings.Join(joined, ","); got != "run-1" {
+		t.Errorf("Join called with %q, want run-1 once", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.audits["site2"] {
+		if strings.HasPrefix(a, fmt.Sprint(Sent)+" ") {
+			t.Errorf("site2 sent %s after refusing the run", a)
+		}
+	}
+}

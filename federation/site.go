@@ -49,6 +49,15 @@ type SiteConfig struct {
 	// value turns the guard off (tests only).
 	MinArmRows int
 
+	// Join, when set, is called with the run's id when the site is sent a
+	// run's hello, before it answers anything computed from its rows; an
+	// error refuses the run: the site sends nothing for it and RunSite
+	// returns the error as it is. MinArmRows bounds what one message says
+	// about few rows; Join lets the caller bound what the difference of
+	// two runs' messages says, which only it can, since it keeps the rows
+	// of the site's earlier runs (crffd site: store.Site.JoinRun).
+	Join func(ctx context.Context, run string) error
+
 	// Audit, when set, is called for every envelope sent or received; an
 	// error stops the run, so that nothing leaves the site unaudited.
 	Audit func(ctx context.Context, d Direction, e *wire.Envelope) error
@@ -300,6 +309,8 @@ func (s *site) reply(in *wire.Envelope, kind wire.Kind, ts []wire.Tensor, lists 
 // the coordinator holds the handshake's moments and hashes and has no use
 // for new ones, which, taken over rows edited since, would tell it the
 // edit.
+//
+// Before it answers, SiteConfig.Join may refuse the run.
 func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
 	_, rejoin := e.Tensor(tSiteRows)
 	if rejoin {
@@ -309,6 +320,11 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 		}
 		if n := s.cfg.Data.Rows(); n != began {
 			return nil, fmt.Errorf("%w: site %s's table holds %d rows, the run began with %d", ErrRowsChanged, s.cfg.Name, n, began)
+		}
+	}
+	if s.cfg.Join != nil {
+		if err := s.cfg.Join(ctx, e.RunID); err != nil {
+			return nil, err
 		}
 	}
 	cfg, err := decodeConfig(e)

@@ -48,6 +48,8 @@
 //	crff_overlap       a view: bucket, lower, upper, treated, control, extreme; scored rows
 //	                   per propensity bucket and arm, extreme for [0, 0.01) and [0.99, 1]
 //	crff_loss          run, model, round, loss: the site's loss per round ([Site.AppendLoss])
+//	crff_run_rows      run, row_id, digest: the rows of every federated run the site took
+//	                   part in, as SHA-256 of their values ([Site.JoinRun])
 //
 // and crffd's own bookkeeping: crff_schema_version, crff_run (runs, with
 // their layout as JSON), crff_model and crff_model_tensor (model state:

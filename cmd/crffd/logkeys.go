@@ -27,6 +27,11 @@ const (
 	logKeyName    = "name"
 	logKeySites   = "sites"
 	logKeyATE     = "ate"
+	// A run a site refused: the earlier run its rows are compared with,
+	// how many rows differ and the fewest allowed (counts, never values).
+	logKeyEarlierRun = "earlier_run"
+	logKeyChanged    = "changed"
+	logKeyLeast      = "least"
 	// Totals of one run at the coordinator.
 	logKeyRoundSeconds  = "round_seconds"
 	logKeyBytesSent     = "payload_bytes_sent"

@@ -81,6 +81,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
 			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, Identities: ids,
 			Spectral: spectral, Logger: a.log, Metrics: metrics, MinArmRows: minArm,
+			Join: joinRun(a, db, name, recs, minArm),
 			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
 				return db.AppendAudit(ctx, auditEntry(d, e))
 			},
@@ -136,6 +137,27 @@ func readFederated(ctx context.Context, a *app, db *store.Site, src store.Source
 		return nil, nil, err
 	}
 	return recs, ids, nil
+}
+
+// joinRun returns the federation.SiteConfig.Join hook of a site taking
+// part in runs with recs: it refuses a run whose rows differ from those of
+// any earlier run the site took part in by at least one and fewer than
+// least rows (store.ErrTooFewChanged), since the difference of the two
+// runs' sums would come that close to single records; otherwise it records
+// the run's rows in the site file. It is called before the site answers the
+// run's hello, so a refused run has sent nothing computed from the rows and
+// leaves no record, and a run that sent anything has one.
+func joinRun(a *app, db *store.Site, name string, recs *store.Records, least int) func(context.Context, string) error {
+	return func(ctx context.Context, run string) error {
+		err := db.JoinRun(ctx, name, run, recs, least)
+		var ce *store.RowChangeError
+		if errors.As(err, &ce) {
+			a.log.Error("run refused: the site's rows differ too little from an earlier run's",
+				slog.String(logKeyName, name), slog.String(logKeyRun, run), slog.String(logKeyEarlierRun, ce.Run),
+				slog.Int(logKeyChanged, ce.Total()), slog.Int(logKeyLeast, least))
+		}
+		return err
+	}
 }
 
 // auditEntry describes an envelope for crff_audit, without its values.

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/store"
+)
+
+// rowsSite is a site file of n rows in a table "records" (id, w, y, x1, x2),
+// opened as the site daemon opens it.
+type rowsSite struct {
+	name string
+	path string
+	db   *store.Site
+	src  store.Source
+}
+
+func newRowsSite(t *testing.T, name string, n int, seed uint64) *rowsSite {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".sqlite")
+	db, err := store.Open(context.Background(), path, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := &rowsSite{name: name, path: path, db: db, src: store.Source{DB: path, Table: "records", IDColumn: "id",
+		TreatmentColumn: "w", OutcomeColumn: "y", Covariates: []string{"x1", "x2"}}}
+	s.exec(t, `CREATE TABLE records (id INTEGER PRIMARY KEY, w INTEGER, y REAL, x1 REAL, x2 REAL)`)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := 1; i <= n; i++ {
+		s.exec(t, `INSERT INTO records VALUES (?, ?, ?, ?, ?)`, i, i%2, r.NormFloat64()+float64(i%2), r.NormFloat64(), r.NormFloat64())
+	}
+	return s
+}
+
+// exec changes the site's table as its users would, through their own
+// connection.
+func (s *rowsSite) exec(t *testing.T, query string, args ...any) {
+	t.Helper()
+	raw, err := sql.Open("sqlite", s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// runFederation runs one federation run over fresh in-memory connections,
+// each site configured as runFederatedSite configures it, and returns each
+// site's error and the coordinator's.
+func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]error, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	net := federation.NewMemNetwork()
+	errs := make([]chan error, len(sites))
+	var names []string
+	for i, s := range sites {
+		recs, err := s.db.ReadRecords(ctx, s.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := federation.SiteConfig{Name: s.name, Coordinator: "coord", Data: recs.Data, Schema: recs.Schema,
+			Columns: recs.Layout.Covariates, Spectral: estimator.GaussianSpectral{}, Logger: a.log,
+			MinArmRows: federation.DefaultMinArmRows,
+			Join:       joinRun(a, s.db, s.name, recs, federation.DefaultMinArmRows)}
+		errs[i] = make(chan error, 1)
+		go func() {
+			_, err := federation.RunSite(ctx, cfg, net.Endpoint(s.name))
+			errs[i] <- err
+		}()
+		names = append(names, s.name)
+	}
+	c := estimator.DefaultConfig()
+	c.Features, c.Latent, c.Rounds, c.Samples, c.Workers = 10, 2, 4, 10, 1
+	_, cerr := federation.RunCoordinator(ctx, federation.CoordinatorConfig{Name: "coord", RunID: run, Sites: names,
+		Config: c, Spectral: estimator.GaussianSpectral{}, RoundTimeout: 500 * time.Millisecond, Retries: 1},
+		net.Endpoint("coord"))
+	if cerr != nil {
+		cancel() // the other sites wait for a step that will not come
+	}
+	out := make([]error, len(sites))
+	for i := range errs {
+		out[i] = <-errs[i]
+	}
+	return out, cerr
+}
+
+// TestFederatedSiteRefusesRunsDifferingByFewRows runs a long-lived site's
+// runs one after another, changing its table in between: a run whose rows
+// differ from those of any earlier run by 1 to min_arm_rows−1 rows is
+// refused before the site sends anything, naming the site and the earlier
+// run; no change, or min_arm_rows changes or more, runs.
+func TestFederatedSiteRefusesRunsDifferingByFewRows(t *testing.T) {
+	var logs bytes.Buffer
+	a := &app{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	site1, site2 := newRowsSite(t, "site1", 30, 1), newRowsSite(t, "site2", 30, 2)
+	for _, step := range []struct {
+		name, change, run, want string
+	}{
+		{"first run", "", "run-1", ""},
+		{"one row added", `INSERT INTO records VALUES (31, 1, 0.5, 0.25, -1)`, "run-2",
+			"site1: its rows differ from those of run run-1 by 1 (added 1, deleted 0, edited 0); a run is refused until they differ by at least 5 or not at all"},
+		{"one more added, one edited, one deleted", `INSERT INTO records VALUES (32, 0, 0.5, 0.25, -1);
+			UPDATE records SET y = 7 WHERE id = 3; DELETE FROM records WHERE id = 4`, "run-2",
+			"site1: its rows differ from those of run run-1 by 4 (added 2, deleted 1, edited 1)"},
+		{"five rows changed", `INSERT INTO records VALUES (33, 1, 0.5, 0.25, -1)`, "run-2", ""},
+		{"no change", "", "run-3", ""},
+		{"one row edited since run-3", `UPDATE records SET x1 = 0 WHERE id = 5`, "run-4",
+			"site1: its rows differ from those of run run-2 by 1 (added 0, deleted 0, edited 1)"},
+	} {
+		if step.change != "" {
+			site1.exec(t, step.change)
+		}
+		logs.Reset()
+		errs, cerr := runFederation(t, a, step.run, site1, site2)
+		if step.want == "" {
+			if cerr != nil || errs[0] != nil || errs[1] != nil {
+				t.Fatalf("%s: coordinator %v, sites %v; want the run to complete", step.name, cerr, errs)
+			}
+			continue
+		}
+		if !errors.Is(errs[0], store.ErrTooFewChanged) || !strings.Contains(errs[0].Error(), step.want) {
+			t.Fatalf("%s: site1: %v, want ErrTooFewChanged: %s", step.name, errs[0], step.want)
+		}
+		if !errors.Is(cerr, federation.ErrSilent) || !strings.Contains(cerr.Error(), "site1") {
+			t.Errorf("%s: coordinator: %v, want ErrSilent naming site1", step.name, cerr)
+		}
+		if !strings.Contains(logs.String(), fmt.Sprintf("name=site1 run=%s earlier_run=", step.run)) {
+			t.Errorf("%s: no refusal logged with its keys:\n%s", step.name, logs.String())
+		}
+	}
+	// Refused runs leave no record; site2, unchanged, took part in every run
+	// that was not refused by site1 before it stopped.
+	var got []string
+	for _, s := range []*rowsSite{site1, site2} {
+		raw, err := sql.Open("sqlite", s.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs string
+		err = raw.QueryRow(`SELECT group_concat(run, ',') FROM (SELECT DISTINCT run FROM crff_run_rows ORDER BY run)`).Scan(&runs)
+		raw.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s.name+":"+runs)
+	}
+	if want := "site1:run-1,run-2,run-3 site2:run-1,run-2,run-3,run-4"; strings.Join(got, " ") != want {
+		t.Errorf("crff_run_rows holds %s, want %s", strings.Join(got, " "), want)
+	}
+}

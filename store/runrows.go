@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// ErrTooFewChanged means that a site's rows differ from those of an earlier
+// run it took part in by at least one row and by fewer than the least
+// number of changed rows allowed ([Site.JoinRun]). It arrives in a
+// [*RowChangeError].
+var ErrTooFewChanged = errors.New("rows differ too little from an earlier run")
+
+// RowDigest is the SHA-256 of the values a row is trained on: its
+// covariates, treatment and outcome as read for training (see
+// [Records.Digests]).
+type RowDigest [sha256.Size]byte
+
+// RowChange counts how the rows of a run differ from those of an earlier
+// run, matched by row id.
+type RowChange struct {
+	Run     string // the earlier run
+	Added   int    // ids present now, not then
+	Deleted int    // ids present then, not now
+	Edited  int    // ids present in both whose values differ
+}
+
+// Total returns the size of the symmetric difference of the two row sets,
+// counting an edited row once.
+func (c RowChange) Total() int { return c.Added + c.Deleted + c.Edited }
+
+// CompareRows counts how the rows now differ from the rows then, both given
+// as digest by row id.
+func CompareRows(then, now map[RowID]RowDigest) RowChange {
+	var c RowChange
+	for id, d := range now {
+		was, ok := then[id]
+		switch {
+		case !ok:
+			c.Added++
+		case was != d:
+			c.Edited++
+		}
+	}
+	for id := range then {
+		if _, ok := now[id]; !ok {
+			c.Deleted++
+		}
+	}
+	return c
+}
+
+// RowChangeError reports a run refused because the site's rows differ from
+// those of an earlier run by too few rows. It names no row.
+type RowChangeError struct {
+	Site  string // the site's federation name
+	Least int    // the fewest changed rows a run may have, besides none
+	RowChange
+}
+
+// Error formats the error as, for example,
+//
+//	site2: its rows differ from those of run R by 2 (added 1, deleted 0, edited 1); a run is refused until they differ by at least 5 or not at all
+func (e *RowChangeError) Error() string {
+	return fmt.Sprintf("%s: its rows differ from those of run %s by %d (added %d, deleted %d, edited %d); a run is refused until they differ by at least %d or not at all",
+		e.Site, e.Run, e.Total(), e.Added, e.Deleted, e.Edited, e.Least)
+}
+
+// Unwrap returns ErrTooFewChanged.
+func (e *RowChangeError) Unwrap() error { return ErrTooFewChanged }
+
+// Digests returns the digest of every kept row, by row id. A row's digest
+// is the SHA-256 of its covariates, treatment and outcome as float64 bits,
+// in that order: the values its sums and gradients are computed from.
+func (r *Records) Digests() map[RowID]RowDigest {
+	out := make(map[RowID]RowDigest, len(r.IDs))
+	if r.Data == nil {
+		return out
+	}
+	_, p := r.Data.X.Dims()
+	buf := make([]byte, 0, 8*(p+2))
+	for i, id := range r.IDs {
+		buf = buf[:0]
+		for j := range p {
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(r.Data.X.At(i, j)))
+		}
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(r.Data.W[i]))
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(r.Data.Y[i]))
+		out[id] = sha256.Sum256(buf)
+	}
+	return out
+}
+
+// JoinRun records, in crff_run_rows, that the site named site takes part
+// in run with the rows recs, after checking them against the rows of every
+// run recorded before: when they differ from those of any one by at least
+// one and fewer than least rows (added, deleted or edited), it records
+// nothing and fails with a [*RowChangeError] (ErrTooFewChanged). Rows that
+// are the same as an earlier run's, or differ by least or more, pass. It
+// must be called before the site sends anything computed from recs for
+// run, so that a refused run leaves no record and a run that sent anything
+// always has one.
+//
+// The check is pairwise: the difference of two runs' sums (moments and
+// gradients) spans least rows or none. Combinations of three or more runs
+// are not excluded: with least 5, runs over rows A, A+B, A+C and A+B+C,
+// where B and C hold 6 rows each and share one, pass every pairwise check,
+// yet the sums of the second and third less those of the first and fourth
+// are the shared row's values. Only noise or secure aggregation would
+// prevent that.
+//
+// A run recorded already (a site restarted mid-run rejoining it) is
+// checked like any other, its own record included, and its record is left
+// as it is: it holds the rows the run's first hello was computed from.
+func (s *Site) JoinRun(ctx context.Context, site, run string, recs *Records, least int) error {
+	now := recs.Digests()
+	return s.writeTx(ctx, "record the rows of run "+run+" in", func(tx *sql.Tx) error {
+		runs, err := readRunRows(ctx, tx)
+		if err != nil {
+			return err
+		}
+		names := make([]string, 0, len(runs))
+		for r := range runs {
+			names = append(names, r)
+		}
+		slices.Sort(names) // the same run is named on every try
+		for _, r := range names {
+			c := CompareRows(runs[r], now)
+			c.Run = r
+			if n := c.Total(); n >= 1 && n < least {
+				return &RowChangeError{Site: site, Least: least, RowChange: c}
+			}
+		}
+		if _, ok := runs[run]; ok {
+			return nil
+		}
+		st, err := tx.PrepareContext(ctx, `INSERT INTO crff_run_rows (run, row_id, digest) VALUES (?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, id := range recs.IDs {
+			d := now[id]
+			if _, err := st.ExecContext(ctx, run, id, d[:]); err != nil {
+				return fmt.Errorf("row %s: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// readRunRows returns the recorded digests by run and row id.
+func readRunRows(ctx context.Context, q querier) (map[string]map[RowID]RowDigest, error) {
+	rows, err := q.QueryContext(ctx, `SELECT run, row_id, digest FROM crff_run_rows`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]map[RowID]RowDigest{}
+	for rows.Next() {
+		var (
+			run string
+			id  RowID
+			d   []byte
+		)
+		if err := rows.Scan(&run, &id, &d); err != nil {
+			return nil, err
+		}
+		if len(d) != sha256.Size || !id.Valid() {
+			return nil, fmt.Errorf("%w: crff_run_rows: row %s of run %q", ErrCorrupt, id, run)
+		}
+		if out[run] == nil {
+			out[run] = map[RowID]RowDigest{}
+		}
+		out[run][id] = RowDigest(d)
+	}
+	return out, rows.Err()
+}
