@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"slices"
@@ -52,21 +51,18 @@ func TestRestartedSiteRejoins(t *testing.T) {
 			second := f.restartSite(site2ctx, ctx, 1, f.cfgs[1], nil)
 			cc := f.coordinator(cfg)
 			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
-			var logs strings.Builder
-			var lmu sync.Mutex
-			cc.Logger = slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
+			var logs logBuffer
+			cc.Logger = logs.logger()
 			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			lmu.Lock()
 			if !strings.Contains(logs.String(), "site rejoins the run") {
 				t.Error("site2 never rejoined")
 			}
 			if strings.Contains(logs.String(), "value") {
 				t.Error("log mentions values")
 			}
-			lmu.Unlock()
 			for _, k := range estimator.Kinds {
 				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
 					t.Errorf("%s: differs by %g after site2 restarted", k, d)
@@ -166,9 +162,8 @@ func TestSiteRestartedTwiceInOneStepRejoins(t *testing.T) {
 			}()
 			cc := f.coordinator(cfg)
 			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
-			var logs strings.Builder
-			var lmu sync.Mutex
-			cc.Logger = slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
+			var logs logBuffer
+			cc.Logger = logs.logger()
 			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 			if err != nil {
 				t.Fatal(err)
@@ -178,14 +173,12 @@ func TestSiteRestartedTwiceInOneStepRejoins(t *testing.T) {
 				t.Errorf("site2 ran %d processes before the last, want 2", life)
 			}
 			mu.Unlock()
-			lmu.Lock()
 			if n := strings.Count(logs.String(), "site rejoins the run"); n < 2 {
 				t.Errorf("site2 rejoined %d times, want at least twice", n)
 			}
 			if strings.Contains(logs.String(), "value") {
 				t.Error("log mentions values")
 			}
-			lmu.Unlock()
 			for _, k := range estimator.Kinds {
 				if d := maxDiff(t, res.Models[k], want.Models[k]); d != 0 {
 					t.Errorf("%s: differs by %g after site2 restarted twice", k, d)
@@ -271,9 +264,8 @@ func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
 	}{{"rows added", 52}, {"rows deleted", 47}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFed(40, 50, 30)
-			var logs strings.Builder
-			var lmu sync.Mutex
-			logger := slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
+			var logs logBuffer
+			logger := logs.logger()
 			f.cfgs[1].Logger = logger
 			again := f.cfgs[1]
 			// makeData draws the same rows first, so these are the first
@@ -327,9 +319,7 @@ func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
 				t.Errorf("restarted site2 sent %v besides its request to rejoin", after)
 			}
 			mu.Unlock()
-			lmu.Lock()
 			text := logs.String()
-			lmu.Unlock()
 			if r.err != nil {
 				text += r.err.Error()
 			}
@@ -352,17 +342,28 @@ func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
 	}
 }
 
-// lockedWriter serialises writes to w.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
+// logBuffer collects the log lines of loggers used from several
+// goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
 }
 
-func (l lockedWriter) Write(p []byte) (int, error) {
+func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.b.Write(p)
 }
+
+// String returns what was logged so far.
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// logger returns a text logger writing into l.
+func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 // TestSiteRejoinsAtTheGlobalATE restarts site2 in the last step of a run,
 // before it hears the global ATE: once while the coordinator waits for the
@@ -431,9 +432,8 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 			})
 			cc := f.coordinator(cfg)
 			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
-			var logs strings.Builder
-			var lmu sync.Mutex
-			cc.Logger = slog.New(slog.NewTextHandler(lockedWriter{&lmu, &logs}, nil))
+			var logs logBuffer
+			cc.Logger = logs.logger()
 			if coordDown {
 				cp := &hookCheckpoints{}
 				cp.saved = func(*State) {
@@ -468,7 +468,6 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 					t.Fatalf("coordinator: %v", err)
 				}
 			}
-			lmu.Lock()
 			if !strings.Contains(logs.String(), "site rejoins the run") {
 				t.Error("site2 never rejoined")
 			}
@@ -481,7 +480,6 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 			if strings.Contains(logs.String(), "differs") {
 				t.Errorf("the rejoined site's local ATE differs from the recorded one:\n%s", logs.String())
 			}
-			lmu.Unlock()
 			if res.GlobalATE != want.GlobalATE || res.GlobalSE != want.GlobalSE || !slices.Equal(res.LocalATE, want.LocalATE) {
 				t.Errorf("result %+v, uninterrupted %+v", res, want)
 			}
