@@ -39,7 +39,63 @@ var (
 	// pooled standardisation were computed from the rows it had then, so
 	// it cannot go on with the ones it has now.
 	ErrRowsChanged = errors.New("rows changed since the run began")
+	// ErrTooFewChanged reports a site whose rows differ from those of an
+	// earlier run it took part in by at least one row and fewer than
+	// min_arm_rows: the difference of the two runs' sums would come that
+	// close to single records. A SiteConfig.Join error that wraps it
+	// refuses the run for that reason (crffd site wraps store's
+	// RowChangeError so, since store does not import federation).
+	ErrTooFewChanged = errors.New("rows differ too little from an earlier run")
+	// ErrSiteRefused reports, at the coordinator, that a site refused to
+	// take part in the run (ErrTooFewRows, ErrTooFewChanged or
+	// ErrRowsChanged at the site). The error names the site and its reason:
+	// "site2 refused the run: ...".
+	ErrSiteRefused = errors.New("refused the run")
 )
+
+// refusal is why a site refuses a run, as it tells the coordinator in the
+// tRefusalReason scalar of its done. The code is the whole message: it says
+// which rule the site's rows break, never by how much, so that the refusal
+// tells the coordinator nothing it could not learn from the site's silence.
+type refusal int
+
+// The reasons a site refuses a run. Their values are part of the protocol.
+const (
+	refusalUnknown       refusal = 0 // not a refusal, or no reason given
+	refusalTooFewRows    refusal = 1 // ErrTooFewRows, before or after de-duplication
+	refusalTooFewChanged refusal = 2 // ErrTooFewChanged, from SiteConfig.Join
+	refusalRowsChanged   refusal = 3 // ErrRowsChanged, on rejoining
+)
+
+// refusalOf returns the reason for which err refuses the run, or
+// refusalUnknown when err is a failure of another kind: those stop the
+// site without a word, as before, since a restarted site may answer the
+// step again.
+func refusalOf(err error) refusal {
+	switch {
+	case errors.Is(err, ErrTooFewRows):
+		return refusalTooFewRows
+	case errors.Is(err, ErrTooFewChanged):
+		return refusalTooFewChanged
+	case errors.Is(err, ErrRowsChanged):
+		return refusalRowsChanged
+	}
+	return refusalUnknown
+}
+
+// String says the reason as the coordinator's error gives it.
+func (r refusal) String() string {
+	switch r {
+	case refusalTooFewRows:
+		return "it has too few rows in a treatment arm, in its table or after de-duplication (federation.min_arm_rows)"
+	case refusalTooFewChanged:
+		return "its rows differ too little from an earlier run's (federation.min_arm_rows)"
+	case refusalRowsChanged:
+		return "its rows changed since the run began (it rejoined with another row count)"
+	}
+	// A newer site's reason, or none.
+	return fmt.Sprintf("for a reason this coordinator does not know (code %d)", int(r))
+}
 
 // Tensor and digest-list names. They are part of the protocol.
 const (
@@ -75,7 +131,8 @@ const (
 	tSE            = "se"
 	tN             = "n"
 	tRejoin        = "rejoin"         // hello: a restarted site asks to rejoin the run; the value tells its processes apart
-	tStatus        = "status"         // done: 1 finished, -1 aborted
+	tStatus        = "status"         // done: 1 finished, -1 aborted (from a site: refused)
+	tRefusalReason = "refusal.reason" // done from a site: why it refuses the run (refusal)
 	tRefusedColumn = "refused.column" // done: the covariate that differs
 	tRefusedKernel = "refused.kernel" // done: 1 when the frequencies differ
 )

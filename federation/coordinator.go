@@ -75,6 +75,9 @@ type coordinator struct {
 	step    uint64
 	tracker *wire.Tracker
 	index   map[string]int
+	// refuser is the site that refused the run, "" when none did: it has
+	// stopped, so abort does not tell it the run is over.
+	refuser string
 	// state restored from or saved to checkpoints
 	st *State
 }
@@ -142,6 +145,9 @@ func (c *coordinator) abort(ctx context.Context, cause error) {
 	for i, s := range c.cfg.Sites {
 		if c.st != nil && c.st.Finish != nil && i < len(c.st.Finish.Done) && c.st.Finish.Done[i] {
 			continue // it has its results, and may have left
+		}
+		if s == c.refuser {
+			continue // it ended the run, and has stopped
 		}
 		e, err := c.envelope(s, "", wire.KindDone, []wire.Tensor{wire.Scalar(tStatus, -1)})
 		if err == nil {
@@ -226,7 +232,11 @@ func (c *coordinator) exchangeSome(ctx context.Context, out []*wire.Envelope, sk
 					timer.Stop()
 					return nil, errors.New("federation: transport closed")
 				}
-				s := c.receive(ctx, e, got, out, want)
+				s, err := c.receive(ctx, e, got, out, want)
+				if err != nil {
+					timer.Stop()
+					return nil, err
+				}
 				if s < 0 || answered == nil || reported[s] || skipped(s) || waiting(s) {
 					continue
 				}
@@ -251,8 +261,9 @@ func (c *coordinator) exchangeSome(ctx context.Context, out []*wire.Envelope, sk
 }
 
 // receive admits one incoming envelope into got, or drops and logs it. It
-// returns the index of the site whose answer it admitted, -1 for none.
-func (c *coordinator) receive(ctx context.Context, e *wire.Envelope, got []map[wire.Kind]*wire.Envelope, out []*wire.Envelope, want []wire.Kind) int {
+// returns the index of the site whose answer it admitted, -1 for none, and
+// an ErrSiteRefused error when the envelope is a site's refusal of the run.
+func (c *coordinator) receive(ctx context.Context, e *wire.Envelope, got []map[wire.Kind]*wire.Envelope, out []*wire.Envelope, want []wire.Kind) (int, error) {
 	c.cfg.Metrics.received(e)
 	c.log.Info("envelope", slog.String(LogKeyDir, "received"), slog.Any("envelope", e))
 	drop := func(reason string) {
@@ -262,28 +273,47 @@ func (c *coordinator) receive(ctx context.Context, e *wire.Envelope, got []map[w
 	s, ok := c.index[e.Sender]
 	if !ok || e.Recipient != c.cfg.Name {
 		drop("unknown sender or not addressed to the coordinator")
-		return -1
+		return -1, nil
+	}
+	// A refusal may answer a past step of the run: a site refuses the
+	// dedup-verdict, which it does not otherwise answer, while the
+	// coordinator waits for the first gradients.
+	if e.Kind == wire.KindDone && e.RunID == c.runID() {
+		if status, err := scalar(e, tStatus); err == nil && status < 0 {
+			return -1, c.refused(s, e)
+		}
 	}
 	if v, err := c.tracker.Admit(e); v != wire.Current {
 		drop(err.Error())
-		return -1
+		return -1, nil
 	}
 	if e.Kind == wire.KindHello && c.step > 2 {
 		if _, ok := e.Tensor(tRejoin); ok {
 			c.rejoin(ctx, s, out[s])
-			return -1
+			return -1, nil
 		}
 	}
 	if e.Kind == wire.KindATE && c.st.Finish != nil && !slices.Contains(want, e.Kind) {
 		c.recheckATE(s, e)
-		return -1
+		return -1, nil
 	}
 	if !slices.Contains(want, e.Kind) {
 		drop(fmt.Sprintf("unexpected kind %s at this step", e.Kind))
-		return -1
+		return -1, nil
 	}
 	got[s][e.Kind] = e
-	return s
+	return s, nil
+}
+
+// refused is the error that ends the run when site s refuses it with the
+// done e: ErrSiteRefused naming the site and its reason, which is all a
+// refusal says.
+func (c *coordinator) refused(s int, e *wire.Envelope) error {
+	name := c.cfg.Sites[s]
+	c.refuser = name
+	// A code that is missing or not a count reads as 0, unknown.
+	code, _ := integer(e, tRefusalReason)
+	return fmt.Errorf("%s %w: %s", name, ErrSiteRefused, refusal(code))
 }
 
 func (c *coordinator) run(ctx context.Context) (*Result, error) {
@@ -437,8 +467,8 @@ func (c *coordinator) verdictFor(s int) (*wire.Envelope, error) {
 // rejoin brings a restarted site back into the run: it sends the site its
 // hello and dedup-verdict again, at the current step, and then the step's
 // envelope (out, nil for none). The hello names the rows the site began the
-// run with: a site whose rows changed since stops there (ErrRowsChanged),
-// and stays silent here until the run stops with ErrSilent. A site answers
+// run with: a site whose rows changed since refuses the run there
+// (ErrRowsChanged), and the run stops with ErrSiteRefused. A site answers
 // this hello with nothing; older sites answer as to the handshake's, and
 // those answers are dropped.
 //

@@ -41,6 +41,27 @@
 // are idempotent. A site silent past the round timeout is sent the step
 // again; when the retries run out the run stops with an error naming it.
 //
+// # Refusals
+//
+// A site refuses a run, before it sends anything computed from its rows,
+// when an arm of its table has fewer rows than SiteConfig.MinArmRows, in
+// answer to the run's hello, or once de-duplication leaves it so, on the
+// dedup-verdict (ErrTooFewRows); when SiteConfig.Join refuses it with an
+// error wrapping ErrTooFewChanged (crffd site: its rows differ from an
+// earlier run's by 1 to min_arm_rows−1 rows); and when it rejoins with
+// another row count (ErrRowsChanged, below). It then sends the coordinator
+// one done with status -1 and the scalar "refusal.reason", a code for one of
+// those three reasons and nothing else, audited like every envelope it
+// sends, and RunSite returns its error. The coordinator stops the run as
+// soon as such a done arrives, at whatever step of the run it answers, with
+// ErrSiteRefused naming the site and the reason, and tells the other sites
+// the run is aborted. Any other failure of a site, a Join error among them,
+// sends nothing: the coordinator waits out its retries and stops with
+// ErrSilent, as it does for a site that predates refusals. A coordinator
+// that predates them drops a refusal as an unexpected done, except at the
+// global-ate step (a site rejoining there with another row count), where it
+// takes a done of any status for the site's confirmation.
+//
 // # Crashes
 //
 // The coordinator saves a State (what the handshake agreed, the finished
@@ -75,8 +96,9 @@
 //
 // The hello a rejoining site is sent therefore names its row count when the
 // run began (the moments.n of its first hello). A site that now has another
-// count stops with ErrRowsChanged before it sends anything computed from its
-// rows, and the run stops with ErrSilent naming it; one that has as many
+// count refuses the run with ErrRowsChanged before it sends anything computed
+// from its rows, and the run stops with ErrSiteRefused naming it; one that
+// has as many
 // answers the hello with nothing, since the coordinator has no use for new
 // moments and hashes. The check sees rows added or deleted, not rows edited,
 // replaced or reordered with the count unchanged.
@@ -100,7 +122,7 @@
 // SiteConfig.Join is called with the run's id before the site answers its
 // hello; crffd site refuses there a run whose rows differ from those of any
 // earlier run it took part in by at least one and fewer than min_arm_rows
-// rows. That bounds differences of two runs only: combinations of three or
+// rows (see Refusals). That bounds differences of two runs only: combinations of three or
 // more runs can still single out a row, which only noise or secure
 // aggregation would prevent.
 package federation

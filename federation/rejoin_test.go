@@ -198,8 +198,8 @@ func TestSiteRestartedTwiceInOneStepRejoins(t *testing.T) {
 // TestRejoinHelloChecksTheRowCount hands a site the hello a coordinator
 // sends when the site rejoins a run under way, which names the rows the
 // site had when the run began. A site with other rows must stop with
-// ErrRowsChanged naming itself and the counts, and a site with as many
-// must not answer: the coordinator has the handshake's moments and hashes
+// ErrRowsChanged naming itself and the counts, having sent only its
+// refusal, and a site with as many must not answer: the coordinator has the handshake's moments and hashes
 // already, and fresh ones of edited rows would tell it the edit. A hello
 // without the count (from a coordinator that predates it) is answered as
 // before.
@@ -214,8 +214,8 @@ func TestRejoinHelloChecksTheRowCount(t *testing.T) {
 	}{
 		{"no count", -1, 2, ""},
 		{"same rows", 50, 0, ""},
-		{"rows added", 48, 0, "site2's table holds 50 rows, the run began with 48"},
-		{"rows deleted", 53, 0, "site2's table holds 50 rows, the run began with 53"},
+		{"rows added", 48, 1, "site2's table holds 50 rows, the run began with 48"},
+		{"rows deleted", 53, 1, "site2's table holds 50 rows, the run began with 53"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sent := 0
@@ -253,8 +253,9 @@ func TestRejoinHelloChecksTheRowCount(t *testing.T) {
 // TestRestartedSiteWithChangedRowsStops restarts site2 mid-run on a table
 // with rows added or deleted since the run began. The restarted site must
 // stop with ErrRowsChanged naming itself and the counts, and send nothing
-// computed from its rows; the coordinator, without site2's gradient, stops
-// with ErrSilent naming it. No row value may reach a log or the error.
+// computed from its rows: only its refusal, a done with the reason code;
+// the coordinator stops at once with ErrSiteRefused naming it and the
+// reason. No row value may reach a log or the error.
 func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -279,7 +280,7 @@ func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
 			defer kill()
 			var mu sync.Mutex
 			n, gone := 0, false
-			var after []string // what site2's second process sent
+			var after []*wire.Envelope // what site2's second process sent
 			f.net.Intercept = func(b []byte) [][]byte {
 				e, _ := wire.Unmarshal(b)
 				if e == nil || e.Sender != "site2" {
@@ -288,7 +289,7 @@ func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				if _, rejoin := e.Tensor(tRejoin); gone && !rejoin {
-					after = append(after, e.Kind.String())
+					after = append(after, e)
 				}
 				if e.Kind == wire.KindGradient {
 					if n++; n == 2 {
@@ -306,8 +307,8 @@ func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
 			cc.RoundTimeout, cc.Retries = 300*time.Millisecond, 3
 			cc.Logger = logger
 			_, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
-			if !errors.Is(err, ErrSilent) || !strings.Contains(err.Error(), "site2") {
-				t.Errorf("coordinator: %v, want %v naming site2", err, ErrSilent)
+			if want := "site2 refused the run: " + refusalRowsChanged.String(); !errors.Is(err, ErrSiteRefused) || !strings.Contains(err.Error(), want) {
+				t.Errorf("coordinator: %v, want %v saying %q", err, ErrSiteRefused, want)
 			}
 			r := <-second
 			want := fmt.Sprintf("site2's table holds %d rows, the run began with 50", tc.rows)
@@ -315,8 +316,10 @@ func TestRestartedSiteWithChangedRowsStops(t *testing.T) {
 				t.Errorf("restarted site2: %v, want %v saying %q", r.err, ErrRowsChanged, want)
 			}
 			mu.Lock()
-			if len(after) > 0 {
-				t.Errorf("restarted site2 sent %v besides its request to rejoin", after)
+			if len(after) != 1 {
+				t.Errorf("restarted site2 sent %d envelopes besides its request to rejoin, want its refusal only", len(after))
+			} else {
+				checkRefusal(t, after[0], refusalRowsChanged)
 			}
 			mu.Unlock()
 			text := logs.String()

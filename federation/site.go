@@ -51,11 +51,16 @@ type SiteConfig struct {
 
 	// Join, when set, is called with the run's id when the site is sent a
 	// run's hello, before it answers anything computed from its rows; an
-	// error refuses the run: the site sends nothing for it and RunSite
-	// returns the error as it is. MinArmRows bounds what one message says
-	// about few rows; Join lets the caller bound what the difference of
-	// two runs' messages says, which only it can, since it keeps the rows
-	// of the site's earlier runs (crffd site: store.Site.JoinRun).
+	// error stops the site, which sends nothing computed from its rows for
+	// the run, and RunSite returns the error as it is. An error that wraps
+	// ErrTooFewChanged refuses the run: the site first tells the
+	// coordinator so (a done with the reason code alone), and the run
+	// stops at once. Any other error is a failure: the site sends nothing,
+	// since a restarted site may still answer the step. MinArmRows bounds
+	// what one message says about few rows; Join lets the caller bound what
+	// the difference of two runs' messages says, which only it can, since
+	// it keeps the rows of the site's earlier runs (crffd site:
+	// store.Site.JoinRun).
 	Join func(ctx context.Context, run string) error
 
 	// Audit, when set, is called for every envelope sent or received; an
@@ -146,11 +151,20 @@ type site struct {
 	// own request, sent again in answer to the same envelope, is still a
 	// duplicate. It is no record's data.
 	instance float64
+	// tooFew is the ErrTooFewRows of a table with too few rows in an arm,
+	// nil otherwise: the site refuses the first run whose hello it is sent.
+	tooFew error
 }
 
 // RunSite takes part in one federation run over conn: it waits for the
 // coordinator's hello of a run, answers every step, publishes the results
 // and returns them once it has confirmed the run with done.
+//
+// A site that refuses the run (ErrTooFewRows, ErrRowsChanged, or a Join
+// error wrapping ErrTooFewChanged) sends the coordinator a done saying so
+// and why, and returns its error. A table with too few rows in an arm is
+// refused in answer to the first hello, so that the coordinator hears of
+// it rather than waiting out its retries.
 func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error) {
 	if cfg.Data == nil || cfg.Data.Rows() == 0 {
 		return nil, errors.New("federation: site has no rows")
@@ -158,14 +172,14 @@ func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error
 	if cfg.Identities != nil && len(cfg.Identities) != cfg.Data.Rows() {
 		return nil, fmt.Errorf("federation: %d identity hashes for %d rows", len(cfg.Identities), cfg.Data.Rows())
 	}
-	if err := cfg.checkArms(cfg.Data, "in its table"); err != nil {
-		return nil, err
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &site{cfg: cfg, conn: conn, log: log, instance: float64(rand.Uint64N(1<<52) + 1)}
+	if s.tooFew = cfg.checkArms(cfg.Data, "in its table"); s.tooFew != nil {
+		log.Error("the site will refuse the coordinator's run", slog.String(LogKeyReason, s.tooFew.Error()))
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -262,6 +276,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 		return false, nil
 	}
 	if err != nil {
+		s.refuse(ctx, e, err)
 		return false, err
 	}
 	s.replies[e.Round] = out
@@ -274,6 +289,30 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 		s.log.Info("run complete", slog.String(wire.LogKeyRun, s.runID()))
 	}
 	return done, nil
+}
+
+// refuse tells the coordinator, in answer to e, that the site refuses the
+// run when err is a refusal (refusalOf), so that the run stops at once
+// rather than when the coordinator's retries run out. The done carries the
+// status and the reason code alone: no count, since the coordinator has the
+// site's row count already and the arms' would describe its rows. It is
+// audited like every envelope sent. A refusal that cannot be sent is
+// logged, and the site's error stands: the coordinator then stops as it
+// did before refusals were sent, with ErrSilent.
+func (s *site) refuse(ctx context.Context, e *wire.Envelope, err error) {
+	why := refusalOf(err)
+	if why == refusalUnknown {
+		return
+	}
+	d, err := s.reply(e, wire.KindDone, []wire.Tensor{wire.Scalar(tStatus, -1), wire.Scalar(tRefusalReason, float64(why))})
+	if err == nil {
+		err = s.send(ctx, d)
+	}
+	if err != nil {
+		s.log.Warn("refusal not sent to the coordinator", slog.String(wire.LogKeyRun, e.RunID), slog.String(LogKeyReason, err.Error()))
+		return
+	}
+	s.log.Info("run refused", slog.String(wire.LogKeyRun, e.RunID), slog.String(LogKeyReason, why.String()))
 }
 
 func (s *site) runID() string {
@@ -310,8 +349,12 @@ func (s *site) reply(in *wire.Envelope, kind wire.Kind, ts []wire.Tensor, lists 
 // for new ones, which, taken over rows edited since, would tell it the
 // edit.
 //
-// Before it answers, SiteConfig.Join may refuse the run.
+// Before it answers, the site refuses the run when its table has too few
+// rows in an arm, and SiteConfig.Join may refuse it.
 func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	if s.tooFew != nil {
+		return nil, s.tooFew
+	}
 	_, rejoin := e.Tensor(tSiteRows)
 	if rejoin {
 		began, err := integer(e, tSiteRows)

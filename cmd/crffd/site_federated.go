@@ -146,7 +146,10 @@ func readFederated(ctx context.Context, a *app, db *store.Site, src store.Source
 // runs' sums would come that close to single records; otherwise it records
 // the run's rows in the site file. It is called before the site answers the
 // run's hello, so a refused run has sent nothing computed from the rows and
-// leaves no record, and a run that sent anything has one.
+// leaves no record, and a run that sent anything has one. A refusal's error
+// also matches federation.ErrTooFewChanged (tooFewChanged), so that the site
+// tells the coordinator why it refuses the run; other errors stop the site
+// without a word.
 func joinRun(a *app, db *store.Site, name string, recs *store.Records, least int) func(context.Context, string) error {
 	return func(ctx context.Context, run string) error {
 		err := db.JoinRun(ctx, name, run, recs, least)
@@ -155,9 +158,21 @@ func joinRun(a *app, db *store.Site, name string, recs *store.Records, least int
 			a.log.Error("run refused: the site's rows differ too little from an earlier run's",
 				slog.String(logKeyName, name), slog.String(logKeyRun, run), slog.String(logKeyEarlierRun, ce.Run),
 				slog.Int(logKeyChanged, ce.Total()), slog.Int(logKeyLeast, least))
+			return tooFewChanged{ce}
 		}
 		return err
 	}
+}
+
+// tooFewChanged is a store.RowChangeError that matches
+// federation.ErrTooFewChanged as well as store.ErrTooFewChanged: store does
+// not import federation, so the site daemon, which imports both, states that
+// the one is the other. Its message is the store error's.
+type tooFewChanged struct{ *store.RowChangeError }
+
+// Unwrap returns the store error and federation.ErrTooFewChanged.
+func (e tooFewChanged) Unwrap() []error {
+	return []error{e.RowChangeError, federation.ErrTooFewChanged}
 }
 
 // auditEntry describes an envelope for crff_audit, without its values.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/store"
 )
 
@@ -77,7 +78,10 @@ func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]erro
 		cfg := federation.SiteConfig{Name: s.name, Coordinator: "coord", Data: recs.Data, Schema: recs.Schema,
 			Columns: recs.Layout.Covariates, Spectral: estimator.GaussianSpectral{}, Logger: a.log,
 			MinArmRows: federation.DefaultMinArmRows,
-			Join:       joinRun(a, s.db, s.name, recs, federation.DefaultMinArmRows)}
+			Join:       joinRun(a, s.db, s.name, recs, federation.DefaultMinArmRows),
+			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
+				return s.db.AppendAudit(ctx, auditEntry(d, e))
+			}}
 		errs[i] = make(chan error, 1)
 		go func() {
 			_, err := federation.RunSite(ctx, cfg, net.Endpoint(s.name))
@@ -87,12 +91,13 @@ func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]erro
 	}
 	c := estimator.DefaultConfig()
 	c.Features, c.Latent, c.Rounds, c.Samples, c.Workers = 10, 2, 4, 10, 1
+	// A round timeout that a refused run must not wait out: the refusal
+	// stops it at once.
 	_, cerr := federation.RunCoordinator(ctx, federation.CoordinatorConfig{Name: "coord", RunID: run, Sites: names,
-		Config: c, Spectral: estimator.GaussianSpectral{}, RoundTimeout: 500 * time.Millisecond, Retries: 1},
+		Config: c, Spectral: estimator.GaussianSpectral{}, RoundTimeout: 20 * time.Second, Retries: 1},
 		net.Endpoint("coord"))
-	if cerr != nil {
-		cancel() // the other sites wait for a step that will not come
-	}
+	// A coordinator that stops tells the sites the run is aborted, after
+	// every envelope it sent them before.
 	out := make([]error, len(sites))
 	for i := range errs {
 		out[i] = <-errs[i]
@@ -103,8 +108,10 @@ func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]erro
 // TestFederatedSiteRefusesRunsDifferingByFewRows runs a long-lived site's
 // runs one after another, changing its table in between: a run whose rows
 // differ from those of any earlier run by 1 to min_arm_rows−1 rows is
-// refused before the site sends anything, naming the site and the earlier
-// run; no change, or min_arm_rows changes or more, runs.
+// refused before the site sends anything computed from its rows, naming
+// the site and the earlier run: the site sends the coordinator one refusal
+// (audited in crff_audit), and the coordinator stops at once, naming the
+// site and the reason; no change, or min_arm_rows changes or more, runs.
 func TestFederatedSiteRefusesRunsDifferingByFewRows(t *testing.T) {
 	var logs bytes.Buffer
 	a := &app{log: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -127,7 +134,10 @@ func TestFederatedSiteRefusesRunsDifferingByFewRows(t *testing.T) {
 			site1.exec(t, step.change)
 		}
 		logs.Reset()
+		audited := lastAudit(t, site1)
+		start := time.Now()
 		errs, cerr := runFederation(t, a, step.run, site1, site2)
+		took := time.Since(start)
 		if step.want == "" {
 			if cerr != nil || errs[0] != nil || errs[1] != nil {
 				t.Fatalf("%s: coordinator %v, sites %v; want the run to complete", step.name, cerr, errs)
@@ -137,8 +147,18 @@ func TestFederatedSiteRefusesRunsDifferingByFewRows(t *testing.T) {
 		if !errors.Is(errs[0], store.ErrTooFewChanged) || !strings.Contains(errs[0].Error(), step.want) {
 			t.Fatalf("%s: site1: %v, want ErrTooFewChanged: %s", step.name, errs[0], step.want)
 		}
-		if !errors.Is(cerr, federation.ErrSilent) || !strings.Contains(cerr.Error(), "site1") {
-			t.Errorf("%s: coordinator: %v, want ErrSilent naming site1", step.name, cerr)
+		const refused = "site1 refused the run: its rows differ too little from an earlier run's (federation.min_arm_rows)"
+		if !errors.Is(cerr, federation.ErrSiteRefused) || !strings.Contains(cerr.Error(), refused) {
+			t.Errorf("%s: coordinator: %v, want ErrSiteRefused: %s", step.name, cerr, refused)
+		}
+		if !errors.Is(errs[1], federation.ErrRefused) {
+			t.Errorf("%s: site2: %v, want the run aborted (ErrRefused)", step.name, errs[1])
+		}
+		if took > 10*time.Second {
+			t.Errorf("%s: the refused run took %s, want it to stop within seconds", step.name, took)
+		}
+		if got := sentAudit(t, site1, audited); got != "done:status,refusal.reason" {
+			t.Errorf("%s: site1's crff_audit has sent %q for the refused run, want its refusal alone", step.name, got)
 		}
 		if !strings.Contains(logs.String(), fmt.Sprintf("name=site1 run=%s earlier_run=", step.run)) {
 			t.Errorf("%s: no refusal logged with its keys:\n%s", step.name, logs.String())
@@ -163,4 +183,40 @@ func TestFederatedSiteRefusesRunsDifferingByFewRows(t *testing.T) {
 	if want := "site1:run-1,run-2,run-3 site2:run-1,run-2,run-3,run-4"; strings.Join(got, " ") != want {
 		t.Errorf("crff_run_rows holds %s, want %s", strings.Join(got, " "), want)
 	}
+}
+
+// lastAudit returns the id of the last crff_audit entry of s, 0 for none.
+func lastAudit(t *testing.T, s *rowsSite) int64 {
+	t.Helper()
+	entries, err := s.db.ReadAudit(context.Background(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) == 0 {
+		return 0
+	}
+	return entries[len(entries)-1].ID
+}
+
+// sentAudit lists what crff_audit of s records as sent after the entry
+// after: per envelope, its kind and tensor names
+// ("done:status,refusal.reason"), separated by spaces.
+func sentAudit(t *testing.T, s *rowsSite, after int64) string {
+	t.Helper()
+	entries, err := s.db.ReadAudit(context.Background(), after, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Direction != store.Sent {
+			continue
+		}
+		var names []string
+		for _, ts := range e.Tensors {
+			names = append(names, ts.Name)
+		}
+		out = append(out, e.Kind+":"+strings.Join(names, ","))
+	}
+	return strings.Join(out, " ")
 }
