@@ -98,10 +98,12 @@
 // run began (the moments.n of its first hello). A site that now has another
 // count refuses the run with ErrRowsChanged before it sends anything computed
 // from its rows, and the run stops with ErrSiteRefused naming it; one that
-// has as many
-// answers the hello with nothing, since the coordinator has no use for new
-// moments and hashes. The check sees rows added or deleted, not rows edited,
-// replaced or reordered with the count unchanged.
+// has as many answers the hello with nothing, since the coordinator has no
+// use for new moments and hashes. The count sees rows added or deleted, not
+// rows edited or replaced with the count unchanged; crffd site also calls
+// SiteConfig.Join on the rejoin's hello, and its store.Site.JoinRun refuses
+// a run whose rows are not exactly those recorded when the site began it
+// (store.ErrRunRowsChanged, which matches ErrRowsChanged).
 //
 // # What crosses the wire
 //

@@ -17,6 +17,10 @@ import (
 // [*RowChangeError].
 var ErrTooFewChanged = errors.New("rows differ too little from an earlier run")
 
+// ErrRunRowsChanged means that a site rejoining a run it began (after a
+// restart) no longer has the rows it began the run with ([Site.JoinRun]).
+var ErrRunRowsChanged = errors.New("rows changed since the run began")
+
 // RowDigest is the SHA-256 of the values a row is trained on: its
 // covariates, treatment and outcome as read for training (see
 // [Records.Digests]).
@@ -115,15 +119,24 @@ func (r *Records) Digests() map[RowID]RowDigest {
 // are the shared row's values. Only noise or secure aggregation would
 // prevent that.
 //
-// A run recorded already (a site restarted mid-run rejoining it) is
-// checked like any other, its own record included, and its record is left
-// as it is: it holds the rows the run's first hello was computed from.
+// A run recorded already is one the site is rejoining after a restart. Its
+// rows must be exactly those recorded, which the run's first hello, its
+// de-duplication verdict and every gradient so far were computed from:
+// otherwise JoinRun fails with ErrRunRowsChanged, naming the counts. This
+// catches rows edited in place, which a row count does not. The record is
+// left as it is.
 func (s *Site) JoinRun(ctx context.Context, site, run string, recs *Records, least int) error {
 	now := recs.Digests()
 	return s.writeTx(ctx, "record the rows of run "+run+" in", func(tx *sql.Tx) error {
 		runs, err := readRunRows(ctx, tx)
 		if err != nil {
 			return err
+		}
+		if then, ok := runs[run]; ok {
+			if c := CompareRows(then, now); c.Total() != 0 {
+				return fmt.Errorf("%w: site %s: its rows differ from those it began run %s with by %d (added %d, deleted %d, edited %d)",
+					ErrRunRowsChanged, site, run, c.Total(), c.Added, c.Deleted, c.Edited)
+			}
 		}
 		names := make([]string, 0, len(runs))
 		for r := range runs {

@@ -51,22 +51,28 @@ func TestJoinRun(t *testing.T) {
 	// run is recorded, else the refusal's text.
 	for _, step := range []struct {
 		name, change, run, want string
+		err                     error // the refusal's sentinel; nil for ErrTooFewChanged
 	}{
-		{"first run", ``, "run-1", ""},
-		{"same rows again", ``, "run-2", ""},
+		{"first run", ``, "run-1", "", nil},
+		{"same rows again", ``, "run-2", "", nil},
 		{"one row added", `INSERT INTO records VALUES (13, 40, 0, 25, NULL, NULL, 1, 2, 1)`, "run-3",
-			"site2: its rows differ from those of run run-1 by 1 (added 1, deleted 0, edited 0); a run is refused until they differ by at least 3 or not at all"},
+			"site2: its rows differ from those of run run-1 by 1 (added 1, deleted 0, edited 0); a run is refused until they differ by at least 3 or not at all", nil},
 		{"one added, one edited", `UPDATE records SET outcome = 9 WHERE patient_id = 2`, "run-3",
-			"site2: its rows differ from those of run run-1 by 2 (added 1, deleted 0, edited 1)"},
-		{"one added, one edited, one deleted", `DELETE FROM records WHERE patient_id = 12`, "run-3", ""},
+			"site2: its rows differ from those of run run-1 by 2 (added 1, deleted 0, edited 1)", nil},
+		{"one added, one edited, one deleted", `DELETE FROM records WHERE patient_id = 12`, "run-3", "", nil},
 		{"back to run-1 but for one edit: refused by run-1", `DELETE FROM records WHERE patient_id = 13;
 			INSERT INTO records VALUES (12, 35.0, 1, 30.1, NULL, '2024-01-15', 0, 1.25, 0)`, "run-4",
-			"site2: its rows differ from those of run run-1 by 1 (added 0, deleted 0, edited 1)"},
+			"site2: its rows differ from those of run run-1 by 1 (added 0, deleted 0, edited 1)", nil},
 		{"run-3's rows again, two runs back", `DELETE FROM records WHERE patient_id = 12;
-			INSERT INTO records VALUES (13, 40, 0, 25, NULL, NULL, 1, 2, 1)`, "run-4", ""},
+			INSERT INTO records VALUES (13, 40, 0, 25, NULL, NULL, 1, 2, 1)`, "run-4", "", nil},
 		{"a covariate edited, far from run-1 but near run-3", `UPDATE records SET bmi = 20 WHERE patient_id = 1`, "run-5",
-			"site2: its rows differ from those of run run-3 by 1 (added 0, deleted 0, edited 1)"},
-		{"the site rejoins a recorded run with its rows", `UPDATE records SET bmi = 22.1 WHERE patient_id = 1`, "run-4", ""},
+			"site2: its rows differ from those of run run-3 by 1 (added 0, deleted 0, edited 1)", nil},
+		{"the site rejoins a recorded run with its rows", `UPDATE records SET bmi = 22.1 WHERE patient_id = 1`, "run-4", "", nil},
+		{"the site rejoins it with a row edited in place", `UPDATE records SET bmi = 23 WHERE patient_id = 1`, "run-4",
+			"site2: its rows differ from those it began run run-4 with by 1 (added 0, deleted 0, edited 1)", store.ErrRunRowsChanged},
+		{"the site rejoins it with as many edits as least allows", `UPDATE records SET bmi = 22.1 WHERE patient_id = 1;
+			UPDATE records SET outcome = outcome + 1 WHERE patient_id <= 3`, "run-4",
+			"site2: its rows differ from those it began run run-4 with by 3 (added 0, deleted 0, edited 3)", store.ErrRunRowsChanged},
 	} {
 		if step.change != "" {
 			execSQL(t, path, step.change)
@@ -87,9 +93,13 @@ func TestJoinRun(t *testing.T) {
 			}
 			continue
 		}
-		var ce *store.RowChangeError
-		if !errors.Is(err, store.ErrTooFewChanged) || !errors.As(err, &ce) || !strings.Contains(err.Error(), step.want) {
-			t.Fatalf("%s: JoinRun: %v, want ErrTooFewChanged: %s", step.name, err, step.want)
+		if step.err == nil {
+			var ce *store.RowChangeError
+			if !errors.Is(err, store.ErrTooFewChanged) || !errors.As(err, &ce) || !strings.Contains(err.Error(), step.want) {
+				t.Fatalf("%s: JoinRun: %v, want ErrTooFewChanged: %s", step.name, err, step.want)
+			}
+		} else if !errors.Is(err, step.err) || !strings.Contains(err.Error(), step.want) {
+			t.Fatalf("%s: JoinRun: %v, want %v: %s", step.name, err, step.err, step.want)
 		}
 		if after != before {
 			t.Errorf("%s: a refused run changed crff_run_rows from %s to %s", step.name, before, after)

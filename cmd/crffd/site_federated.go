@@ -160,9 +160,22 @@ func joinRun(a *app, db *store.Site, name string, recs *store.Records, least int
 				slog.Int(logKeyChanged, ce.Total()), slog.Int(logKeyLeast, least))
 			return tooFewChanged{ce}
 		}
+		if errors.Is(err, store.ErrRunRowsChanged) {
+			a.log.Error("run refused: the site's rows changed since it began the run",
+				slog.String(logKeyName, name), slog.String(logKeyRun, run))
+			return runRowsChanged{err}
+		}
 		return err
 	}
 }
+
+// runRowsChanged is a store.ErrRunRowsChanged that also matches
+// federation.ErrRowsChanged, so that the site refuses the run and tells the
+// coordinator why (see tooFewChanged).
+type runRowsChanged struct{ error }
+
+// Unwrap returns the store error and federation.ErrRowsChanged.
+func (e runRowsChanged) Unwrap() []error { return []error{e.error, federation.ErrRowsChanged} }
 
 // tooFewChanged is a store.RowChangeError that matches
 // federation.ErrTooFewChanged as well as store.ErrTooFewChanged: store does

@@ -220,3 +220,39 @@ func sentAudit(t *testing.T, s *rowsSite, after int64) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestRejoiningSiteWithRowsEditedInPlaceIsRefused: a site restarted mid-run
+// rejoins it with the run's id; its rows must be exactly those it began
+// the run with, even when as many rows were edited in place as
+// min_arm_rows allows between runs, which a row count does not show. The
+// refusal matches federation.ErrRowsChanged, so the site tells the
+// coordinator why.
+func TestRejoiningSiteWithRowsEditedInPlaceIsRefused(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	a := &app{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	s := newRowsSite(t, "site1", 30, 1)
+	join := func() error {
+		t.Helper()
+		recs, err := s.db.ReadRecords(ctx, s.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return joinRun(a, s.db, s.name, recs, federation.DefaultMinArmRows)(ctx, "run-1")
+	}
+	if err := join(); err != nil {
+		t.Fatalf("first join: %v", err)
+	}
+	if err := join(); err != nil {
+		t.Fatalf("rejoin with the same rows: %v", err)
+	}
+	s.exec(t, `UPDATE records SET y = y + 1 WHERE id <= ?`, federation.DefaultMinArmRows)
+	err := join()
+	if !errors.Is(err, federation.ErrRowsChanged) || !errors.Is(err, store.ErrRunRowsChanged) ||
+		!strings.Contains(err.Error(), "site1: its rows differ from those it began run run-1 with by 5 (added 0, deleted 0, edited 5)") {
+		t.Fatalf("rejoin after edits in place: %v, want ErrRowsChanged naming the site, the run and the counts", err)
+	}
+	if !strings.Contains(logs.String(), "the site's rows changed since it began the run") {
+		t.Errorf("refusal not logged:\n%s", logs.String())
+	}
+}
