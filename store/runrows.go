@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 )
 
 // ErrTooFewChanged means that a site's rows differ from those of an earlier
@@ -128,29 +127,33 @@ func (r *Records) Digests() map[RowID]RowDigest {
 func (s *Site) JoinRun(ctx context.Context, site, run string, recs *Records, least int) error {
 	now := recs.Digests()
 	return s.writeTx(ctx, "record the rows of run "+run+" in", func(tx *sql.Tx) error {
-		runs, err := readRunRows(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if then, ok := runs[run]; ok {
-			if c := CompareRows(then, now); c.Total() != 0 {
-				return fmt.Errorf("%w: site %s: its rows differ from those it began run %s with by %d (added %d, deleted %d, edited %d)",
-					ErrRunRowsChanged, site, run, c.Total(), c.Added, c.Deleted, c.Edited)
-			}
-		}
-		names := make([]string, 0, len(runs))
-		for r := range runs {
-			names = append(names, r)
-		}
-		slices.Sort(names) // the same run is named on every try
-		for _, r := range names {
-			c := CompareRows(runs[r], now)
+		// A rejoin whose rows changed is reported as such, even when an
+		// earlier run would also refuse them.
+		var rejoined bool
+		var changed, tooFew error
+		err := eachRunRows(ctx, tx, func(r string, then map[RowID]RowDigest) error {
+			c := CompareRows(then, now)
 			c.Run = r
-			if n := c.Total(); n >= 1 && n < least {
-				return &RowChangeError{Site: site, Least: least, RowChange: c}
+			switch n := c.Total(); {
+			case r == run:
+				rejoined = true
+				if n != 0 {
+					changed = fmt.Errorf("%w: site %s: its rows differ from those it began run %s with by %d (added %d, deleted %d, edited %d)",
+						ErrRunRowsChanged, site, run, n, c.Added, c.Deleted, c.Edited)
+				}
+			case tooFew == nil && n >= 1 && n < least:
+				tooFew = &RowChangeError{Site: site, Least: least, RowChange: c}
 			}
-		}
-		if _, ok := runs[run]; ok {
+			return nil
+		})
+		switch {
+		case err != nil:
+			return err
+		case changed != nil:
+			return changed
+		case tooFew != nil:
+			return tooFew
+		case rejoined:
 			return nil
 		}
 		st, err := tx.PrepareContext(ctx, `INSERT INTO crff_run_rows (run, row_id, digest) VALUES (?, ?, ?)`)
@@ -168,14 +171,19 @@ func (s *Site) JoinRun(ctx context.Context, site, run string, recs *Records, lea
 	})
 }
 
-// readRunRows returns the recorded digests by run and row id.
-func readRunRows(ctx context.Context, q querier) (map[string]map[RowID]RowDigest, error) {
-	rows, err := q.QueryContext(ctx, `SELECT run, row_id, digest FROM crff_run_rows`)
+// eachRunRows calls fn with the recorded digests of each run in turn, in
+// the order of the run ids, so that the same run is named on every try and
+// memory holds one run's rows at a time rather than every run's.
+func eachRunRows(ctx context.Context, q querier, fn func(run string, rows map[RowID]RowDigest) error) error {
+	rows, err := q.QueryContext(ctx, `SELECT run, row_id, digest FROM crff_run_rows ORDER BY run`)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
-	out := map[string]map[RowID]RowDigest{}
+	var (
+		cur  string
+		runs map[RowID]RowDigest
+	)
 	for rows.Next() {
 		var (
 			run string
@@ -183,15 +191,26 @@ func readRunRows(ctx context.Context, q querier) (map[string]map[RowID]RowDigest
 			d   []byte
 		)
 		if err := rows.Scan(&run, &id, &d); err != nil {
-			return nil, err
+			return err
 		}
 		if len(d) != sha256.Size || !id.Valid() {
-			return nil, fmt.Errorf("%w: crff_run_rows: row %s of run %q", ErrCorrupt, id, run)
+			return fmt.Errorf("%w: crff_run_rows: row %s of run %q", ErrCorrupt, id, run)
 		}
-		if out[run] == nil {
-			out[run] = map[RowID]RowDigest{}
+		if runs == nil || run != cur {
+			if runs != nil {
+				if err := fn(cur, runs); err != nil {
+					return err
+				}
+			}
+			cur, runs = run, map[RowID]RowDigest{}
 		}
-		out[run][id] = RowDigest(d)
+		runs[id] = RowDigest(d)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if runs == nil {
+		return nil
+	}
+	return fn(cur, runs)
 }
