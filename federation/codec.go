@@ -64,7 +64,7 @@ const (
 	refusalUnknown       refusal = 0 // not a refusal, or no reason given
 	refusalTooFewRows    refusal = 1 // ErrTooFewRows, before or after de-duplication
 	refusalTooFewChanged refusal = 2 // ErrTooFewChanged, from SiteConfig.Join
-	refusalRowsChanged   refusal = 3 // ErrRowsChanged, on rejoining
+	refusalRowsChanged   refusal = 3 // ErrRowsChanged, on rejoining (a row count, or SiteConfig.Join)
 )
 
 // refusalOf returns the reason for which err refuses the run, or
@@ -91,7 +91,7 @@ func (r refusal) String() string {
 	case refusalTooFewChanged:
 		return "its rows differ too little from an earlier run's (federation.min_arm_rows)"
 	case refusalRowsChanged:
-		return "its rows changed since the run began (it rejoined with another row count)"
+		return "its rows changed since the run began (it rejoined after a restart with other rows)"
 	}
 	// A newer site's reason, or none.
 	return fmt.Sprintf("for a reason this coordinator does not know (code %d)", int(r))
