@@ -17,6 +17,27 @@ import (
 	"github.com/crffd/crffd/federation/wire"
 )
 
+// SiteRows are the rows a site takes part in a run with, as
+// SiteConfig.Rows returns them.
+type SiteRows struct {
+	Data       *estimator.Data
+	Schema     estimator.Schema
+	Columns    []string
+	Identities []wire.Digest
+}
+
+// check returns an error unless r holds rows, with one identity hash per
+// row when it has any.
+func (r SiteRows) check() error {
+	if r.Data == nil || r.Data.Rows() == 0 {
+		return errors.New("federation: site has no rows")
+	}
+	if r.Identities != nil && len(r.Identities) != r.Data.Rows() {
+		return fmt.Errorf("federation: %d identity hashes for %d rows", len(r.Identities), r.Data.Rows())
+	}
+	return nil
+}
+
 // Direction says whether an audited envelope was sent or received.
 type Direction int
 
@@ -48,6 +69,16 @@ type SiteConfig struct {
 	// features on the wire. Zero means DefaultMinArmRows; a negative
 	// value turns the guard off (tests only).
 	MinArmRows int
+
+	// Rows, when set, is called when the site is sent the hello of a run
+	// it does not know yet (a new run, or one it rejoins after a restart),
+	// before anything else, and its rows replace Data, Schema, Columns and
+	// Identities for that run. A long-lived site thus trains each run on
+	// its table as it is when the run begins, not as it was when the
+	// previous run ended, and Join and the rejoin check judge the rows the
+	// run will use. An error stops the site, which sends nothing for the
+	// run.
+	Rows func(ctx context.Context) (SiteRows, error)
 
 	// Join, when set, is called with the run's id when the site is sent a
 	// run's hello, before it answers anything computed from its rows; an
@@ -166,11 +197,8 @@ type site struct {
 // refused in answer to the first hello, so that the coordinator hears of
 // it rather than waiting out its retries.
 func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error) {
-	if cfg.Data == nil || cfg.Data.Rows() == 0 {
-		return nil, errors.New("federation: site has no rows")
-	}
-	if cfg.Identities != nil && len(cfg.Identities) != cfg.Data.Rows() {
-		return nil, fmt.Errorf("federation: %d identity hashes for %d rows", len(cfg.Identities), cfg.Data.Rows())
+	if err := (SiteRows{cfg.Data, cfg.Schema, cfg.Columns, cfg.Identities}).check(); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -196,6 +224,26 @@ func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error
 	}
 }
 
+// refreshRows takes the rows SiteConfig.Rows returns for the run now
+// beginning, and checks its arms again.
+func (s *site) refreshRows(ctx context.Context) error {
+	if s.cfg.Rows == nil {
+		return nil
+	}
+	r, err := s.cfg.Rows(ctx)
+	if err == nil {
+		err = r.check()
+	}
+	if err != nil {
+		return fmt.Errorf("read the rows of site %s for the run: %w", s.cfg.Name, err)
+	}
+	s.cfg.Data, s.cfg.Schema, s.cfg.Columns, s.cfg.Identities = r.Data, r.Schema, r.Columns, r.Identities
+	if s.tooFew = s.cfg.checkArms(r.Data, "in its table"); s.tooFew != nil {
+		s.log.Error("the site will refuse the coordinator's run", slog.String(LogKeyReason, s.tooFew.Error()))
+	}
+	return nil
+}
+
 func (s *site) drop(e *wire.Envelope, reason string) {
 	s.cfg.Metrics.dropped()
 	s.log.Warn("envelope dropped", slog.Any("envelope", e), slog.String(LogKeyReason, reason))
@@ -218,6 +266,9 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 		s.replies = map[uint64][]*wire.Envelope{}
 		s.res, s.kept, s.train, s.applied = nil, nil, nil, nil
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
+		if err := s.refreshRows(ctx); err != nil {
+			return false, err
+		}
 	}
 	if s.tracker == nil || e.RunID != s.runID() {
 		// A site restarted mid-run knows nothing of the run: ask to rejoin.

@@ -81,7 +81,17 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
 			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, Identities: ids,
 			Spectral: spectral, Logger: a.log, Metrics: metrics, MinArmRows: minArm,
-			Join: joinRun(a, db, name, recs, minArm),
+			// Each run trains on the table as it is when the run begins;
+			// Join and Publish see the rows read then.
+			Rows: func(ctx context.Context) (federation.SiteRows, error) {
+				r, i, err := readFederated(ctx, a, db, src)
+				if err != nil {
+					return federation.SiteRows{}, err
+				}
+				recs, ids = r, i
+				return federation.SiteRows{Data: r.Data, Schema: r.Schema, Columns: r.Layout.Covariates, Identities: i}, nil
+			},
+			Join: joinRun(a, db, name, func() *store.Records { return recs }, minArm),
 			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
 				return db.AppendAudit(ctx, auditEntry(d, e))
 			},
@@ -112,10 +122,6 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		if once {
 			return nil
 		}
-		// A long-lived site trains each run on its table as it is then.
-		if recs, ids, err = readFederated(ctx, a, db, src); err != nil {
-			return err
-		}
 	}
 }
 
@@ -140,9 +146,9 @@ func readFederated(ctx context.Context, a *app, db *store.Site, src store.Source
 }
 
 // joinRun returns the federation.SiteConfig.Join hook of a site taking
-// part in runs with recs: it refuses a run whose rows differ from those of
-// any earlier run the site took part in by at least one and fewer than
-// least rows (store.ErrTooFewChanged), since the difference of the two
+// part in runs with the rows recs returns (those of the run at hand): it
+// refuses a run whose rows differ from those of any earlier run the site
+// took part in by at least one and fewer than least rows (store.ErrTooFewChanged), since the difference of the two
 // runs' sums would come that close to single records; otherwise it records
 // the run's rows in the site file. It is called before the site answers the
 // run's hello, so a refused run has sent nothing computed from the rows and
@@ -150,9 +156,9 @@ func readFederated(ctx context.Context, a *app, db *store.Site, src store.Source
 // also matches federation.ErrTooFewChanged (tooFewChanged), so that the site
 // tells the coordinator why it refuses the run; other errors stop the site
 // without a word.
-func joinRun(a *app, db *store.Site, name string, recs *store.Records, least int) func(context.Context, string) error {
+func joinRun(a *app, db *store.Site, name string, recs func() *store.Records, least int) func(context.Context, string) error {
 	return func(ctx context.Context, run string) error {
-		err := db.JoinRun(ctx, name, run, recs, least)
+		err := db.JoinRun(ctx, name, run, recs(), least)
 		var ce *store.RowChangeError
 		if errors.As(err, &ce) {
 			a.log.Error("run refused: the site's rows differ too little from an earlier run's",

@@ -78,7 +78,7 @@ func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]erro
 		cfg := federation.SiteConfig{Name: s.name, Coordinator: "coord", Data: recs.Data, Schema: recs.Schema,
 			Columns: recs.Layout.Covariates, Spectral: estimator.GaussianSpectral{}, Logger: a.log,
 			MinArmRows: federation.DefaultMinArmRows,
-			Join:       joinRun(a, s.db, s.name, recs, federation.DefaultMinArmRows),
+			Join:       joinRun(a, s.db, s.name, func() *store.Records { return recs }, federation.DefaultMinArmRows),
 			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
 				return s.db.AppendAudit(ctx, auditEntry(d, e))
 			}}
@@ -238,7 +238,7 @@ func TestRejoiningSiteWithRowsEditedInPlaceIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return joinRun(a, s.db, s.name, recs, federation.DefaultMinArmRows)(ctx, "run-1")
+		return joinRun(a, s.db, s.name, func() *store.Records { return recs }, federation.DefaultMinArmRows)(ctx, "run-1")
 	}
 	if err := join(); err != nil {
 		t.Fatalf("first join: %v", err)
