@@ -197,16 +197,13 @@ type site struct {
 // refused in answer to the first hello, so that the coordinator hears of
 // it rather than waiting out its retries.
 func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error) {
-	if err := (SiteRows{cfg.Data, cfg.Schema, cfg.Columns, cfg.Identities}).check(); err != nil {
-		return nil, err
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &site{cfg: cfg, conn: conn, log: log, instance: float64(rand.Uint64N(1<<52) + 1)}
-	if s.tooFew = cfg.checkArms(cfg.Data, "in its table"); s.tooFew != nil {
-		log.Error("the site will refuse the coordinator's run", slog.String(LogKeyReason, s.tooFew.Error()))
+	if err := s.useRows(SiteRows{cfg.Data, cfg.Schema, cfg.Columns, cfg.Identities}); err != nil {
+		return nil, err
 	}
 	for {
 		select {
@@ -225,17 +222,27 @@ func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error
 }
 
 // refreshRows takes the rows SiteConfig.Rows returns for the run now
-// beginning, and checks its arms again.
+// beginning.
 func (s *site) refreshRows(ctx context.Context) error {
 	if s.cfg.Rows == nil {
 		return nil
 	}
 	r, err := s.cfg.Rows(ctx)
 	if err == nil {
-		err = r.check()
+		err = s.useRows(r)
 	}
 	if err != nil {
 		return fmt.Errorf("read the rows of site %s for the run: %w", s.cfg.Name, err)
+	}
+	return nil
+}
+
+// useRows makes r the site's rows, once they pass check. A table with too
+// few rows in an arm is not an error here: the site refuses the next run
+// whose hello it is sent (s.tooFew), so that the coordinator hears why.
+func (s *site) useRows(r SiteRows) error {
+	if err := r.check(); err != nil {
+		return err
 	}
 	s.cfg.Data, s.cfg.Schema, s.cfg.Columns, s.cfg.Identities = r.Data, r.Schema, r.Columns, r.Identities
 	if s.tooFew = s.cfg.checkArms(r.Data, "in its table"); s.tooFew != nil {
