@@ -169,11 +169,6 @@ type site struct {
 	fp    wire.Digest
 	cfgE  estimator.Config
 	peers []string // every site's name by index, from hello ("" when not sent)
-	// applied is the positions of the rows the run's first dedup-verdict
-	// kept, nil before it: every later verdict of the run must keep the
-	// same rows (see verdict).
-	applied []int
-
 	// instance is the value of the rejoin scalar this process sends: a
 	// random integer in [1, 2^52], exact in a float64, drawn once per
 	// RunSite. The coordinator drops an envelope equal to one it admitted
@@ -271,7 +266,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
-		s.res, s.kept, s.train, s.applied = nil, nil, nil, nil
+		s.res, s.kept, s.train = nil, nil, nil
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
 		if err := s.refreshRows(ctx); err != nil {
 			return false, err
@@ -544,21 +539,21 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 		}
 		dropped[int(v)] = true
 	}
-	s.res.Kept = s.res.Kept[:0]
+	kept := make([]int, 0, n)
 	for i := range n {
 		if !dropped[i] {
-			s.res.Kept = append(s.res.Kept, i)
+			kept = append(kept, i)
 		}
 	}
-	if s.applied != nil && !slices.Equal(s.applied, s.res.Kept) {
+	// s.kept is set once a verdict of this run has been applied.
+	if s.kept != nil && !slices.Equal(kept, s.res.Kept) {
 		return fmt.Errorf("%w: another dedup-verdict of run %s keeps other rows of site %s than the run's first (%d rows, not the %d it trains on)",
-			ErrProtocol, e.RunID, s.cfg.Name, len(s.res.Kept), len(s.applied))
+			ErrProtocol, e.RunID, s.cfg.Name, len(kept), len(s.res.Kept))
 	}
-	if len(s.res.Kept) == 0 {
+	if len(kept) == 0 {
 		return errors.New("federation: every row was dropped as a duplicate")
 	}
-	// A copy: a later verdict refills s.res.Kept's array in place.
-	s.applied = slices.Clone(s.res.Kept)
+	s.res.Kept = kept
 	s.kept = subset(s.cfg.Data, s.res.Kept)
 	if err := s.cfg.checkArms(s.kept, "after de-duplication"); err != nil {
 		return err
