@@ -146,53 +146,45 @@ func readFederated(ctx context.Context, a *app, db *store.Site, src store.Source
 }
 
 // joinRun returns the federation.SiteConfig.Join hook of a site taking
-// part in runs with the rows recs returns (those of the run at hand): it
-// refuses a run whose rows differ from those of any earlier run the site
-// took part in by at least one and fewer than least rows (store.ErrTooFewChanged), since the difference of the two
-// runs' sums would come that close to single records; otherwise it records
-// the run's rows in the site file. It is called before the site answers the
-// run's hello, so a refused run has sent nothing computed from the rows and
-// leaves no record, and a run that sent anything has one. A refusal's error
-// also matches federation.ErrTooFewChanged (tooFewChanged), so that the site
-// tells the coordinator why it refuses the run; other errors stop the site
-// without a word.
+// part in runs with the rows recs returns (those of the run at hand). It
+// records the run's rows in the site file (store.Site.JoinRun), refusing a
+// run whose rows differ from those of an earlier run by at least one and
+// fewer than least rows, since the difference of the two runs' sums would
+// come that close to single records, and a rejoined run whose rows are not
+// those it began with. It is called before the site answers the run's
+// hello, so a refused run has sent nothing computed from the rows and
+// leaves no record. A refusal's error also matches the federation sentinel
+// of the same rule (sameRule), so that the site tells the coordinator why
+// it refuses the run; other errors stop the site without a word.
 func joinRun(a *app, db *store.Site, name string, recs func() *store.Records, least int) func(context.Context, string) error {
 	return func(ctx context.Context, run string) error {
 		err := db.JoinRun(ctx, name, run, recs(), least)
 		var ce *store.RowChangeError
-		if errors.As(err, &ce) {
+		switch {
+		case errors.As(err, &ce):
 			a.log.Error("run refused: the site's rows differ too little from an earlier run's",
 				slog.String(logKeyName, name), slog.String(logKeyRun, run), slog.String(logKeyEarlierRun, ce.Run),
 				slog.Int(logKeyChanged, ce.Total()), slog.Int(logKeyLeast, least))
-			return tooFewChanged{ce}
-		}
-		if errors.Is(err, store.ErrRunRowsChanged) {
+			return sameRule{err, federation.ErrTooFewChanged}
+		case errors.Is(err, store.ErrRunRowsChanged):
 			a.log.Error("run refused: the site's rows changed since it began the run",
 				slog.String(logKeyName, name), slog.String(logKeyRun, run))
-			return runRowsChanged{err}
+			return sameRule{err, federation.ErrRowsChanged}
 		}
 		return err
 	}
 }
 
-// runRowsChanged is a store.ErrRunRowsChanged that also matches
-// federation.ErrRowsChanged, so that the site refuses the run and tells the
-// coordinator why (see tooFewChanged).
-type runRowsChanged struct{ error }
+// sameRule is a store refusal that also matches the federation sentinel
+// naming the same rule: store does not import federation, so the site
+// daemon, which imports both, states that the one is the other. Its
+// message is the store error's.
+type sameRule struct{ err, rule error }
 
-// Unwrap returns the store error and federation.ErrRowsChanged.
-func (e runRowsChanged) Unwrap() []error { return []error{e.error, federation.ErrRowsChanged} }
+func (e sameRule) Error() string { return e.err.Error() }
 
-// tooFewChanged is a store.RowChangeError that matches
-// federation.ErrTooFewChanged as well as store.ErrTooFewChanged: store does
-// not import federation, so the site daemon, which imports both, states that
-// the one is the other. Its message is the store error's.
-type tooFewChanged struct{ *store.RowChangeError }
-
-// Unwrap returns the store error and federation.ErrTooFewChanged.
-func (e tooFewChanged) Unwrap() []error {
-	return []error{e.RowChangeError, federation.ErrTooFewChanged}
-}
+// Unwrap returns the store error and the federation sentinel.
+func (e sameRule) Unwrap() []error { return []error{e.err, e.rule} }
 
 // auditEntry describes an envelope for crff_audit, without its values.
 func auditEntry(d federation.Direction, e *wire.Envelope) store.AuditEntry {
