@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -17,24 +18,29 @@ import (
 // inner runs of white space collapsed to one space, joined by a unit
 // separator (U+001F) so that ("ab", "c") and ("a", "bc") differ.
 func NormalizeIdentity(values []string) string {
+	return strings.Join(normalizedParts(values), identitySep)
+}
+
+// identitySep separates the normalised identity values.
+const identitySep = "\x1f"
+
+// normalizedParts returns each identity value in its canonical form.
+func normalizedParts(values []string) []string {
 	parts := make([]string, len(values))
 	for i, v := range values {
-		v = norm.NFKC.String(v)
-		parts[i] = strings.Join(strings.FieldsFunc(strings.ToLower(v), unicode.IsSpace), " ")
+		parts[i] = strings.Join(strings.FieldsFunc(strings.ToLower(norm.NFKC.String(v)), unicode.IsSpace), " ")
 	}
-	return strings.Join(parts, "\x1f")
+	return parts
+}
+
+// complete reports whether there are parts and none is empty.
+func complete(parts []string) bool {
+	return len(parts) > 0 && !slices.Contains(parts, "")
 }
 
 // IdentityComplete reports whether every one of a row's identity values
 // is non-empty once normalised. NULL reads as empty.
-func IdentityComplete(values []string) bool {
-	for _, v := range values {
-		if len(strings.FieldsFunc(norm.NFKC.String(v), unicode.IsSpace)) == 0 {
-			return false
-		}
-	}
-	return len(values) > 0
-}
+func IdentityComplete(values []string) bool { return complete(normalizedParts(values)) }
 
 // IdentityHMAC returns HMAC-SHA256(secret, NormalizeIdentity(values)) for a
 // complete identity (IdentityComplete). For an incomplete one it returns a
@@ -44,12 +50,13 @@ func IdentityComplete(values []string) bool {
 // tells the coordinator nothing about which rows are incomplete.
 func IdentityHMAC(secret []byte, values []string) wire.Digest {
 	var d wire.Digest
-	if !IdentityComplete(values) {
+	parts := normalizedParts(values)
+	if !complete(parts) {
 		_, _ = rand.Read(d[:]) // crypto/rand.Read never fails (Go 1.24+)
 		return d
 	}
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(NormalizeIdentity(values)))
+	m.Write([]byte(strings.Join(parts, identitySep)))
 	m.Sum(d[:0])
 	return d
 }
