@@ -143,6 +143,22 @@ func (f *fed) coordinator(cfg estimator.Config) CoordinatorConfig {
 		Spectral: estimator.GaussianSpectral{}, RoundTimeout: 5 * time.Second, Retries: 2}
 }
 
+// sameModels fails the test unless every model of res is bit-identical
+// to want's; msg, with the difference for %g, says what went wrong.
+func sameModels(t *testing.T, res *Result, want func(estimator.Kind) *estimator.Trained, msg string) {
+	t.Helper()
+	for _, k := range estimator.Kinds {
+		if d := maxDiff(t, res.Models[k], want(k)); d != 0 {
+			t.Errorf("%s: "+msg, k, d)
+		}
+	}
+}
+
+// modelsOf returns r's model of each kind.
+func modelsOf(r *Result) func(estimator.Kind) *estimator.Trained {
+	return func(k estimator.Kind) *estimator.Trained { return r.Models[k] }
+}
+
 func maxDiff(t *testing.T, a, b *estimator.Trained) float64 {
 	t.Helper()
 	d := 0.0
@@ -182,11 +198,7 @@ func runEquivalent(ctx context.Context, t *testing.T, f *fed, cfg estimator.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range estimator.Kinds {
-		if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
-			t.Errorf("%s: max abs difference %g, want bit-identical", k, d)
-		}
-	}
+	sameModels(t, res, want.Trained, "max abs difference %g, want bit-identical")
 	return want, res, sites
 }
 
@@ -261,11 +273,7 @@ func TestDuplicatedAndStaleEnvelopesAreDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range estimator.Kinds {
-		if d := maxDiff(t, res.Models[k], clean.Trained(k)); d != 0 {
-			t.Errorf("%s: differs by %g under duplicates", k, d)
-		}
-	}
+	sameModels(t, res, clean.Trained, "differs by %g under duplicates")
 	waitSites(t, sites)
 }
 

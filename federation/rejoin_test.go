@@ -63,11 +63,7 @@ func TestRestartedSiteRejoins(t *testing.T) {
 			if strings.Contains(logs.String(), "value") {
 				t.Error("log mentions values")
 			}
-			for _, k := range estimator.Kinds {
-				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
-					t.Errorf("%s: differs by %g after site2 restarted", k, d)
-				}
-			}
+			sameModels(t, res, want.Trained, "differs by %g after site2 restarted")
 			if r := <-second; r.err != nil || r.res.Global.ATE != res.GlobalATE {
 				t.Fatalf("restarted site2: %v", r.err)
 			}
@@ -179,11 +175,7 @@ func TestSiteRestartedTwiceInOneStepRejoins(t *testing.T) {
 			if strings.Contains(logs.String(), "value") {
 				t.Error("log mentions values")
 			}
-			for _, k := range estimator.Kinds {
-				if d := maxDiff(t, res.Models[k], want.Models[k]); d != 0 {
-					t.Errorf("%s: differs by %g after site2 restarted twice", k, d)
-				}
-			}
+			sameModels(t, res, modelsOf(want), "differs by %g after site2 restarted twice")
 			if res.GlobalATE != want.GlobalATE || !slices.Equal(res.LocalATE, want.LocalATE) {
 				t.Errorf("global ATE %v, local %v; uninterrupted %v, %v", res.GlobalATE, res.LocalATE, want.GlobalATE, want.LocalATE)
 			}

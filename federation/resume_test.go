@@ -56,11 +56,7 @@ func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range estimator.Kinds {
-				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
-					t.Errorf("%s: resumed model differs by %g", k, d)
-				}
-			}
+			sameModels(t, res, want.Trained, "resumed model differs by %g")
 			waitSites(t, sites)
 		})
 	}
@@ -145,11 +141,7 @@ func TestCoordinatorResumesAtModelBoundary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range estimator.Kinds {
-				if d := maxDiff(t, res.Models[k], want.Trained(k)); d != 0 {
-					t.Errorf("%s: resumed model differs by %g", k, d)
-				}
-			}
+			sameModels(t, res, want.Trained, "resumed model differs by %g")
 			waitSites(t, sites)
 		})
 	}
@@ -238,11 +230,7 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 				!slices.Equal(res.LocalSE, want.LocalSE) || !slices.Equal(res.Rows, want.Rows) {
 				t.Errorf("resumed result %+v, uninterrupted %+v", res, want)
 			}
-			for _, k := range estimator.Kinds {
-				if d := maxDiff(t, res.Models[k], want.Models[k]); d != 0 {
-					t.Errorf("%s: resumed model differs by %g", k, d)
-				}
-			}
+			sameModels(t, res, modelsOf(want), "resumed model differs by %g")
 			for s := done; s < len(sizes); s++ {
 				if r := <-sites[s]; r.err != nil || r.res.Global.ATE != want.GlobalATE {
 					t.Errorf("%s after the resumption: %v", f.names[s], r.err)
