@@ -3,6 +3,7 @@ package estimator
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Transfer selects how sites share weights: W_c^s = θ_c^s + Σ_{v≠s} λ^{s,v} θ_c^v.
@@ -117,6 +118,12 @@ type Config struct {
 	// InitLogSD is the initial r = log s_q of the encoder's standard deviation.
 	InitLogSD float64
 
+	// TransferPrior κ adds κ·Σ_{s<v} −log λ^{s,v} to the objective of
+	// learned transfer: a Beta(1+κ, 1) prior on every λ, so that sites share
+	// weights until their rows say otherwise. Zero gives the paper's
+	// unpenalised λ.
+	TransferPrior float64
+
 	Transfer     Transfer
 	Method       Method
 	Rounds       int     // maximum rounds per model
@@ -164,6 +171,17 @@ type Config struct {
 //     drives the training objective down in fewer rounds (about 850 over
 //     the three models on replicate 1), but on 50-row sites a short Adam run
 //     with fresh noise draws generalises better: stopping early regularises.
+//   - TransferPrior 200, chosen among 0, 50, 200 and 1000 by the factual
+//     error on the validation rows (all sites) of the synthetic design of
+//     package synth, five sources of 1000 rows split 100/800/100, ten
+//     replicates: 1.238, 1.229, 1.219, 1.217 with Δ = 0 everywhere, and
+//     1.337, 1.334, 1.328, 1.339 with Δ = 0,4,4,4,4. Fitting the training
+//     rows alone rewards per-site weights, so unpenalised λ drift below ½
+//     between identical sites (0.37–0.47 for the outcome and latent
+//     models), where pooling is best. On IHDP the prior also lowered the
+//     validation error (2.846 to 2.771 with two sources, 2.386 to 2.332
+//     with three). Adam's steps bound how far λ can move: 500 rounds of
+//     at most 0.005 each keep every ρ within ±2.5, λ within 0.08–0.92.
 //   - Samples 100 (the paper's), MHSteps 0: sampling z from q directly is
 //     as accurate here and costs no decoder evaluations.
 func DefaultConfig() Config {
@@ -177,6 +195,7 @@ func DefaultConfig() Config {
 		ZetaT:          0.1,
 		InitLogSD:      0,
 		Transfer:       Learned,
+		TransferPrior:  200,
 		Method:         Adam,
 		Rounds:         500,
 		LearningRate:   0.005,
@@ -202,6 +221,8 @@ func (c *Config) validate() error {
 		return errors.New("estimator: ridge penalties must be non-negative")
 	case c.Linear < 0:
 		return errors.New("estimator: Config.Linear must be non-negative")
+	case !(c.TransferPrior >= 0) || math.IsInf(c.TransferPrior, 1):
+		return errors.New("estimator: Config.TransferPrior must be finite and non-negative")
 	case c.Rounds <= 0:
 		return errors.New("estimator: Config.Rounds must be positive")
 	case c.Method == Adam && c.LearningRate <= 0:

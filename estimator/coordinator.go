@@ -308,6 +308,10 @@ func (c *Coordinator) objective(x []float64, outs []*SiteOutput) float64 {
 				k := pairIndex(c.m, s, v)
 				l := sigmoid(rho[k])
 				c.grad[mP+k] = l * (1 - l) * (c.c.At(s, v) + c.c.At(v, s))
+				if kappa := c.setup.Config.TransferPrior; kappa != 0 {
+					loss += kappa * softplus(-rho[k])
+					c.grad[mP+k] -= kappa * (1 - l)
+				}
 			}
 		}
 	}

@@ -149,6 +149,7 @@ func TestExperiment(t *testing.T) {
 	cfg.Transfer = Transfer(envFloat("X_TR", float64(cfg.Transfer)))
 	cfg.Method = Method(envFloat("X_M", float64(cfg.Method)))
 	cfg.LearningRate = envFloat("X_LR", cfg.LearningRate)
+	cfg.TransferPrior = envFloat("X_KAPPA", cfg.TransferPrior)
 	reps := envInts("X_REPS", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
 	ks := envInts("X_KS", []int{1, 2, 3})
 	for _, k := range ks {

@@ -18,6 +18,7 @@ func gradConfig(mode Transfer) Config {
 	cfg.Draws = 2
 	cfg.ZetaPropensity, cfg.ZetaOutcome, cfg.ZetaLatent, cfg.ZetaT = 0.3, 0.2, 0.1, 0.4
 	cfg.Transfer = mode
+	cfg.TransferPrior = 0.8
 	cfg.Seed = 7
 	cfg.StandardizeY = true
 	return cfg

@@ -157,6 +157,7 @@ var configFields = []configField{
 	{"config.init_log_scale", func(c *estimator.Config) float64 { return c.InitLogScale }, func(c *estimator.Config, v float64) { c.InitLogScale = v }},
 	{"config.init_log_sd", func(c *estimator.Config) float64 { return c.InitLogSD }, func(c *estimator.Config, v float64) { c.InitLogSD = v }},
 	{"config.transfer", func(c *estimator.Config) float64 { return float64(c.Transfer) }, func(c *estimator.Config, v float64) { c.Transfer = estimator.Transfer(v) }},
+	{"config.transfer_prior", func(c *estimator.Config) float64 { return c.TransferPrior }, func(c *estimator.Config, v float64) { c.TransferPrior = v }},
 	{"config.method", func(c *estimator.Config) float64 { return float64(c.Method) }, func(c *estimator.Config, v float64) { c.Method = estimator.Method(v) }},
 	{"config.rounds", func(c *estimator.Config) float64 { return float64(c.Rounds) }, func(c *estimator.Config, v float64) { c.Rounds = int(v) }},
 	{"config.learning_rate", func(c *estimator.Config) float64 { return c.LearningRate }, func(c *estimator.Config, v float64) { c.LearningRate = v }},

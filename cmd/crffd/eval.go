@@ -68,6 +68,7 @@ Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
 	f.IntVar(&o.cfg.Rounds, "rounds", o.cfg.Rounds, "maximum federated rounds per model")
 	f.StringVar(&o.optimizer, "optimizer", o.optimizer, "lbfgs or adam")
 	f.Float64Var(&o.cfg.LearningRate, "learning-rate", o.cfg.LearningRate, "Adam step size")
+	f.Float64Var(&o.cfg.TransferPrior, "transfer-prior", o.cfg.TransferPrior, "κ of a Beta(1+κ,1) prior on every learned λ")
 	f.IntVar(&o.cfg.Samples, "samples", o.cfg.Samples, "effect samples per row")
 	f.IntVar(&o.cfg.MHSteps, "mh-steps", o.cfg.MHSteps, "Metropolis–Hastings steps per sample (0: sample z from q)")
 	f.Uint64Var(&o.cfg.Seed, "seed", o.cfg.Seed, "seed of frequencies, initial weights and sampling")

@@ -44,6 +44,7 @@ var modelSettings = func() []setting {
 		{"model.samples", d.Samples, "effect samples per row"},
 		{"model.mh_steps", d.MHSteps, "Metropolis–Hastings steps per effect sample (0: sample the latent z from q)"},
 		{"model.transfer", d.Transfer.String(), "learned, none or full (federations only)"},
+		{"model.transfer_prior", d.TransferPrior, "κ of the Beta(1+κ,1) prior on every learned transfer factor λ"},
 		{"model.seed", int(d.Seed), "seed of the frequencies, initial weights and sampling"},
 	}
 }()
@@ -80,6 +81,7 @@ func (a *app) modelConfig() (estimator.Config, error) {
 	c.Samples = a.v.GetInt("model.samples")
 	c.MHSteps = a.v.GetInt("model.mh_steps")
 	c.Seed = a.v.GetUint64("model.seed")
+	c.TransferPrior = a.v.GetFloat64("model.transfer_prior")
 	switch m := a.v.GetString("model.optimizer"); m {
 	case "lbfgs":
 		c.Method = estimator.LBFGS
