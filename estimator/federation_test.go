@@ -30,15 +30,17 @@ func toySites(m, n int, schema Schema) []*Data {
 }
 
 // TestDeterminism checks that the same seed gives bit-identical CATEs,
-// with q sampling and with Metropolis–Hastings.
+// with q sampling and with Metropolis–Hastings, whatever the number of
+// sites computed at once.
 func TestDeterminism(t *testing.T) {
 	schema := Schema{Binary: []bool{true, false, false}}
-	sites := toySites(2, 30, schema)
+	sites := toySites(3, 30, schema)
 	for _, mh := range []int{0, 3} {
 		cfg := smallConfig()
 		cfg.MHSteps = mh
 		var cates [][]float64
-		for range 2 {
+		for _, workers := range []int{1, 3} {
+			cfg.Workers = workers
 			m, err := Fit(context.Background(), sites, schema, GaussianSpectral{}, cfg)
 			if err != nil {
 				t.Fatal(err)
