@@ -131,7 +131,8 @@
 // read on codes of one encoder: the ATE of seeds 1, 2 and 3 went from
 // 0.329, 0.728 and 0.399 to 0.226, 0.657 and 0.450 with L-BFGS, the
 // default then (true 0.174, 0.606 and 0.380; TestSynthBinaryOutcomeATE);
-// with the Adam defaults they are 0.223, 0.651 and 0.495. Seed 3 looks worse, but before the change its control and treated
+// with the Adam defaults they were 0.223, 0.651 and 0.495, and with the
+// transfer prior they are 0.216, 0.650 and 0.505. Seed 3 looks worse, but before the change its control and treated
 // means were both too high (by 0.059 and 0.079) and cancelled; after it the
 // control mean is right (0.108 against 0.104) and the treated one is as
 // before. The generative model and its ELBO are unchanged; only the
@@ -170,7 +171,10 @@
 // An encoder on [x, w], q(z|x,w) with one block, which lets a treated row
 // that looks like this class be coded as a treated-heavy class, gave
 // 0.219, 0.660 and 0.479 for seeds 1, 2 and 3 (with κ = 0): seed 2 then
-// misses too, so it was not kept.
+// misses too, so it was not kept. With κ = 200 seed 3 gives 0.505; scoring
+// source 1's own rows by Metropolis–Hastings towards p(z|x,w,y) with each
+// row's observed w and y, rather than imputed ones, left it at 0.505 with
+// 20 and with 100 steps (a scratch change, not kept).
 //
 // Regularisers are added by the coordinator, which holds θ; SiteOutput.Loss
 // carries the data terms only, so Σ_s Loss plus the penalties is J.
