@@ -4,7 +4,9 @@ package evaluate
 
 import (
 	"context"
+	"math"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 // federation: 100 sources of 1000 rows with Δ ~ U[0, 8] per source, split
 // 100/800/100, scored on the test rows of the first 20 sources. It takes
 // minutes, so it runs only with CRFFD_SCALE=1, and logs time and memory.
+// CRFFD_SCALE_TRANSFER_PRIOR overrides Config.TransferPrior.
 func TestPaperLargeSetting(t *testing.T) {
 	if os.Getenv("CRFFD_SCALE") != "1" {
 		t.Skip("set CRFFD_SCALE=1 to run the 100-source setting")
@@ -46,12 +49,19 @@ func TestPaperLargeSetting(t *testing.T) {
 		train[s], tests[s] = tr.Data(), split{tr, te, va}
 	}
 	start := time.Now()
-	m, err := estimator.Fit(ctx, train, schema, estimator.GaussianSpectral{}, estimator.DefaultConfig())
+	cfg := estimator.DefaultConfig()
+	if v := os.Getenv("CRFFD_SCALE_TRANSFER_PRIOR"); v != "" {
+		if cfg.TransferPrior, err = strconv.ParseFloat(v, 64); err != nil {
+			t.Fatalf("CRFFD_SCALE_TRANSFER_PRIOR: %v", err)
+		}
+	}
+	m, err := estimator.Fit(ctx, train, schema, estimator.GaussianSpectral{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	trainTime := time.Since(start)
-	var pehe, ateErr float64
+	var pehe, ateErr, valSE float64
+	var valN int
 	for s := range 20 {
 		eff, err := m.Effects(ctx, s, tests[s].test.Data())
 		if err != nil {
@@ -61,9 +71,22 @@ func TestPaperLargeSetting(t *testing.T) {
 		a, _ := estimator.ATEError(eff.CATE, tests[s].test.Tau())
 		pehe += p / 20
 		ateErr += a / 20
+		val := tests[s].val.Data()
+		ev, err := m.Effects(ctx, s, val)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range val.Rows() {
+			pr := ev.Y0[i]
+			if val.W[i] == 1 {
+				pr = ev.Y1[i]
+			}
+			valSE += (pr - val.Y[i]) * (pr - val.Y[i])
+			valN++
+		}
 	}
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	t.Logf("100 sources × 1000 rows: training %.1f s (%d rounds), total %.1f s, peak RSS %.0f MiB; first 20 sources: mean sqrt(PEHE) %.3f, mean ATE error %.3f",
-		trainTime.Seconds(), m.Propensity.Rounds+m.Outcome.Rounds+m.Latent.Rounds, time.Since(start).Seconds(), float64(ru.Maxrss)/1024, pehe, ateErr)
+	t.Logf("100 sources × 1000 rows: training %.1f s (%d rounds), total %.1f s, peak RSS %.0f MiB; first 20 sources: mean sqrt(PEHE) %.3f, mean ATE error %.3f, factual RMSE on their validation rows %.3f",
+		trainTime.Seconds(), m.Propensity.Rounds+m.Outcome.Rounds+m.Latent.Rounds, time.Since(start).Seconds(), float64(ru.Maxrss)/1024, pehe, ateErr, math.Sqrt(valSE/float64(valN)))
 }
