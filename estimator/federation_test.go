@@ -251,4 +251,12 @@ func TestMetrics(t *testing.T) {
 	if _, err := GlobalATE([]float64{1}, []int{0}); err == nil {
 		t.Error("GlobalATE of no rows: no error")
 	}
+	e := &Effects{Y0: []float64{1, 5}, Y1: []float64{4, 2}}
+	d := &Data{W: []float64{0, 1}, Y: []float64{2, 0}}
+	if sse, n, err := FactualSSE(e, d); sse != 5 || n != 2 || err != nil {
+		t.Errorf("FactualSSE = %v, %v, %v, want 5, 2, nil", sse, n, err)
+	}
+	if _, _, err := FactualSSE(e, &Data{W: []float64{0}, Y: []float64{1}}); err == nil {
+		t.Error("FactualSSE of mismatched rows: no error")
+	}
 }

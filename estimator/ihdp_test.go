@@ -142,14 +142,12 @@ func runIHDP(tb testing.TB, rep, k int, cfg Config) ihdpResult {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		for i := range val.Rows() {
-			pred := e.Y0[i]
-			if val.W[i] == 1 {
-				pred = e.Y1[i]
-			}
-			se += (pred - val.Y[i]) * (pred - val.Y[i])
-			nv++
+		sse, n, err := FactualSSE(e, val)
+		if err != nil {
+			tb.Fatal(err)
 		}
+		se += sse
+		nv += n
 	}
 	res.valRMSE = math.Sqrt(se / float64(nv))
 	return res

@@ -50,3 +50,21 @@ func GlobalATE(ates []float64, rows []int) (float64, error) {
 	}
 	return num / den, nil
 }
+
+// FactualSSE returns the sum of squared errors of the factual predictions,
+// Σ_i (y_i − ŷ_{w_i,i})², of effects e estimated for data's rows, and the
+// number of rows. It is the validation figure by which DefaultConfig was
+// chosen; pool several sites' sums before taking a root.
+func FactualSSE(e *Effects, data *Data) (sse float64, n int, err error) {
+	if e == nil || data == nil || len(e.Y0) != len(data.W) || len(data.Y) != len(data.W) {
+		return 0, 0, errors.New("estimator: FactualSSE needs effects of exactly data's rows")
+	}
+	for i, w := range data.W {
+		pred := e.Y0[i]
+		if w == 1 {
+			pred = e.Y1[i]
+		}
+		sse += (data.Y[i] - pred) * (data.Y[i] - pred)
+	}
+	return sse, len(data.W), nil
+}

@@ -76,14 +76,12 @@ func TestPaperLargeSetting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range val.Rows() {
-			pr := ev.Y0[i]
-			if val.W[i] == 1 {
-				pr = ev.Y1[i]
-			}
-			valSE += (pr - val.Y[i]) * (pr - val.Y[i])
-			valN++
+		sse, n, err := estimator.FactualSSE(ev, val)
+		if err != nil {
+			t.Fatal(err)
 		}
+		valSE += sse
+		valN += n
 	}
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
