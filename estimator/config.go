@@ -174,8 +174,8 @@ type Config struct {
 //   - TransferPrior 0, the paper's unpenalised λ. On the synthetic design
 //     of package synth, five sources of 1000 rows split 100/800/100, ten
 //     replicates, the factual error on the validation rows (all sites)
-//     falls with κ = 0, 50, 200, 1000: 1.238, 1.229, 1.219, 1.217 with
-//     Δ = 0 everywhere, and 1.337, 1.334, 1.328, 1.339 with Δ = 0,4,4,4,4;
+//     for κ = 0, 50, 200, 1000 is 1.238, 1.229, 1.219, 1.217 with Δ = 0
+//     everywhere, and 1.337, 1.334, 1.328, 1.339 with Δ = 0,4,4,4,4;
 //     on IHDP κ = 200 lowered it too (2.846 to 2.771 with two sources,
 //     2.386 to 2.332 with three). But in the paper's large setting (100
 //     sources, Δ ~ U[0, 8], first 20 scored) it rose from 1.022 at κ = 0
