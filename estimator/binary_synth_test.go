@@ -4,12 +4,11 @@ import (
 	"context"
 	"math"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/crffd/crffd/dataset"
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/evaluate"
 	"github.com/crffd/crffd/synth"
 )
 
@@ -19,28 +18,22 @@ import (
 // for seeds 1, 2 and 3 (one fit each; no seed was chosen by its result).
 // It is slow, so it runs only with CRFFD_ACCEPTANCE set; a fit takes one to
 // four minutes on two cores, so give it -timeout 30m. CRFFD_BINARY_SEEDS
-// (e.g. 4-10) checks other seeds instead.
+// (a list such as 4-10 or 1,5,7) checks other seeds instead.
 func TestSynthBinaryOutcomeATE(t *testing.T) {
 	if testing.Short() || getenv("CRFFD_ACCEPTANCE") == "" {
 		t.Skip("slow acceptance check: set CRFFD_ACCEPTANCE=1 to run")
 	}
-	seeds := []uint64{1, 2, 3}
+	seeds := []int{1, 2, 3}
 	if v := getenv("CRFFD_BINARY_SEEDS"); v != "" {
-		lo, hi, ok := strings.Cut(v, "-")
-		a, err1 := strconv.ParseUint(lo, 10, 64)
-		b, err2 := strconv.ParseUint(hi, 10, 64)
-		if !ok || err1 != nil || err2 != nil || a > b {
-			t.Fatalf("CRFFD_BINARY_SEEDS %q: want FIRST-LAST", v)
-		}
-		seeds = seeds[:0]
-		for s := a; s <= b; s++ {
-			seeds = append(seeds, s)
+		var err error
+		if seeds, err = evaluate.ParseList(v); err != nil {
+			t.Fatalf("CRFFD_BINARY_SEEDS: %v", err)
 		}
 	}
 	var sumErr float64
 	defer func() { t.Logf("mean |ATE error| over %d seeds: %.3f", len(seeds), sumErr/float64(len(seeds))) }()
 	for _, seed := range seeds {
-		src, err := synth.Generate(synth.Design{Sources: 3, Rows: 1000, Seed: seed, BinaryOutcome: true})
+		src, err := synth.Generate(synth.Design{Sources: 3, Rows: 1000, Seed: uint64(seed), BinaryOutcome: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +46,7 @@ func TestSynthBinaryOutcomeATE(t *testing.T) {
 			sites[s] = tb.Data()
 		}
 		cfg := estimator.DefaultConfig()
-		cfg.Seed = seed
+		cfg.Seed = uint64(seed)
 		ctx := context.Background()
 		model, err := estimator.Fit(ctx, sites, schema, estimator.GaussianSpectral{}, cfg)
 		if err != nil {
