@@ -49,20 +49,13 @@ func TestRestartedSiteRejoins(t *testing.T) {
 				return [][]byte{b}
 			}
 			second := f.restartSite(site2ctx, ctx, 1, f.cfgs[1], nil)
-			cc := f.coordinator(cfg)
-			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
 			var logs logBuffer
-			cc.Logger = logs.logger()
+			cc := f.rejoinCoordinator(cfg, &logs)
 			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(logs.String(), "site rejoins the run") {
-				t.Error("site2 never rejoined")
-			}
-			if strings.Contains(logs.String(), "value") {
-				t.Error("log mentions values")
-			}
+			checkRejoinLogs(t, logs.String(), 1)
 			sameModels(t, res, want.Trained, "differs by %g after site2 restarted")
 			if r := <-second; r.err != nil || r.res.Global.ATE != res.GlobalATE {
 				t.Fatalf("restarted site2: %v", r.err)
@@ -156,10 +149,8 @@ func TestSiteRestartedTwiceInOneStepRejoins(t *testing.T) {
 				r, err := RunSite(ctx, f.cfgs[1], f.net.Endpoint("site2"))
 				third <- siteRun{r, err}
 			}()
-			cc := f.coordinator(cfg)
-			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
 			var logs logBuffer
-			cc.Logger = logs.logger()
+			cc := f.rejoinCoordinator(cfg, &logs)
 			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 			if err != nil {
 				t.Fatal(err)
@@ -169,12 +160,7 @@ func TestSiteRestartedTwiceInOneStepRejoins(t *testing.T) {
 				t.Errorf("site2 ran %d processes before the last, want 2", life)
 			}
 			mu.Unlock()
-			if n := strings.Count(logs.String(), "site rejoins the run"); n < 2 {
-				t.Errorf("site2 rejoined %d times, want at least twice", n)
-			}
-			if strings.Contains(logs.String(), "value") {
-				t.Error("log mentions values")
-			}
+			checkRejoinLogs(t, logs.String(), 2)
 			sameModels(t, res, modelsOf(want), "differs by %g after site2 restarted twice")
 			if res.GlobalATE != want.GlobalATE || !slices.Equal(res.LocalATE, want.LocalATE) {
 				t.Errorf("global ATE %v, local %v; uninterrupted %v, %v", res.GlobalATE, res.LocalATE, want.GlobalATE, want.LocalATE)
@@ -360,6 +346,28 @@ func (l *logBuffer) String() string {
 // logger returns a text logger writing into l.
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
+// rejoinCoordinator returns the coordinator configuration of the rejoin
+// tests: short rounds with retries enough for a restarted site to come
+// back, logging into logs.
+func (f *fed) rejoinCoordinator(cfg estimator.Config, logs *logBuffer) CoordinatorConfig {
+	cc := f.coordinator(cfg)
+	cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
+	cc.Logger = logs.logger()
+	return cc
+}
+
+// checkRejoinLogs fails the test unless the coordinator's log records at
+// least min rejoins and never mentions values.
+func checkRejoinLogs(t *testing.T, log string, min int) {
+	t.Helper()
+	if n := strings.Count(log, "site rejoins the run"); n < min {
+		t.Errorf("site2 rejoined %d times, want at least %d", n, min)
+	}
+	if strings.Contains(log, "value") {
+		t.Error("log mentions values")
+	}
+}
+
 // TestSiteRejoinsAtTheGlobalATE restarts site2 in the last step of a run,
 // before it hears the global ATE: once while the coordinator waits for the
 // sites' done, and once while the coordinator is down after saving the
@@ -425,10 +433,8 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 				gone = true
 				mu.Unlock()
 			})
-			cc := f.coordinator(cfg)
-			cc.RoundTimeout, cc.Retries = 500*time.Millisecond, 5
 			var logs logBuffer
-			cc.Logger = logs.logger()
+			cc := f.rejoinCoordinator(cfg, &logs)
 			if coordDown {
 				cp := &hookCheckpoints{}
 				cp.saved = func(*State) {
@@ -447,9 +453,7 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 					}
 				}
 				cc.Checkpoints, cc.CheckpointEvery = cp, 2
-				if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
-					t.Fatalf("first coordinator: %v", err)
-				}
+				runUntilStopped(t, cctx, cc, f)
 				mu.Lock()
 				down = false
 				mu.Unlock()
@@ -463,12 +467,7 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 					t.Fatalf("coordinator: %v", err)
 				}
 			}
-			if !strings.Contains(logs.String(), "site rejoins the run") {
-				t.Error("site2 never rejoined")
-			}
-			if strings.Contains(logs.String(), "value") {
-				t.Error("log mentions values")
-			}
+			checkRejoinLogs(t, logs.String(), 1)
 			if !strings.Contains(logs.String(), "local ATE matches the recorded one") {
 				t.Error("the rejoined site's local ATE was not checked")
 			}

@@ -46,9 +46,7 @@ func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
 			}
 			cc := f.coordinator(cfg)
 			cc.Checkpoints, cc.CheckpointEvery = cp, 2
-			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
-				t.Fatalf("first coordinator: %v", err)
-			}
+			runUntilStopped(t, cctx, cc, f)
 			if cp.Saves == 0 {
 				t.Fatal("no checkpoint saved")
 			}
@@ -59,6 +57,15 @@ func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
 			sameModels(t, res, want.Trained, "resumed model differs by %g")
 			waitSites(t, sites)
 		})
+	}
+}
+
+// runUntilStopped runs the coordinator cc until the test cancels cctx,
+// and fails the test if it ends any other way.
+func runUntilStopped(t *testing.T, cctx context.Context, cc CoordinatorConfig, f *fed) {
+	t.Helper()
+	if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first coordinator: %v", err)
 	}
 }
 
@@ -134,9 +141,7 @@ func TestCoordinatorResumesAtModelBoundary(t *testing.T) {
 			}}
 			cc := f.coordinator(cfg)
 			cc.Checkpoints, cc.CheckpointEvery = cp, 100
-			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
-				t.Fatalf("first coordinator: %v", err)
-			}
+			runUntilStopped(t, cctx, cc, f)
 			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 			if err != nil {
 				t.Fatal(err)
@@ -210,9 +215,7 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 			cc := f.coordinator(cfg)
 			cc.Checkpoints, cc.CheckpointEvery = cp, 2
 			cc.RoundTimeout, cc.Retries = 2*time.Second, 2
-			if _, err := RunCoordinator(cctx, cc, f.net.Endpoint("coord")); !errors.Is(err, context.Canceled) {
-				t.Fatalf("first coordinator: %v", err)
-			}
+			runUntilStopped(t, cctx, cc, f)
 			for s := range done {
 				r := <-sites[s] // the site has left
 				if r.err != nil || r.res.Global.ATE != want.GlobalATE {
