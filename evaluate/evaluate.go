@@ -42,6 +42,13 @@ type Plan struct {
 	TestSource int      // 1-based source whose test rows are scored; it must be among the first k
 	Spectral   estimator.Spectral
 	Config     estimator.Config // Transfer is set per mode
+	// Seeds, when not empty, replaces Config.Seed: every run is repeated
+	// with each seed, which draws the random frequencies, the initial
+	// weights and the effect samples afresh. A random-feature estimate
+	// varies with that draw as well as with the data, so the summaries
+	// average each replicate's runs over the seeds first and take the
+	// standard error over replicates.
+	Seeds []uint64
 	// Progress, when set, is called after each run.
 	Progress func(done, total int, r Result)
 }
@@ -51,6 +58,7 @@ type Result struct {
 	Replicate    int     `json:"replicate"`
 	Mode         string  `json:"mode"`
 	Sources      int     `json:"sources"`
+	Seed         uint64  `json:"seed"` // Config.Seed of the run
 	SqrtPEHE     float64 `json:"sqrt_pehe"`
 	ATEErr       float64 `json:"ate_err"`
 	TrainSeconds float64 `json:"train_seconds"`
@@ -58,11 +66,13 @@ type Result struct {
 }
 
 // Summary is the mean and standard error of the results of one mode and
-// source count over the replicates.
+// source count over the replicates. With several seeds, each replicate
+// contributes the mean of its runs over the seeds.
 type Summary struct {
 	Mode         string  `json:"mode"`
 	Sources      int     `json:"sources"`
-	N            int     `json:"n"`
+	N            int     `json:"n"`     // replicates
+	Seeds        int     `json:"seeds"` // seeds per replicate
 	SqrtPEHEMean float64 `json:"sqrt_pehe_mean"`
 	SqrtPEHESE   float64 `json:"sqrt_pehe_se"`
 	ATEErrMean   float64 `json:"ate_err_mean"`
@@ -111,7 +121,11 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	}
 	start := time.Now()
 	rep := &Report{}
-	total := len(p.Replicates) * len(p.Modes) * len(p.Sources)
+	seeds := p.Seeds
+	if len(seeds) == 0 {
+		seeds = []uint64{p.Config.Seed}
+	}
+	total := len(p.Replicates) * len(p.Modes) * len(p.Sources) * len(seeds)
 	for _, rp := range p.Replicates {
 		splits, schema, err := load(rp.Path, p)
 		if err != nil {
@@ -119,19 +133,23 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 		}
 		for _, mode := range p.Modes {
 			for _, k := range p.Sources {
-				r, err := runOne(ctx, p, splits[:k], schema, mode)
-				if err != nil {
-					return nil, fmt.Errorf("replicate %d (%s), mode %s, %d sources: %w", rp.Number, rp.Path, mode, k, err)
-				}
-				r.Replicate = rp.Number
-				rep.Runs = append(rep.Runs, r)
-				if p.Progress != nil {
-					p.Progress(len(rep.Runs), total, r)
+				for _, seed := range seeds {
+					q := p
+					q.Config.Seed = seed
+					r, err := runOne(ctx, q, splits[:k], schema, mode)
+					if err != nil {
+						return nil, fmt.Errorf("replicate %d (%s), mode %s, %d sources, seed %d: %w", rp.Number, rp.Path, mode, k, seed, err)
+					}
+					r.Replicate, r.Seed = rp.Number, seed
+					rep.Runs = append(rep.Runs, r)
+					if p.Progress != nil {
+						p.Progress(len(rep.Runs), total, r)
+					}
 				}
 			}
 		}
 	}
-	rep.Summary = summarise(rep.Runs, p.Modes, p.Sources)
+	rep.Summary = summarise(rep.Runs, p.Modes, p.Sources, len(seeds))
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }
@@ -221,18 +239,36 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 	return r, nil
 }
 
-func summarise(runs []Result, modes []string, sources []int) []Summary {
+// summarise averages the runs of each mode and source count per replicate
+// (over the seeds), then over the replicates. Runs of one replicate share
+// its rows, so only replicates count as independent for the standard error.
+func summarise(runs []Result, modes []string, sources []int, seeds int) []Summary {
 	var out []Summary
 	for _, mode := range modes {
 		for _, k := range sources {
 			var pehe, ate []float64
+			var order []int
+			sums := map[int]*[3]float64{} // per replicate: Σ√PEHE, ΣATE error, runs
 			for _, r := range runs {
-				if r.Mode == mode && r.Sources == k {
-					pehe = append(pehe, r.SqrtPEHE)
-					ate = append(ate, r.ATEErr)
+				if r.Mode != mode || r.Sources != k {
+					continue
 				}
+				a, ok := sums[r.Replicate]
+				if !ok {
+					a = new([3]float64)
+					sums[r.Replicate] = a
+					order = append(order, r.Replicate)
+				}
+				a[0] += r.SqrtPEHE
+				a[1] += r.ATEErr
+				a[2]++
 			}
-			s := Summary{Mode: mode, Sources: k, N: len(pehe)}
+			for _, n := range order {
+				a := sums[n]
+				pehe = append(pehe, a[0]/a[2])
+				ate = append(ate, a[1]/a[2])
+			}
+			s := Summary{Mode: mode, Sources: k, N: len(pehe), Seeds: seeds}
 			s.SqrtPEHEMean, s.SqrtPEHESE = meanSE(pehe)
 			s.ATEErrMean, s.ATEErrSE = meanSE(ate)
 			out = append(out, s)

@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -122,17 +123,15 @@ func TestPlanErrors(t *testing.T) {
 	}
 }
 
-// TestRunSmall runs a small plan end to end on synthetic data and checks
-// the report's shape, the summary against the runs, and that the T-learner
-// recovers the effect of an easy design.
-func TestRunSmall(t *testing.T) {
-	tables, err := synth.Generate(synth.Design{Sources: 2, Rows: 200, Seed: 3})
+// writeSynth writes a small two-source synthetic replicate and returns its path.
+func writeSynth(t *testing.T, dir string, replicate int, seed uint64) string {
+	t.Helper()
+	tables, err := synth.Generate(synth.Design{Sources: 2, Rows: 200, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	all, _ := dataset.Concat(tables...)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "synth_1.csv")
+	path := filepath.Join(dir, fmt.Sprintf("synth_%d.csv", replicate))
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +139,59 @@ func TestRunSmall(t *testing.T) {
 	if err := dataset.Write(f, all); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRunSeeds checks that Plan.Seeds repeats every run with each seed,
+// that the seed reaches the fit, and that the summary averages each
+// replicate over its seeds before taking the standard error over the
+// replicates.
+func TestRunSeeds(t *testing.T) {
+	dir := t.TempDir()
+	reps := []Replicate{{1, writeSynth(t, dir, 1, 3)}, {2, writeSynth(t, dir, 2, 4)}}
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 50, 3, 10, 10
+	rep, err := Run(context.Background(), Plan{
+		Replicates: reps, Sources: []int{2}, SourceSize: 200, Split: [3]int{100, 60, 40},
+		Modes: []string{"full"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg,
+		Seeds: []uint64{5, 9},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 4 {
+		t.Fatalf("%d runs, want 2 replicates × 2 seeds", len(rep.Runs))
+	}
+	var perRep []float64
+	for i := 0; i < 4; i += 2 {
+		a, b := rep.Runs[i], rep.Runs[i+1]
+		if a.Replicate != b.Replicate || a.Seed != 5 || b.Seed != 9 {
+			t.Fatalf("runs %d and %d: replicate %d seed %d, replicate %d seed %d; want one replicate, seeds 5 and 9", i, i+1, a.Replicate, a.Seed, b.Replicate, b.Seed)
+		}
+		if a.SqrtPEHE == b.SqrtPEHE {
+			t.Errorf("replicate %d: seeds 5 and 9 gave the same sqrt(PEHE) %v; the seed did not reach the fit", a.Replicate, a.SqrtPEHE)
+		}
+		perRep = append(perRep, (a.SqrtPEHE+b.SqrtPEHE)/2)
+	}
+	if len(rep.Summary) != 1 {
+		t.Fatalf("%d summaries, want 1", len(rep.Summary))
+	}
+	s := rep.Summary[0]
+	mean := (perRep[0] + perRep[1]) / 2
+	se := math.Abs(perRep[0]-perRep[1]) / 2 // sd/√2 of two values
+	if s.N != 2 || s.Seeds != 2 || math.Abs(s.SqrtPEHEMean-mean) > 1e-12 || math.Abs(s.SqrtPEHESE-se) > 1e-12 {
+		t.Errorf("summary %+v; want n 2, seeds 2, mean %v, se %v", s, mean, se)
+	}
+}
+
+// TestRunSmall runs a small plan end to end on synthetic data and checks
+// the report's shape, the summary against the runs, and that the T-learner
+// recovers the effect of an easy design.
+func TestRunSmall(t *testing.T) {
+	path := writeSynth(t, t.TempDir(), 1, 3)
 	cfg := estimator.DefaultConfig()
 	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 100, 3, 20, 10
 	var calls int

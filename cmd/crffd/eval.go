@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,6 +21,7 @@ import (
 // evalOptions are the flags of crffd eval.
 type evalOptions struct {
 	data, sources, split, replicates, modes string
+	seeds                                   string
 	sourceSize, testSource                  int
 	kernel                                  string
 	kernelParams                            []string
@@ -72,6 +74,7 @@ Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
 	f.IntVar(&o.cfg.Samples, "samples", o.cfg.Samples, "effect samples per row")
 	f.IntVar(&o.cfg.MHSteps, "mh-steps", o.cfg.MHSteps, "Metropolis–Hastings steps per sample (0: sample z from q)")
 	f.Uint64Var(&o.cfg.Seed, "seed", o.cfg.Seed, "seed of frequencies, initial weights and sampling")
+	f.StringVar(&o.seeds, "seeds", "", "repeat every run with each of these seeds, e.g. 1-5, and average them per replicate (instead of --seed)")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
 }
@@ -112,6 +115,18 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	copy(plan.Split[:], split)
 	for _, m := range strings.Split(o.modes, ",") {
 		plan.Modes = append(plan.Modes, strings.TrimSpace(m))
+	}
+	if o.seeds != "" {
+		if cmd.Flags().Changed("seed") {
+			return errors.New("--seed and --seeds: give one of them")
+		}
+		list, err := evaluate.ParseList(o.seeds)
+		if err != nil {
+			return fmt.Errorf("--seeds: %w", err)
+		}
+		for _, v := range list {
+			plan.Seeds = append(plan.Seeds, uint64(v))
+		}
 	}
 	var sel []int
 	if o.replicates != "" {
@@ -154,8 +169,12 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(a.stdout, "%d replicates from %s; test rows of source %d; split %s; kernel %s %s\n\n",
+	fmt.Fprintf(a.stdout, "%d replicates from %s; test rows of source %d; split %s; kernel %s %s\n",
 		len(plan.Replicates), o.data, o.testSource, o.split, o.kernel, kernel.Params())
+	if o.seeds != "" {
+		fmt.Fprintf(a.stdout, "seeds %s: each replicate's runs averaged over the seeds, standard errors over replicates\n", o.seeds)
+	}
+	fmt.Fprintln(a.stdout)
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODE\tSOURCES\tN\tSQRT(PEHE)\tATE ERROR")
 	for _, s := range rep.Summary {
