@@ -108,6 +108,20 @@
 // √PEHE rose too (1.76 against 1.17 over replicates 1–4), which is why ρ
 // keeps Adam's common step.
 //
+// Where the gap between identical sites comes from: the latent model's
+// transfer alone. With Δ = 0 everywhere (five sources, ten replicates,
+// scratch runs that set the transfer mode per model), pooling the latent
+// model while learning λ in the other two gives √PEHE 1.150, full
+// transfer's 1.172; learning the latent model's λ while pooling the other
+// two gives 1.307, learned transfer's 1.309. Raising λ is not enough:
+// taking the latent model's ρ gradient from each site's validation rows
+// instead of its training rows (a first-order bilevel step, scratch)
+// raised those λ from 0.35–0.42 to 0.65–0.88 on replicate 1 and left the
+// ten-replicate √PEHE at 1.309. Even λ = 0.8 leaves every site free to fit
+// its own rows, since W^s − W^v = (1 − λ)(θ^s − θ^v) and θ is penalised
+// lightly (ζ = 0.03); ten times every ζ gave 1.281 against full's 1.139,
+// the same ratio.
+//
 // The CATE is still the latent decoder's f_y1(z) − f_y0(z) of DESIGN.md §3.
 // The outcome model's own f_β1(x) − f_β0(x) was measured as an alternative:
 // it is better on replicates 5, 9 and 10 and worse on the others (mean
