@@ -153,9 +153,10 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	plan.Spectral = kernel
 	bar := progress.New(os.Stderr, a.log)
 	plan.Progress = func(done, total int, r evaluate.Result) {
-		bar.Update("eval", done, total, fmt.Sprintf("runs (last: replicate %d, %s, %d sources, sqrt(PEHE) %.3f)", r.Replicate, r.Mode, r.Sources, r.SqrtPEHE))
+		bar.Update("eval", done, total, fmt.Sprintf("runs (last: replicate %d, %s, %d sources, seed %d, sqrt(PEHE) %.3f)", r.Replicate, r.Mode, r.Sources, r.Seed, r.SqrtPEHE))
 		a.log.Debug("eval run", slog.Int(logKeyDone, done), slog.Int(logKeyTotal, total),
 			slog.Int(logKeyReplicate, r.Replicate), slog.String(logKeyMode, r.Mode), slog.Int(logKeySources, r.Sources),
+			slog.Uint64(logKeySeed, r.Seed),
 			slog.Float64("sqrt_pehe", r.SqrtPEHE), slog.Float64("ate_err", r.ATEErr),
 			slog.Float64(logKeySeconds, r.TrainSeconds), slog.Int(logKeyRounds, r.Rounds))
 	}

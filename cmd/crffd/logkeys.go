@@ -7,6 +7,7 @@ const (
 	logKeyReplicate = "replicate"
 	logKeyMode      = "mode"
 	logKeySources   = "sources"
+	logKeySeed      = "seed"
 	logKeySeconds   = "seconds"
 	logKeyRounds    = "rounds"
 )
