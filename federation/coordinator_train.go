@@ -1,0 +1,104 @@
+package federation
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+)
+
+// train trains the models not yet finished.
+func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
+	m := len(c.cfg.Sites)
+	for c.st.Kind < len(estimator.Kinds) {
+		kind := estimator.Kinds[c.st.Kind]
+		var co *estimator.Coordinator
+		var err error
+		if c.st.Checkpoint != nil {
+			co, err = estimator.ResumeCoordinator(setup, c.st.Checkpoint)
+		} else {
+			co, err = estimator.NewCoordinator(kind, m, setup)
+		}
+		if err != nil {
+			return err
+		}
+		outs := make([]*estimator.SiteOutput, m)
+		for !co.Done() {
+			start := time.Now()
+			ins := co.Inputs()
+			c.step++
+			env := make([]*wire.Envelope, m)
+			for s, in := range ins {
+				ts := append(wire.Matrices(pWeights, in.Weights), wire.Vectors(pShared, in.Shared)...)
+				ts = append(ts, wire.Scalar(tRound, float64(in.Round)), wire.Scalar(tNoise, float64(in.Noise)))
+				if env[s], err = c.envelope(c.cfg.Sites[s], kind.String(), wire.KindWeights, ts); err != nil {
+					return err
+				}
+			}
+			got, err := c.exchange(ctx, env, wire.KindGradient)
+			if err != nil {
+				return err
+			}
+			for s := range outs {
+				if outs[s], err = decodeGradient(setup, kind, s, got[s][wire.KindGradient], ins[s].Round); err != nil {
+					return fmt.Errorf("site %s: %w", c.cfg.Sites[s], err)
+				}
+			}
+			if _, err := co.Update(outs); err != nil {
+				return err
+			}
+			c.cfg.Metrics.round(time.Since(start))
+			c.log.Debug("round", slog.String(wire.LogKeyModel, kind.String()), slog.Int(wire.LogKeyRound, co.Round()), slog.Float64("loss", co.Loss()))
+			if co.Round()%c.cfg.CheckpointEvery == 0 && !co.Done() {
+				c.st.Step, c.st.Checkpoint = c.step, co.Checkpoint()
+				if err := c.save(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		// The model and the move to the next one are saved together, so a
+		// coordinator resumed from here neither repeats nor skips a model.
+		c.st.Trained = append(c.st.Trained, co.Result())
+		c.st.Kind++
+		c.st.Step, c.st.Checkpoint = c.step, nil
+		if err := c.save(ctx); err != nil {
+			return err
+		}
+		c.log.Info("model trained", slog.String(wire.LogKeyModel, kind.String()), slog.Int("rounds", co.Round()), slog.Float64("loss", co.Loss()))
+	}
+	return nil
+}
+
+func (c *coordinator) save(ctx context.Context) error {
+	if c.cfg.Checkpoints == nil {
+		return nil
+	}
+	if err := c.cfg.Checkpoints.Save(ctx, c.st); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// decodeGradient reads a site's gradient envelope.
+func decodeGradient(setup *estimator.Setup, kind estimator.Kind, site int, e *wire.Envelope, round int) (*estimator.SiteOutput, error) {
+	g, err := matrices(e, pGrads)
+	if err != nil {
+		return nil, err
+	}
+	sh := vectors(e, pShared)
+	if err := checkBlocks(setup, kind, g, sh); err != nil {
+		return nil, err
+	}
+	loss, err := scalar(e, tLoss)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := integer(e, tRows)
+	if err != nil {
+		return nil, err
+	}
+	return &estimator.SiteOutput{Model: kind, Round: round, Site: site, Rows: rows, Loss: loss, Grads: g, Shared: sh}, nil
+}

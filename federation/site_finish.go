@@ -1,0 +1,90 @@
+package federation
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+)
+
+// score takes the final weights, scores every row and answers the local ATE.
+func (s *site) score(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	if s.train == nil {
+		return nil, fmt.Errorf("%w: final weights before the dedup-verdict", ErrProtocol)
+	}
+	s.train.Release()
+	own := map[estimator.Kind]estimator.SiteWeights{}
+	for _, kind := range estimator.Kinds {
+		p := kind.String() + "."
+		w, err := matrices(e, p+pWeights)
+		if err != nil {
+			return nil, err
+		}
+		sh := vectors(e, p+pShared)
+		if err := checkBlocks(s.res.Setup, kind, w, sh); err != nil {
+			return nil, err
+		}
+		own[kind] = estimator.SiteWeights{Weights: w, Shared: sh}
+		if s.res.Lambda[kind], err = vector(e, p+tLambda, s.res.Sites); err != nil {
+			return nil, err
+		}
+		if s.res.Rounds[kind], err = integer(e, p+tRounds); err != nil {
+			return nil, err
+		}
+	}
+	model, err := estimator.NewSiteModel(s.res.Setup, s.res.Index, own)
+	if err != nil {
+		return nil, err
+	}
+	s.res.Model = model
+	eff, err := model.Effects(ctx, s.res.Index, s.cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	s.res.Effects = eff
+	cate := make([]float64, len(s.res.Kept))
+	for i, k := range s.res.Kept {
+		cate[i] = eff.CATE[k]
+	}
+	n := len(cate)
+	s.res.Local = SiteATE{ATE: stat.Mean(cate, nil), N: n}
+	if n > 1 {
+		s.res.Local.SE = stat.StdDev(cate, nil) / math.Sqrt(float64(n))
+	}
+	a, err := s.reply(e, wire.KindATE, []wire.Tensor{wire.Scalar(tATE, s.res.Local.ATE), wire.Scalar(tSE, s.res.Local.SE), wire.Scalar(tN, float64(n))})
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{a}, nil
+}
+
+// global takes the global ATE, publishes the results and confirms with done.
+func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	if s.res == nil || s.res.Effects == nil {
+		return nil, fmt.Errorf("%w: global-ate before the final weights", ErrProtocol)
+	}
+	var err error
+	if s.res.Global.ATE, err = scalar(e, tATE); err != nil {
+		return nil, err
+	}
+	if s.res.Global.SE, err = scalar(e, tSE); err != nil {
+		return nil, err
+	}
+	if s.res.Global.N, err = integer(e, tN); err != nil {
+		return nil, err
+	}
+	if s.cfg.Publish != nil {
+		if err := s.cfg.Publish(ctx, s.res); err != nil {
+			return nil, fmt.Errorf("publish results: %w", err)
+		}
+	}
+	d, err := s.reply(e, wire.KindDone, []wire.Tensor{wire.Scalar(tStatus, 1)})
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{d}, nil
+}

@@ -1,0 +1,214 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+)
+
+// hello answers the coordinator's hello with the site's fingerprints and
+// moments, and its identity hashes.
+//
+// A hello that names the rows the site had when the run began (tSiteRows)
+// answers this process's request to rejoin a run under way. The run's
+// de-duplication verdict and pooled standardisation were computed from
+// those rows, so a site that now has another count stops before it sends
+// anything computed from its rows. One that has as many answers nothing:
+// the coordinator holds the handshake's moments and hashes and has no use
+// for new ones, which, taken over rows edited since, would tell it the
+// edit.
+//
+// Before it answers, the site refuses the run when its table has too few
+// rows in an arm, and SiteConfig.Join may refuse it.
+func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	if s.tooFew != nil {
+		return nil, s.tooFew
+	}
+	_, rejoin := e.Tensor(tSiteRows)
+	if rejoin {
+		began, err := integer(e, tSiteRows)
+		if err != nil {
+			return nil, err
+		}
+		if n := s.cfg.Data.Rows(); n != began {
+			return nil, fmt.Errorf("%w: site %s's table holds %d rows, the run began with %d", ErrRowsChanged, s.cfg.Name, n, began)
+		}
+	}
+	if s.cfg.Join != nil {
+		if err := s.cfg.Join(ctx, e.RunID); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := decodeConfig(e)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := integer(e, tSiteIndex)
+	if err != nil {
+		return nil, err
+	}
+	m, err := integer(e, tSiteCount)
+	if err != nil {
+		return nil, err
+	}
+	if idx >= m {
+		return nil, fmt.Errorf("%w: site index %d of %d", ErrProtocol, idx, m)
+	}
+	s.peers = make([]string, m)
+	for _, t := range e.Tensors() {
+		name, ok := strings.CutPrefix(t.Name, tPeerPrefix)
+		if !ok {
+			continue
+		}
+		v, err := t.Scalar()
+		if err != nil || v < 0 || v >= float64(m) || v != math.Trunc(v) || wire.CheckName(name) != nil {
+			return nil, fmt.Errorf("%w: hello names peer %q at index %v of %d", ErrProtocol, name, v, m)
+		}
+		s.peers[int(v)] = name
+	}
+	mo := s.cfg.Data.Moments()
+	placeholder, err := estimator.NewScaler(s.cfg.Schema, []estimator.Moments{mo})
+	if err != nil {
+		return nil, err
+	}
+	setup, err := estimator.NewSetup(ctx, s.cfg.Schema, s.cfg.Spectral, cfg, placeholder)
+	if err != nil {
+		return nil, fmt.Errorf("configuration from the coordinator: %w", err)
+	}
+	s.fp, s.cfgE = frequencyDigest(setup), cfg
+	s.res = &SiteResult{RunID: e.RunID, Index: idx, Sites: m, Lambda: map[estimator.Kind][]float64{}, Rounds: map[estimator.Kind]int{}, Peers: s.peers}
+	if rejoin {
+		s.log.Info("rejoining run; its row count is the one it began with", slog.String(wire.LogKeyRun, e.RunID))
+		return nil, nil
+	}
+	bin := make([]float64, len(s.cfg.Schema.Binary))
+	for j, b := range s.cfg.Schema.Binary {
+		bin[j] = b2f(b)
+	}
+	hello, err := s.reply(e, wire.KindHello, []wire.Tensor{
+		wire.Vector(tSchemaBinary, bin), wire.Scalar(tSchemaBinOut, b2f(s.cfg.Schema.BinaryOutcome)),
+		wire.Scalar(tMomentsN, float64(mo.N)), wire.Vector(tMomentsSum, mo.Sum), wire.Vector(tMomentsSumSq, mo.SumSq),
+		wire.Vector(tMomentsLog, logMoments(mo)),
+	}, columnDigests(s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: []wire.Digest{s.fp}})
+	if err != nil {
+		return nil, err
+	}
+	var dd *wire.Envelope
+	if s.cfg.Identities == nil {
+		s.log.Info("no identity columns configured: rows are not de-duplicated")
+		dd, err = s.reply(e, wire.KindDedupHashes, []wire.Tensor{wire.Scalar(tDedupOn, 0)})
+	} else {
+		dd, err = s.reply(e, wire.KindDedupHashes, []wire.Tensor{wire.Scalar(tDedupOn, 1)},
+			wire.DigestList{Name: dDedup, Digests: s.cfg.Identities})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{hello, dd}, nil
+}
+
+// logMoments is the moments.log tensor of mo: the rows with y > 0, Σ log y
+// and Σ (log y)² when every row's outcome is positive, zeros otherwise.
+// Those sums run over the positive rows alone, which min_arm_rows does not
+// bound: at a site where one or two outcomes are positive (a cost or a
+// length of stay that is mostly zero), they would give those outcomes
+// exactly. The pooled log transform needs every row of every site positive
+// (estimator.Scaler.LogYValid), and zeros are what tells the coordinator
+// that this site's are not, so the scaler is the one the full sums give.
+func logMoments(mo estimator.Moments) []float64 {
+	if mo.Positive != mo.N {
+		return []float64{0, 0, 0}
+	}
+	return []float64{float64(mo.Positive), mo.LogSum, mo.LogSumSq}
+}
+
+// verdict applies the de-duplication verdict and the pooled scaler.
+//
+// The rows it keeps are the rows every gradient of the run sums over, so
+// they are fixed for the run: a later verdict (a rejoin sends the run's
+// verdict again) must keep the same rows. Were the coordinator able to
+// change them, it could ask for gradients at the same weights over two
+// row sets that differ by one row and read that row's term from the
+// difference. A site that sent no identity hashes has no duplicates for a
+// verdict to name, so one that leaves out any of its rows is refused too.
+func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
+	if s.res == nil {
+		return fmt.Errorf("%w: dedup-verdict before hello", ErrProtocol)
+	}
+	scaler, err := decodeScaler(e, len(s.cfg.Schema.Binary))
+	if err != nil {
+		return err
+	}
+	drop, err := vector(e, tDedupDrop, -1)
+	if err != nil {
+		return err
+	}
+	n := s.cfg.Data.Rows()
+	if s.cfg.Identities == nil && len(drop) > 0 {
+		return fmt.Errorf("%w: dedup-verdict of run %s leaves out %d rows of site %s, which sent no identity hashes",
+			ErrProtocol, e.RunID, len(drop), s.cfg.Name)
+	}
+	dropped := make([]bool, n)
+	for _, v := range drop {
+		if v < 0 || v >= float64(n) || v != math.Trunc(v) {
+			return fmt.Errorf("%w: dedup-verdict names row position %v of %d", ErrProtocol, v, n)
+		}
+		dropped[int(v)] = true
+	}
+	kept := make([]int, 0, n)
+	for i := range n {
+		if !dropped[i] {
+			kept = append(kept, i)
+		}
+	}
+	// s.kept is set once a verdict of this run has been applied.
+	if s.kept != nil && !slices.Equal(kept, s.res.Kept) {
+		return fmt.Errorf("%w: another dedup-verdict of run %s keeps other rows of site %s than the run's first (%d rows, not the %d it trains on)",
+			ErrProtocol, e.RunID, s.cfg.Name, len(kept), len(s.res.Kept))
+	}
+	if len(kept) == 0 {
+		return errors.New("federation: every row was dropped as a duplicate")
+	}
+	s.res.Kept = kept
+	s.kept = subset(s.cfg.Data, s.res.Kept)
+	if err := s.cfg.checkArms(s.kept, "after de-duplication"); err != nil {
+		return err
+	}
+	setup, err := estimator.NewSetup(ctx, s.cfg.Schema, s.cfg.Spectral, s.cfgE, scaler)
+	if err != nil {
+		return err
+	}
+	if frequencyDigest(setup) != s.fp {
+		return fmt.Errorf("%w: the kernel plugin is not deterministic", ErrFrequencies)
+	}
+	s.res.Setup = setup
+	s.train, err = estimator.NewSite(s.res.Index, s.kept, setup)
+	if err != nil {
+		return err
+	}
+	s.log.Info("de-duplication applied", slog.Int("rows_kept", len(s.res.Kept)), slog.Int("rows_dropped", n-len(s.res.Kept)))
+	return nil
+}
+
+// subset returns the rows at positions keep of d.
+func subset(d *estimator.Data, keep []int) *estimator.Data {
+	if len(keep) == d.Rows() {
+		return d
+	}
+	_, dx := d.X.Dims()
+	out := &estimator.Data{X: mat.NewDense(len(keep), dx, nil), W: make([]float64, len(keep)), Y: make([]float64, len(keep))}
+	for i, k := range keep {
+		out.X.SetRow(i, d.X.RawRowView(k))
+		out.W[i], out.Y[i] = d.W[k], d.Y[k]
+	}
+	return out
+}
