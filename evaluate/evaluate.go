@@ -350,13 +350,36 @@ func FindReplicates(path string, selection []int) ([]Replicate, error) {
 // ParseList parses a list of positive integers and ranges: "1-10", "1,2,3",
 // "1-3,7".
 func ParseList(s string) ([]int, error) {
+	return parseList(s, 1)
+}
+
+// ParseSeeds parses a list of seeds like ParseList, but 0, the default
+// seed, is allowed too: "0-4".
+func ParseSeeds(s string) ([]uint64, error) {
+	list, err := parseList(s, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(list))
+	for i, v := range list {
+		out[i] = uint64(v)
+	}
+	return out, nil
+}
+
+// parseList parses a list of integers no smaller than least, and ranges.
+func parseList(s string, least int) ([]int, error) {
+	what := "a positive integer"
+	if least == 0 {
+		what = "a non-negative integer"
+	}
 	var out []int
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil || a < 1 {
-			return nil, fmt.Errorf("list %q: %q is not a positive integer or range", s, part)
+		if err != nil || a < least {
+			return nil, fmt.Errorf("list %q: %q is not %s or range", s, part, what)
 		}
 		b := a
 		if isRange {

@@ -39,6 +39,32 @@ func TestParseList(t *testing.T) {
 	}
 }
 
+func TestParseSeeds(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []uint64
+		err  string
+	}{
+		{"0-3", []uint64{0, 1, 2, 3}, ""},
+		{"0", []uint64{0}, ""},
+		{"2,5", []uint64{2, 5}, ""},
+		{"-1", nil, `"-1" is not a non-negative integer or range`},
+		{"3-1", nil, `"3-1" is not a range LOW-HIGH`},
+		{"x", nil, `"x" is not a non-negative integer or range`},
+	} {
+		got, err := ParseSeeds(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseSeeds(%q): err = %v, want it to contain %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseSeeds(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
 func touch(t *testing.T, dir string, names ...string) {
 	t.Helper()
 	for _, n := range names {

@@ -74,7 +74,7 @@ Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
 	f.IntVar(&o.cfg.Samples, "samples", o.cfg.Samples, "effect samples per row")
 	f.IntVar(&o.cfg.MHSteps, "mh-steps", o.cfg.MHSteps, "Metropolis–Hastings steps per sample (0: sample z from q)")
 	f.Uint64Var(&o.cfg.Seed, "seed", o.cfg.Seed, "seed of frequencies, initial weights and sampling")
-	f.StringVar(&o.seeds, "seeds", "", "repeat every run with each of these seeds, e.g. 1-5, and average them per replicate (instead of --seed)")
+	f.StringVar(&o.seeds, "seeds", "", "repeat every run with each of these seeds, e.g. 0-4, and average them per replicate (instead of --seed)")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
 }
@@ -120,12 +120,8 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 		if cmd.Flags().Changed("seed") {
 			return errors.New("--seed and --seeds: give one of them")
 		}
-		list, err := evaluate.ParseList(o.seeds)
-		if err != nil {
+		if plan.Seeds, err = evaluate.ParseSeeds(o.seeds); err != nil {
 			return fmt.Errorf("--seeds: %w", err)
-		}
-		for _, v := range list {
-			plan.Seeds = append(plan.Seeds, uint64(v))
 		}
 	}
 	var sel []int

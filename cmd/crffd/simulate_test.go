@@ -64,7 +64,7 @@ func TestEvalErrors(t *testing.T) {
 		{[]string{"eval", "--data", data, "--split", "50,100"}, `--split "50,100": want 3`},
 		{[]string{"eval", "--data", data, "--split", "50,-1,99"}, `"-1" is not a non-negative integer`},
 		{[]string{"eval", "--data", data, "--replicates", "2-1"}, `--replicates`},
-		{[]string{"eval", "--data", data, "--seeds", "0"}, `--seeds: list "0"`},
+		{[]string{"eval", "--data", data, "--seeds", "-1"}, `--seeds: list "-1": "-1" is not a non-negative integer or range`},
 		{[]string{"eval", "--data", data, "--seed", "3", "--seeds", "1-2"}, `--seed and --seeds: give one of them`},
 		{[]string{"eval", "--data", data}, `data "` + data + `"`},
 	} {
