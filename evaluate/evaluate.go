@@ -247,26 +247,30 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 	for _, mode := range modes {
 		for _, k := range sources {
 			var pehe, ate []float64
+			type sum struct {
+				pehe, ate float64
+				runs      int
+			}
 			var order []int
-			sums := map[int]*[3]float64{} // per replicate: Σ√PEHE, ΣATE error, runs
+			sums := map[int]*sum{} // by replicate
 			for _, r := range runs {
 				if r.Mode != mode || r.Sources != k {
 					continue
 				}
 				a, ok := sums[r.Replicate]
 				if !ok {
-					a = new([3]float64)
+					a = &sum{}
 					sums[r.Replicate] = a
 					order = append(order, r.Replicate)
 				}
-				a[0] += r.SqrtPEHE
-				a[1] += r.ATEErr
-				a[2]++
+				a.pehe += r.SqrtPEHE
+				a.ate += r.ATEErr
+				a.runs++
 			}
 			for _, n := range order {
 				a := sums[n]
-				pehe = append(pehe, a[0]/a[2])
-				ate = append(ate, a[1]/a[2])
+				pehe = append(pehe, a.pehe/float64(a.runs))
+				ate = append(ate, a.ate/float64(a.runs))
 			}
 			s := Summary{Mode: mode, Sources: k, N: len(pehe), Seeds: seeds}
 			s.SqrtPEHEMean, s.SqrtPEHESE = meanSE(pehe)
