@@ -259,4 +259,7 @@ func TestMetrics(t *testing.T) {
 	if _, _, err := FactualSSE(e, &Data{W: []float64{0}, Y: []float64{1}}); err == nil {
 		t.Error("FactualSSE of mismatched rows: no error")
 	}
+	if _, _, err := FactualSSE(&Effects{Y0: []float64{1, 5}, Y1: []float64{4}}, d); err == nil {
+		t.Error("FactualSSE with fewer treated than control predictions: no error")
+	}
 }

@@ -56,7 +56,7 @@ func GlobalATE(ates []float64, rows []int) (float64, error) {
 // number of rows. It is the validation figure by which DefaultConfig was
 // chosen; pool several sites' sums before taking a root.
 func FactualSSE(e *Effects, data *Data) (sse float64, n int, err error) {
-	if e == nil || data == nil || len(e.Y0) != len(data.W) || len(data.Y) != len(data.W) {
+	if e == nil || data == nil || len(e.Y0) != len(data.W) || len(e.Y1) != len(data.W) || len(data.Y) != len(data.W) {
 		return 0, 0, errors.New("estimator: FactualSSE needs effects of exactly data's rows")
 	}
 	for i, w := range data.W {
