@@ -1,0 +1,166 @@
+package inference
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Estimator names, as crff_ate stores them.
+const (
+	// AIPW is the doubly robust, cross-fitted estimate with an
+	// influence-function standard error: the headline estimate.
+	AIPW = "aipw"
+	// PlugIn is the mean of the CausalRFF CATEs over the rows (the paper's
+	// estimate). It has no standard error.
+	PlugIn = "plugin"
+)
+
+// DefaultClip is the η to which propensities are clipped, [η, 1 − η],
+// before they divide a residual.
+const DefaultClip = 0.01
+
+// Level is the coverage of the intervals Estimate reports.
+const Level = 0.95
+
+// ErrInput reports predictions, treatments or outcomes that cannot give an
+// estimate: mismatched lengths, a treatment other than 0 or 1, a value that
+// is not finite, or too few rows.
+var ErrInput = errors.New("inference: invalid input")
+
+// Nuisance holds the per-row predictions of the nuisance models, each fitted
+// on rows other than the one predicted: the propensity ê(x) = P(w = 1 | x)
+// and the outcome means μ̂0(x) = E[y | x, w = 0] and μ̂1(x) = E[y | x, w = 1],
+// in the outcome's own units (probabilities for a binary outcome).
+type Nuisance struct {
+	Propensity []float64
+	Mu0, Mu1   []float64
+}
+
+// Len returns the number of rows, or −1 when the slices differ in length.
+func (nu Nuisance) Len() int {
+	n := len(nu.Propensity)
+	if len(nu.Mu0) != n || len(nu.Mu1) != n {
+		return -1
+	}
+	return n
+}
+
+// Scores returns ψ_i for every row, with the propensity clipped to
+// [clip, 1 − clip], and the number of rows whose propensity was clipped.
+// clip must lie in [0, ½).
+func Scores(w, y []float64, nu Nuisance, clip float64) (psi []float64, clipped int, err error) {
+	n := nu.Len()
+	switch {
+	case n < 0 || len(w) != n || len(y) != n:
+		return nil, 0, fmt.Errorf("%w: %d treatments, %d outcomes, %d propensities, %d and %d outcome means",
+			ErrInput, len(w), len(y), len(nu.Propensity), len(nu.Mu0), len(nu.Mu1))
+	case !(clip >= 0 && clip < 0.5):
+		return nil, 0, fmt.Errorf("%w: clip %v outside [0, 0.5)", ErrInput, clip)
+	}
+	psi = make([]float64, n)
+	for i := range n {
+		e, m0, m1 := nu.Propensity[i], nu.Mu0[i], nu.Mu1[i]
+		if !finite(e) || e < 0 || e > 1 || !finite(m0) || !finite(m1) || !finite(y[i]) {
+			return nil, 0, fmt.Errorf("%w: row %d: propensity %v, outcome means %v and %v, outcome %v", ErrInput, i, e, m0, m1, y[i])
+		}
+		if e < clip || e > 1-clip {
+			e = min(max(e, clip), 1-clip)
+			clipped++
+		}
+		switch w[i] {
+		case 1:
+			psi[i] = m1 - m0 + (y[i]-m1)/e
+		case 0:
+			psi[i] = m1 - m0 - (y[i]-m0)/(1-e)
+		default:
+			return nil, 0, fmt.Errorf("%w: row %d: treatment %v is not 0 or 1", ErrInput, i, w[i])
+		}
+		if !finite(psi[i]) {
+			return nil, 0, fmt.Errorf("%w: row %d: score is %v", ErrInput, i, psi[i])
+		}
+	}
+	return psi, clipped, nil
+}
+
+// Sums are what a site shares of its scores: their count, sum and sum of
+// squares. They add over disjoint sets of rows.
+type Sums struct {
+	N     int
+	Sum   float64
+	SumSq float64
+}
+
+// Accumulate returns the Sums of v.
+func Accumulate(v []float64) Sums {
+	s := Sums{N: len(v)}
+	for _, x := range v {
+		s.Sum += x
+		s.SumSq += x * x
+	}
+	return s
+}
+
+// Add returns the Sums of the union of the rows of s and t.
+func (s Sums) Add(t Sums) Sums {
+	return Sums{N: s.N + t.N, Sum: s.Sum + t.Sum, SumSq: s.SumSq + t.SumSq}
+}
+
+// Estimate is an effect estimate with its standard error and the Level
+// interval Lower..Upper, over N rows.
+type Estimate struct {
+	Estimate     float64
+	SE           float64
+	Lower, Upper float64
+	N            int
+}
+
+// Estimate returns the mean of the scores with the standard error
+// sd(ψ)/√n, sd with the n − 1 divisor, and the normal interval at Level.
+// It needs at least two rows.
+func (s Sums) Estimate() (Estimate, error) {
+	if s.N < 2 {
+		return Estimate{}, fmt.Errorf("%w: %d rows; an interval needs at least 2", ErrInput, s.N)
+	}
+	if !finite(s.Sum) || !finite(s.SumSq) {
+		return Estimate{}, fmt.Errorf("%w: sums %v and %v", ErrInput, s.Sum, s.SumSq)
+	}
+	n := float64(s.N)
+	mean := s.Sum / n
+	v := max(0, (s.SumSq-n*mean*mean)/(n-1))
+	return newEstimate(mean, math.Sqrt(v/n), s.N), nil
+}
+
+// z is the normal quantile of the Level interval.
+var z = distuv.UnitNormal.Quantile(0.5 + Level/2)
+
+func newEstimate(mean, se float64, n int) Estimate {
+	return Estimate{Estimate: mean, SE: se, Lower: mean - z*se, Upper: mean + z*se, N: n}
+}
+
+// Combine returns the inverse-variance weighted mean of independent
+// estimates, Σ e_k/se_k² / Σ 1/se_k², with standard error (Σ 1/se_k²)^(−½).
+// It weights each site by the precision of its own estimate rather than by
+// its rows, so it does not assume that the sites share one population; an
+// estimate with zero or unknown standard error is an error.
+func Combine(es []Estimate) (Estimate, error) {
+	if len(es) == 0 {
+		return Estimate{}, fmt.Errorf("%w: no estimates to combine", ErrInput)
+	}
+	var num, den float64
+	n := 0
+	for k, e := range es {
+		if !(e.SE > 0) || !finite(e.SE) || !finite(e.Estimate) {
+			return Estimate{}, fmt.Errorf("%w: estimate %d is %v with standard error %v", ErrInput, k, e.Estimate, e.SE)
+		}
+		p := 1 / (e.SE * e.SE)
+		num += p * e.Estimate
+		den += p
+		n += e.N
+	}
+	return newEstimate(num/den, 1/math.Sqrt(den), n), nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -1,0 +1,259 @@
+package inference
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestScoresByHand(t *testing.T) {
+	w := []float64{1, 0, 1, 0}
+	y := []float64{3, 1, 2, 0.5}
+	nu := Nuisance{
+		Propensity: []float64{0.5, 0.25, 0.995, 0.001},
+		Mu0:        []float64{1, 1.5, 0, 0},
+		Mu1:        []float64{2, 2, 1, 1},
+	}
+	psi, clipped, err := Scores(w, y, nu, 0.01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{
+		2 - 1 + (3-2)/0.5,          // treated
+		2 - 1.5 - (1-1.5)/(1-0.25), // control
+		1 - 0 + (2-1)/0.99,         // treated, ê clipped from 0.995 to 0.99
+		1 - 0 - (0.5-0)/(1-0.01),   // control, ê clipped from 0.001 to 0.01
+	}
+	for i := range want {
+		if math.Abs(psi[i]-want[i]) > 1e-15 {
+			t.Errorf("ψ[%d] = %v, want %v", i, psi[i], want[i])
+		}
+	}
+	if clipped != 2 {
+		t.Errorf("clipped %d rows, want 2", clipped)
+	}
+}
+
+func TestScoresErrors(t *testing.T) {
+	ok := Nuisance{Propensity: []float64{0.5, 0.5}, Mu0: []float64{0, 0}, Mu1: []float64{1, 1}}
+	for _, tc := range []struct {
+		name string
+		w, y []float64
+		nu   Nuisance
+		clip float64
+	}{
+		{"short outcomes", []float64{0, 1}, []float64{1}, ok, 0.01},
+		{"short mu1", []float64{0, 1}, []float64{1, 2}, Nuisance{Propensity: ok.Propensity, Mu0: ok.Mu0, Mu1: []float64{1}}, 0.01},
+		{"treatment 2", []float64{0, 2}, []float64{1, 2}, ok, 0.01},
+		{"NaN outcome", []float64{0, 1}, []float64{math.NaN(), 2}, ok, 0.01},
+		{"propensity above 1", []float64{0, 1}, []float64{1, 2}, Nuisance{Propensity: []float64{0.5, 1.5}, Mu0: ok.Mu0, Mu1: ok.Mu1}, 0.01},
+		{"infinite mean", []float64{0, 1}, []float64{1, 2}, Nuisance{Propensity: ok.Propensity, Mu0: []float64{math.Inf(1), 0}, Mu1: ok.Mu1}, 0.01},
+		{"clip 0.5", []float64{0, 1}, []float64{1, 2}, ok, 0.5},
+		{"unclipped zero propensity", []float64{0, 1}, []float64{1, 2}, Nuisance{Propensity: []float64{0.5, 0}, Mu0: ok.Mu0, Mu1: ok.Mu1}, 0},
+	} {
+		if _, _, err := Scores(tc.w, tc.y, tc.nu, tc.clip); !errors.Is(err, ErrInput) {
+			t.Errorf("%s: error %v, want ErrInput", tc.name, err)
+		}
+	}
+}
+
+func TestSumsAddPooled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var all []float64
+	var total Sums
+	for _, n := range []int{3, 50, 1000} {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = 2 + 3*rng.NormFloat64()
+		}
+		all = append(all, v...)
+		total = total.Add(Accumulate(v))
+	}
+	got, err := total.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Accumulate(all).Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got.Estimate-want.Estimate) > 1e-12 || math.Abs(got.SE-want.SE) > 1e-12 || got.N != len(all) {
+		t.Errorf("added sums give %+v, pooled rows %+v", got, want)
+	}
+	// Against the two-pass mean and standard deviation.
+	var m, ss float64
+	for _, x := range all {
+		m += x
+	}
+	m /= float64(len(all))
+	for _, x := range all {
+		ss += (x - m) * (x - m)
+	}
+	se := math.Sqrt(ss / float64(len(all)-1) / float64(len(all)))
+	if math.Abs(want.Estimate-m) > 1e-12 || math.Abs(want.SE-se) > 1e-12 {
+		t.Errorf("estimate %v ± %v, two-pass %v ± %v", want.Estimate, want.SE, m, se)
+	}
+	if math.Abs(want.Upper-want.Lower-2*1.959963984540054*se) > 1e-12 {
+		t.Errorf("interval %v..%v is not ±1.96 se", want.Lower, want.Upper)
+	}
+}
+
+func TestEstimateErrors(t *testing.T) {
+	for _, s := range []Sums{{}, {N: 1, Sum: 2, SumSq: 4}, {N: 3, Sum: math.NaN()}} {
+		if _, err := s.Estimate(); !errors.Is(err, ErrInput) {
+			t.Errorf("%+v: error %v, want ErrInput", s, err)
+		}
+	}
+}
+
+// design draws n rows of a confounded design with a constant effect tau:
+// x ~ N(0,1), e(x) = σ(x), y = 1 + 2x + tau·w + N(0,1). It returns the rows
+// and the true nuisances.
+func design(rng *rand.Rand, n int, tau float64) (w, y []float64, truth Nuisance, x []float64) {
+	w, y, x = make([]float64, n), make([]float64, n), make([]float64, n)
+	truth = Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n)}
+	for i := range n {
+		x[i] = rng.NormFloat64()
+		e := 1 / (1 + math.Exp(-x[i]))
+		if rng.Float64() < e {
+			w[i] = 1
+		}
+		truth.Propensity[i] = e
+		truth.Mu0[i] = 1 + 2*x[i]
+		truth.Mu1[i] = truth.Mu0[i] + tau
+		y[i] = truth.Mu0[i] + tau*w[i] + rng.NormFloat64()
+	}
+	return w, y, truth, x
+}
+
+// TestCoverage checks the interval's coverage over replicates of a design
+// with the true nuisances, and with one of them wrong (double robustness).
+func TestCoverage(t *testing.T) {
+	const reps, n, tau = 1000, 400, 2.0
+	for _, tc := range []struct {
+		name  string
+		wrong func(nu Nuisance, x []float64) Nuisance
+	}{
+		{"true nuisances", func(nu Nuisance, _ []float64) Nuisance { return nu }},
+		{"outcome model wrong", func(nu Nuisance, x []float64) Nuisance {
+			// Means that ignore x: the propensity alone must carry the estimate.
+			return Nuisance{Propensity: nu.Propensity, Mu0: constant(len(x), 0), Mu1: constant(len(x), 0)}
+		}},
+		{"propensity wrong", func(nu Nuisance, x []float64) Nuisance {
+			return Nuisance{Propensity: constant(len(x), 0.5), Mu0: nu.Mu0, Mu1: nu.Mu1}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 11))
+			covered := 0
+			var bias float64
+			for range reps {
+				w, y, truth, x := design(rng, n, tau)
+				psi, _, err := Scores(w, y, tc.wrong(truth, x), DefaultClip)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e, err := Accumulate(psi).Estimate()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.Lower <= tau && tau <= e.Upper {
+					covered++
+				}
+				bias += (e.Estimate - tau) / reps
+			}
+			cov := float64(covered) / reps
+			// Binomial standard error of a 95% coverage over 1000 replicates
+			// is 0.007; allow four.
+			if math.Abs(cov-Level) > 0.028 {
+				t.Errorf("coverage %.3f, want %.2f ± 0.028", cov, Level)
+			}
+			if math.Abs(bias) > 0.03 {
+				t.Errorf("mean error %.4f, want |·| ≤ 0.03", bias)
+			}
+		})
+	}
+}
+
+func TestCoverageFailsWithoutAdjustment(t *testing.T) {
+	// Both nuisances wrong: the estimate is the confounded difference in
+	// means, and the interval must miss. This shows TestCoverage can fail.
+	rng := rand.New(rand.NewPCG(3, 4))
+	w, y, _, x := design(rng, 2000, 2)
+	nu := Nuisance{Propensity: constant(len(x), 0.5), Mu0: constant(len(x), 0), Mu1: constant(len(x), 0)}
+	psi, _, err := Scores(w, y, nu, DefaultClip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Accumulate(psi).Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Lower <= 2 && 2 <= e.Upper {
+		t.Errorf("unadjusted interval %v..%v covers the true effect 2", e.Lower, e.Upper)
+	}
+}
+
+func TestCombine(t *testing.T) {
+	got, err := Combine([]Estimate{{Estimate: 1, SE: 1, N: 10}, {Estimate: 4, SE: 2, N: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Weights 1 and 1/4: (1 + 1)/(1.25) = 1.6; se = 1/√1.25.
+	if math.Abs(got.Estimate-1.6) > 1e-15 || math.Abs(got.SE-1/math.Sqrt(1.25)) > 1e-15 || got.N != 15 {
+		t.Errorf("Combine = %+v", got)
+	}
+	for _, es := range [][]Estimate{nil, {{Estimate: 1, SE: 0}}, {{Estimate: 1, SE: math.NaN()}}} {
+		if _, err := Combine(es); !errors.Is(err, ErrInput) {
+			t.Errorf("Combine(%v): error %v, want ErrInput", es, err)
+		}
+	}
+}
+
+func TestFolds(t *testing.T) {
+	w := make([]float64, 103)
+	for i := range 37 {
+		w[i*2] = 1
+	}
+	fold, err := Folds(w, 5, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count [2][5]int
+	for i, f := range fold {
+		count[int(w[i])][f]++
+	}
+	for a, want := range [2]int{66, 37} {
+		lo, hi := want/5, (want+4)/5
+		for f, c := range count[a] {
+			if c < lo || c > hi {
+				t.Errorf("arm %d, fold %d: %d rows, want %d..%d", a, f, c, lo, hi)
+			}
+		}
+	}
+	again, _ := Folds(w, 5, 9)
+	other, _ := Folds(w, 5, 10)
+	same, differ := true, false
+	for i := range fold {
+		same = same && fold[i] == again[i]
+		differ = differ || fold[i] != other[i]
+	}
+	if !same || !differ {
+		t.Errorf("folds: same seed equal %v, other seed differs %v; want true, true", same, differ)
+	}
+	if _, err := Folds(w, 1, 0); !errors.Is(err, ErrInput) {
+		t.Errorf("one fold: error %v, want ErrInput", err)
+	}
+	if _, err := Folds([]float64{0, 0.5}, 2, 0); !errors.Is(err, ErrInput) {
+		t.Errorf("treatment 0.5: error %v, want ErrInput", err)
+	}
+}
+
+func constant(n int, v float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}

@@ -1,0 +1,38 @@
+package inference
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// foldStream keys the permutation of Folds, so that it differs from every
+// other draw made with the same seed.
+const foldStream = 0x63726666666f6c64 // "crfffold"
+
+// Folds assigns each of the rows with treatments w to one of k folds for
+// cross-fitting: the rows of each arm are shuffled by seed and dealt to the
+// folds in turn, so every fold gets ⌊n_a/k⌋ or ⌈n_a/k⌉ rows of each arm a.
+// The assignment depends only on w, k and seed.
+func Folds(w []float64, k int, seed uint64) ([]int, error) {
+	if k < 2 {
+		return nil, fmt.Errorf("%w: %d folds; cross-fitting needs at least 2", ErrInput, k)
+	}
+	var arms [2][]int
+	for i, v := range w {
+		if v != 0 && v != 1 {
+			return nil, fmt.Errorf("%w: row %d: treatment %v is not 0 or 1", ErrInput, i, v)
+		}
+		arms[int(v)] = append(arms[int(v)], i)
+	}
+	rng := rand.New(rand.NewPCG(seed, foldStream))
+	fold := make([]int, len(w))
+	next := 0
+	for _, rows := range arms {
+		rng.Shuffle(len(rows), func(a, b int) { rows[a], rows[b] = rows[b], rows[a] })
+		for _, i := range rows {
+			fold[i] = next
+			next = (next + 1) % k
+		}
+	}
+	return fold, nil
+}
