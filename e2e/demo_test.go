@@ -17,8 +17,8 @@ import (
 )
 
 var (
-	demoSiteRow = regexp.MustCompile(`(?m)^(site\d)\s+(\d+)\s+\d+%\s+(-?[0-9.]+)\s+(-?[0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$`)
-	demoGlobal  = regexp.MustCompile(`global ATE (-?[0-9.]+) \(n-weighted mean of the local ATEs: (-?[0-9.]+)\); true (-?[0-9.]+); error ([0-9.]+)`)
+	demoSiteRow = regexp.MustCompile(`(?m)^(site\d)\s+(\d+)\s+\d+%\s+(-?[0-9.]+)\s+(-?[0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+\[(-?[0-9.]+), (-?[0-9.]+)\] \((covers|misses) the truth\)\s+(-?[0-9.]+)$`)
+	demoGlobal  = regexp.MustCompile(`global ATE (-?[0-9.]+) \(n-weighted mean of the local ATEs: (-?[0-9.]+)\); true (-?[0-9.]+); error ([0-9.]+); 95% interval \[(-?[0-9.]+), (-?[0-9.]+)\] \((covers|misses) the truth\)`)
 )
 
 // TestDemo runs crffd demo end to end, parses its figures, checks the
@@ -60,6 +60,14 @@ func TestDemo(t *testing.T) {
 	global, _ := strconv.ParseFloat(g[1], 64)
 	if math.Abs(global-sumATE/sumN) > 1e-3 { // the printed figures have 4 decimals
 		t.Errorf("global ATE %v, n-weighted mean of the printed local ATEs %v", global, sumATE/sumN)
+	}
+	// The acceptance of the doubly robust estimate: the global interval
+	// covers the simulated truth of the demo's design.
+	lo, _ := strconv.ParseFloat(g[5], 64)
+	hi, _ := strconv.ParseFloat(g[6], 64)
+	truth, _ := strconv.ParseFloat(g[3], 64)
+	if !(lo <= global && global <= hi) || g[7] != "covers" || !(lo <= truth && truth <= hi) {
+		t.Errorf("global AIPW interval [%v, %v] around %v, true ATE %v: %s", lo, hi, global, truth, g[0])
 	}
 	// site3 is the dissimilar site: Δ = 4 pushes nearly all its rows into
 	// treatment, which the demo must say.

@@ -93,7 +93,7 @@ func simulateSite(t *testing.T, rows int, extra string) (dir, cfg string) {
 	return dir, cfg
 }
 
-var fitLine = regexp.MustCompile(`run \S+: (\d+) rows scored, 0 rejected; local ATE (-?[0-9.]+) \(se [0-9.]+\)`)
+var fitLine = regexp.MustCompile(`run \S+: (\d+) rows scored, 0 rejected\nlocal ATE (-?[0-9.]+), 95% interval \[(-?[0-9.]+), (-?[0-9.]+)\] \(AIPW, se ([0-9.]+), (\d+) rows, (\d+) propensities clipped to \[0.01, 0.99\]\)\nlocal ATE (-?[0-9.]+) \(plug-in: mean CausalRFF CATE; no standard error\)`)
 
 // TestFitAndScoreNewRows is issue 4's acceptance: fit one simulated site,
 // check the views, then keep crffd site running while another process
@@ -114,16 +114,25 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	if m == nil || m[1] != "200" {
 		t.Fatalf("fit output %q does not report 200 rows scored", r.stdout)
 	}
-	printed, _ := strconv.ParseFloat(m[2], 64)
+	printed, _ := strconv.ParseFloat(m[8], 64)
+	aipw, _ := strconv.ParseFloat(m[2], 64)
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate"); n != 200 {
 		t.Errorf("crff_cate has %v rows, want 200", n)
 	}
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE NOT (lower <= cate AND cate <= upper)"); n != 0 {
 		t.Errorf("%v rows with cate outside [lower, upper]", n)
 	}
-	ate := queryFloat(t, db, "SELECT ate FROM crff_ate WHERE scope = 'local'")
+	ate := queryFloat(t, db, "SELECT ate FROM crff_ate WHERE scope = 'local' AND estimator = 'plugin'")
 	if mean := queryFloat(t, db, "SELECT avg(cate) FROM crff_cate"); math.Abs(ate-mean) > 1e-9 || math.Abs(ate-printed) > 1e-4 {
-		t.Errorf("local ATE %v, mean CATE %v, printed %v: want all equal", ate, mean, printed)
+		t.Errorf("local plug-in ATE %v, mean CATE %v, printed %v: want all equal", ate, mean, printed)
+	}
+	// The AIPW row: as printed, with an interval ±1.96 se around it.
+	var got, se, lo, hi float64
+	if err := db.QueryRow(`SELECT ate, se, lower, upper FROM crff_ate WHERE scope = 'local' AND estimator = 'aipw'`).Scan(&got, &se, &lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got-aipw) > 1e-4 || !(se > 0) || math.Abs(hi-lo-2*1.959963984540054*se) > 1e-9 || math.Abs((lo+hi)/2-got) > 1e-9 {
+		t.Errorf("local AIPW row %v ± %v [%v, %v], printed %v", got, se, lo, hi, aipw)
 	}
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate_records WHERE cate IS NOT NULL"); n != 200 {
 		t.Errorf("crff_cate_records joins %v rows to a CATE, want 200", n)

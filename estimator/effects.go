@@ -55,38 +55,20 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 	if dx != len(setup.Schema.Binary) {
 		return nil, fmt.Errorf("estimator: %d covariates, want %d", dx, len(setup.Schema.Binary))
 	}
-	x := mat.NewDense(n, dx, nil)
-	for i := range n {
-		src, dst := data.X.RawRowView(i), x.RawRowView(i)
-		for j := range dx {
-			dst[j] = (src[j] - setup.Scaler.Mean[j]) / setup.Scaler.Scale[j]
-		}
-	}
 	e := &Effects{
 		CATE: make([]float64, n), SD: make([]float64, n), Lower: make([]float64, n), Upper: make([]float64, n),
-		Y0: make([]float64, n), Y1: make([]float64, n), Propensity: make([]float64, n),
+		Y0: make([]float64, n), Y1: make([]float64, n),
 	}
 	if n == 0 {
+		e.Propensity = []float64{}
 		return e, nil
 	}
+	x := setup.standardizeX(data.X)
 
 	// Propensity and outcome means of every row.
-	pw := m.Propensity.Weights[site]
-	phi := setup.Maps[mapPropensity].Map(nil, x, m.Propensity.Shared["a"][0])
-	var col mat.Dense
-	col.Mul(phi, pw["psi"])
-	for i := range n {
-		e.Propensity[i] = sigmoid(col.At(i, 0))
-	}
-	ow := m.Outcome.Weights[site]
-	setup.Maps[mapOutcome].Map(phi, x, m.Outcome.Shared["a"][0])
-	var mu0, mu1 mat.Dense
-	mu0.Mul(phi, ow["beta0"])
-	mu1.Mul(phi, ow["beta1"])
-	sdY := 0.0
-	if t, ok := m.Outcome.Shared["t"]; ok {
-		sdY = math.Exp(t[0])
-	}
+	var mu0, mu1 []float64
+	e.Propensity, mu0, mu1 = m.nuisanceModelUnits(site, x)
+	sdY := m.outcomeSD()
 
 	sc := newScorer(m, site, x)
 	rows := max(1, effectChunk/cfg.Samples)
@@ -96,7 +78,7 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 			return nil, err
 		}
 		i1 := min(n, i0+rows)
-		sc.sample(i0, i1, e.Propensity, mu0.RawMatrix().Data, mu1.RawMatrix().Data, sdY)
+		sc.sample(i0, i1, e.Propensity, mu0, mu1, sdY)
 		for i := i0; i < i1; i++ {
 			base := (i - i0) * cfg.Samples
 			var s0, s1 float64
@@ -151,6 +133,7 @@ type scorer struct {
 	arm0, arm1    []int
 	phiArm, mqArm *mat.Dense
 	invVarY       float64 // e^{−2t} of the decoder's y
+	sdY           float64 // e^t of the decoder's y, in model units
 }
 
 func newScorer(m *Model, site int, x *mat.Dense) *scorer {
@@ -181,6 +164,7 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 	}
 	if t, ok := m.Latent.Shared["t"]; ok {
 		sc.invVarY = math.Exp(-2 * t[0])
+		sc.sdY = math.Exp(t[0])
 	}
 	if setup.EncodesOutcome() {
 		sc.omegaY = mat.Row(nil, dx, enc)
@@ -294,7 +278,7 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 		if binaryY {
 			y0, y1 = sigmoid(y0), sigmoid(y1)
 		} else {
-			y0, y1 = sc.setup.yFromModel(y0), sc.setup.yFromModel(y1)
+			y0, y1 = sc.setup.yMean(y0, sc.sdY), sc.setup.yMean(y1, sc.sdY)
 		}
 		sc.yhat0[k], sc.yhat1[k] = y0, y1
 	}

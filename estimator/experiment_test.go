@@ -8,31 +8,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"gonum.org/v1/gonum/mat"
 )
 
 // outcomeMeans returns the outcome model's μ0, μ1 of site s at data's rows,
 // in the outcome's original units.
 func outcomeMeans(m *Model, s int, d *Data) (mu0, mu1 []float64) {
-	setup := m.Setup
-	n, dx := d.X.Dims()
-	x := mat.NewDense(n, dx, nil)
-	for i := range n {
-		for j := range dx {
-			x.Set(i, j, (d.X.At(i, j)-setup.Scaler.Mean[j])/setup.Scaler.Scale[j])
-		}
+	nu, err := m.Nuisance(s, d)
+	if err != nil {
+		panic(err)
 	}
-	phi := setup.Maps[mapOutcome].Map(nil, x, m.Outcome.Shared["a"][0])
-	var a, b mat.Dense
-	a.Mul(phi, m.Outcome.Weights[s]["beta0"])
-	b.Mul(phi, m.Outcome.Weights[s]["beta1"])
-	mu0, mu1 = make([]float64, n), make([]float64, n)
-	for i := range n {
-		mu0[i] = setup.yFromModel(a.At(i, 0))
-		mu1[i] = setup.yFromModel(b.At(i, 0))
-	}
-	return mu0, mu1
+	return nu.Mu0, nu.Mu1
 }
 
 // expResult holds one fit's errors for TestExperiment.

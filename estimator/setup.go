@@ -155,18 +155,11 @@ func (s *Setup) encoderIn() int {
 // standardize returns the site's rows transformed by the scaler: continuous
 // covariates standardised, and a continuous y standardised when configured.
 func (s *Setup) standardize(d *Data) (x *mat.Dense, y []float64) {
-	n, dx := d.X.Dims()
-	x = mat.NewDense(n, dx, nil)
-	y = make([]float64, n)
-	for i := range n {
-		src := d.X.RawRowView(i)
-		dst := x.RawRowView(i)
-		for j := range dx {
-			dst[j] = (src[j] - s.Scaler.Mean[j]) / s.Scaler.Scale[j]
-		}
-		y[i] = s.yToModel(d.Y[i])
+	y = make([]float64, len(d.Y))
+	for i, v := range d.Y {
+		y[i] = s.yToModel(v)
 	}
-	return x, y
+	return s.standardizeX(d.X), y
 }
 
 // LogY reports whether the models are fitted to log y: the outcome is
@@ -209,16 +202,19 @@ func (s *Setup) yToModel(y float64) float64 {
 	return (y - c) / sc
 }
 
-// yFromModel maps a mean in model units back to the outcome's units (for a
-// log outcome, exp of the mean on the log scale).
-func (s *Setup) yFromModel(v float64) float64 {
+// yMean maps the mean v of a Gaussian in model units, with standard
+// deviation sd in model units, to the mean of the outcome in its own units.
+// For a log outcome that is exp(m + s²/2), with m and s the log-scale mean
+// and standard deviation: the log-normal mean, not the median exp(m), which
+// would bias every effect low by the factor exp(−s²/2).
+func (s *Setup) yMean(v, sd float64) float64 {
 	if s.Schema.BinaryOutcome {
 		return v
 	}
 	c, sc := s.yLoc()
 	v = c + sc*v
 	if s.LogY() {
-		return math.Exp(v)
+		return math.Exp(v + 0.5*sc*sc*sd*sd)
 	}
 	return v
 }

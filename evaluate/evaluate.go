@@ -17,6 +17,7 @@ import (
 
 	"github.com/crffd/crffd/dataset"
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 )
 
 // Modes are the methods a plan can compare: the three transfer modes of
@@ -63,6 +64,17 @@ type Result struct {
 	ATEErr       float64 `json:"ate_err"`
 	TrainSeconds float64 `json:"train_seconds"`
 	Rounds       int     `json:"rounds"`
+
+	// ATETrue is the mean of mu1 − mu0 over the scored rows, and ATE the
+	// mode's plug-in estimate of it (the mean of its CATEs).
+	ATETrue float64 `json:"ate_true"`
+	ATE     float64 `json:"ate"`
+	// The AIPW estimate on the scored rows, with the nuisances fitted on the
+	// training rows (sample splitting), and its 95% interval; absent for
+	// the tlearner mode, which has no propensity model.
+	AIPWATE   *float64 `json:"aipw_ate,omitempty"`
+	AIPWLower *float64 `json:"aipw_lower,omitempty"`
+	AIPWUpper *float64 `json:"aipw_upper,omitempty"`
 }
 
 // Summary is the mean and standard error of the results of one mode and
@@ -77,6 +89,19 @@ type Summary struct {
 	SqrtPEHESE   float64 `json:"sqrt_pehe_se"`
 	ATEErrMean   float64 `json:"ate_err_mean"`
 	ATEErrSE     float64 `json:"ate_err_se"`
+	// ATEBiasMean is the mean signed error of the plug-in ATE, mean of
+	// (ate − ate_true).
+	ATEBiasMean float64 `json:"ate_bias_mean"`
+
+	// The AIPW figures, over the runs that have them (not tlearner):
+	// the mean of |aipw_ate − ate_true| and of aipw_ate − ate_true, the
+	// share of runs whose interval holds ate_true, and the mean width of
+	// the interval.
+	AIPWATEErrMean *float64 `json:"aipw_ate_err_mean,omitempty"`
+	AIPWATEErrSE   *float64 `json:"aipw_ate_err_se,omitempty"`
+	AIPWBiasMean   *float64 `json:"aipw_bias_mean,omitempty"`
+	AIPWCoverage   *float64 `json:"aipw_coverage,omitempty"`
+	AIPWWidthMean  *float64 `json:"aipw_width_mean,omitempty"`
 }
 
 // Report holds every run and the summaries, in the order of the plan.
@@ -227,8 +252,12 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 			return r, err
 		}
 		cate = eff.CATE
+		if err := r.aipw(model, p.TestSource-1, test.Data()); err != nil {
+			return r, err
+		}
 	}
 	tau := test.Tau()
+	r.ATETrue, r.ATE = stat.Mean(tau, nil), stat.Mean(cate, nil)
 	var err error
 	if r.SqrtPEHE, err = estimator.SqrtPEHE(cate, tau); err != nil {
 		return r, err
@@ -239,18 +268,35 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 	return r, nil
 }
 
+// aipw sets the AIPW estimate and interval of the rows d from the
+// nuisances of model's site.
+func (r *Result) aipw(model *estimator.Model, site int, d *estimator.Data) error {
+	nu, err := model.Nuisance(site, d)
+	if err != nil {
+		return err
+	}
+	e, _, _, err := inference.AIPWEstimate(d.W, d.Y, nu)
+	if err != nil {
+		return err
+	}
+	r.AIPWATE, r.AIPWLower, r.AIPWUpper = &e.Estimate, &e.Lower, &e.Upper
+	return nil
+}
+
 // summarise averages the runs of each mode and source count per replicate
 // (over the seeds), then over the replicates. Runs of one replicate share
 // its rows, so only replicates count as independent for the standard error.
 func summarise(runs []Result, modes []string, sources []int, seeds int) []Summary {
+	// Per replicate, the sums over its runs (its seeds) of each figure.
+	type sum struct {
+		pehe, ate, bias              float64
+		aipwErr, aipwBias, aipwCover float64
+		aipwWidth                    float64
+		runs, aipwRuns               int
+	}
 	var out []Summary
 	for _, mode := range modes {
 		for _, k := range sources {
-			var pehe, ate []float64
-			type sum struct {
-				pehe, ate float64
-				runs      int
-			}
 			var order []int
 			sums := map[int]*sum{} // by replicate
 			for _, r := range runs {
@@ -265,21 +311,51 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 				}
 				a.pehe += r.SqrtPEHE
 				a.ate += r.ATEErr
+				a.bias += r.ATE - r.ATETrue
 				a.runs++
+				if r.AIPWATE != nil {
+					a.aipwErr += math.Abs(*r.AIPWATE - r.ATETrue)
+					a.aipwBias += *r.AIPWATE - r.ATETrue
+					if *r.AIPWLower <= r.ATETrue && r.ATETrue <= *r.AIPWUpper {
+						a.aipwCover++
+					}
+					a.aipwWidth += *r.AIPWUpper - *r.AIPWLower
+					a.aipwRuns++
+				}
 			}
+			var pehe, ate, bias, aErr, aBias, aCover, aWidth []float64
 			for _, n := range order {
 				a := sums[n]
-				pehe = append(pehe, a.pehe/float64(a.runs))
-				ate = append(ate, a.ate/float64(a.runs))
+				runs := float64(a.runs)
+				pehe = append(pehe, a.pehe/runs)
+				ate = append(ate, a.ate/runs)
+				bias = append(bias, a.bias/runs)
+				if a.aipwRuns > 0 {
+					ar := float64(a.aipwRuns)
+					aErr = append(aErr, a.aipwErr/ar)
+					aBias = append(aBias, a.aipwBias/ar)
+					aCover = append(aCover, a.aipwCover/ar)
+					aWidth = append(aWidth, a.aipwWidth/ar)
+				}
 			}
 			s := Summary{Mode: mode, Sources: k, N: len(pehe), Seeds: seeds}
 			s.SqrtPEHEMean, s.SqrtPEHESE = meanSE(pehe)
 			s.ATEErrMean, s.ATEErrSE = meanSE(ate)
+			s.ATEBiasMean, _ = meanSE(bias)
+			if len(aErr) > 0 {
+				m, se := meanSE(aErr)
+				s.AIPWATEErrMean, s.AIPWATEErrSE = &m, &se
+				s.AIPWBiasMean = ptr(stat.Mean(aBias, nil))
+				s.AIPWCoverage = ptr(stat.Mean(aCover, nil))
+				s.AIPWWidthMean = ptr(stat.Mean(aWidth, nil))
+			}
 			out = append(out, s)
 		}
 	}
 	return out
 }
+
+func ptr(v float64) *float64 { return &v }
 
 // meanSE returns the mean and its standard error (sample SD / √n; 0 for a
 // single value).

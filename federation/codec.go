@@ -12,6 +12,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 // Sentinel errors of the protocol.
@@ -127,9 +128,15 @@ const (
 	tRows          = "rows"
 	tLambda        = "lambda"
 	tRounds        = "rounds"
-	tATE           = "ate"
-	tSE            = "se"
-	tN             = "n"
+	tATE           = "ate"          // ate, global-ate: the plug-in ATE (mean CATE)
+	tN             = "n"            // ate, global-ate: rows behind the ATEs
+	tAIPWSum       = "aipw.sum"     // ate: Σψ, the site's AIPW scores
+	tAIPWSumSq     = "aipw.sumsq"   // ate: Σψ²
+	tClipped       = "aipw.clipped" // ate, global-ate: rows whose propensity was clipped
+	tAIPWATE       = "aipw.ate"     // global-ate: the AIPW estimate
+	tAIPWSE        = "aipw.se"      // global-ate: its standard error
+	tAIPWLower     = "aipw.lower"   // global-ate: its 95% interval
+	tAIPWUpper     = "aipw.upper"
 	tRejoin        = "rejoin"         // hello: a restarted site asks to rejoin the run; the value tells its processes apart
 	tStatus        = "status"         // done: 1 finished, -1 aborted (from a site: refused)
 	tRefusalReason = "refusal.reason" // done from a site: why it refuses the run (refusal)
@@ -166,6 +173,7 @@ var configFields = []configField{
 	{"config.seed_hi", func(c *estimator.Config) float64 { return float64(c.Seed >> 32) }, func(c *estimator.Config, v float64) { c.Seed = c.Seed&0xffffffff | uint64(v)<<32 }},
 	{"config.seed_lo", func(c *estimator.Config) float64 { return float64(c.Seed & 0xffffffff) }, func(c *estimator.Config, v float64) { c.Seed = c.Seed&^0xffffffff | uint64(v) }},
 	{"config.samples", func(c *estimator.Config) float64 { return float64(c.Samples) }, func(c *estimator.Config, v float64) { c.Samples = int(v) }},
+	{"config.folds", func(c *estimator.Config) float64 { return float64(c.Folds) }, func(c *estimator.Config, v float64) { c.Folds = int(v) }},
 	{"config.mh_steps", func(c *estimator.Config) float64 { return float64(c.MHSteps) }, func(c *estimator.Config, v float64) { c.MHSteps = int(v) }},
 	{"config.standardize_y", func(c *estimator.Config) float64 { return b2f(c.StandardizeY) }, func(c *estimator.Config, v float64) { c.StandardizeY = v != 0 }},
 	{"config.linear", func(c *estimator.Config) float64 { return c.Linear }, func(c *estimator.Config, v float64) { c.Linear = v }},
@@ -387,4 +395,65 @@ func ints(v []int) []float64 {
 		out[i] = float64(x)
 	}
 	return out
+}
+
+// globalTensors encodes the global ATEs of a run for the global-ate
+// envelope.
+func globalTensors(g SiteATE) []wire.Tensor {
+	return []wire.Tensor{
+		wire.Scalar(tATE, g.PlugIn.Estimate), wire.Scalar(tN, float64(g.PlugIn.N)),
+		wire.Scalar(tAIPWATE, g.AIPW.Estimate), wire.Scalar(tAIPWSE, g.AIPW.SE),
+		wire.Scalar(tAIPWLower, g.AIPW.Lower), wire.Scalar(tAIPWUpper, g.AIPW.Upper),
+		wire.Scalar(tClipped, float64(g.Clipped)),
+	}
+}
+
+// decodeGlobal reads the global ATEs of a global-ate envelope.
+func decodeGlobal(e *wire.Envelope) (SiteATE, error) {
+	var g SiteATE
+	n, err := integer(e, tN)
+	if err != nil {
+		return g, err
+	}
+	g.PlugIn = inference.Estimate{N: n, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN()}
+	g.AIPW.N = n
+	for _, f := range []struct {
+		name string
+		dst  *float64
+	}{
+		{tATE, &g.PlugIn.Estimate}, {tAIPWATE, &g.AIPW.Estimate}, {tAIPWSE, &g.AIPW.SE},
+		{tAIPWLower, &g.AIPW.Lower}, {tAIPWUpper, &g.AIPW.Upper},
+	} {
+		if *f.dst, err = scalar(e, f.name); err != nil {
+			return g, err
+		}
+	}
+	if g.Clipped, err = integer(e, tClipped); err != nil {
+		return g, err
+	}
+	return g, nil
+}
+
+// decodeLocal reads a site's ate envelope: its plug-in ATE, the Sums of its
+// AIPW scores and the rows whose propensity it clipped.
+func decodeLocal(e *wire.Envelope) (plugin float64, sums inference.Sums, clipped int, err error) {
+	if plugin, err = scalar(e, tATE); err != nil {
+		return
+	}
+	if sums.N, err = integer(e, tN); err != nil {
+		return
+	}
+	if sums.Sum, err = scalar(e, tAIPWSum); err != nil {
+		return
+	}
+	if sums.SumSq, err = scalar(e, tAIPWSumSq); err != nil {
+		return
+	}
+	if clipped, err = integer(e, tClipped); err != nil {
+		return
+	}
+	if clipped < 0 || clipped > sums.N {
+		err = fmt.Errorf("%w: %s: %d clipped rows of %d", ErrProtocol, e.Kind, clipped, sums.N)
+	}
+	return
 }

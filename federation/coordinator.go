@@ -10,6 +10,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 // Log keys of the roles, fixed so that log lines can be searched. Envelope
@@ -53,12 +54,15 @@ type Result struct {
 	RunID     string
 	Setup     *estimator.Setup
 	Models    map[estimator.Kind]*estimator.Trained
-	LocalATE  []float64 // per site
-	LocalSE   []float64
-	Rows      []int // per site: n behind its ATE
-	GlobalATE float64
-	GlobalSE  float64
-	Dropped   []int // per site: rows left out by de-duplication
+	LocalATE  []float64        // per site: its plug-in ATE (mean CATE)
+	LocalAIPW []inference.Sums // per site: the sums of its AIPW scores
+	Clipped   []int            // per site: rows whose propensity it clipped
+	Rows      []int            // per site: n behind its ATEs
+	GlobalATE float64          // the plug-in ATE over every site's rows
+	// GlobalAIPW is the AIPW estimate over every site's rows, from the
+	// added sums, with its standard error and 95% interval.
+	GlobalAIPW inference.Estimate
+	Dropped    []int // per site: rows left out by de-duplication
 }
 
 // resumeGap bounds the steps a coordinator sends between its last

@@ -9,6 +9,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 // finish sends the final weights, gathers the local ATEs, sends the global
@@ -40,29 +41,22 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	}
 	f := c.st.Finish
 	res := &Result{RunID: c.st.RunID, Setup: setup, Models: map[estimator.Kind]*estimator.Trained{},
-		LocalATE: slices.Clone(f.LocalATE), LocalSE: slices.Clone(f.LocalSE), Rows: slices.Clone(f.Rows), Dropped: c.st.Dropped}
+		LocalATE: slices.Clone(f.LocalATE), LocalAIPW: slices.Clone(f.AIPW), Clipped: slices.Clone(f.Clipped),
+		Rows: slices.Clone(f.Rows), Dropped: c.st.Dropped}
 	for _, t := range c.st.Trained {
 		res.Models[t.Model] = t
 	}
-	var sum2 float64
-	total := 0
-	for s := range m {
-		total += res.Rows[s]
-		sum2 += float64(res.Rows[s]*res.Rows[s]) * res.LocalSE[s] * res.LocalSE[s]
-	}
-	var err error
-	if res.GlobalATE, err = estimator.GlobalATE(res.LocalATE, res.Rows); err != nil {
+	global, err := res.global()
+	if err != nil {
 		return nil, err
 	}
-	res.GlobalSE = math.Sqrt(sum2) / float64(total)
 	c.step++
 	out := make([]*wire.Envelope, m)
 	for s, name := range c.cfg.Sites {
 		if f.Done[s] {
 			continue
 		}
-		e, err := c.envelope(name, "", wire.KindGlobalATE, []wire.Tensor{
-			wire.Scalar(tATE, res.GlobalATE), wire.Scalar(tSE, res.GlobalSE), wire.Scalar(tN, float64(total))})
+		e, err := c.envelope(name, "", wire.KindGlobalATE, globalTensors(global))
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +74,8 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	if _, err := c.exchangeSome(ctx, out, slices.Clone(f.Done), confirmed, wire.KindDone); err != nil {
 		return nil, err
 	}
-	c.log.Info("run complete", slog.String(wire.LogKeyRun, c.st.RunID), slog.Float64("global_ate", res.GlobalATE))
+	c.log.Info("run complete", slog.String(wire.LogKeyRun, c.st.RunID), slog.Float64("global_ate", res.GlobalAIPW.Estimate),
+		slog.Float64("global_ate_se", res.GlobalAIPW.SE), slog.Float64("global_plugin_ate", res.GlobalATE))
 	return res, nil
 }
 
@@ -117,19 +112,11 @@ func (c *coordinator) finalWeightsFor(s int) (*wire.Envelope, error) {
 func (c *coordinator) recheckATE(s int, e *wire.Envelope) {
 	name := c.cfg.Sites[s]
 	f := c.st.Finish
-	ate, err := scalar(e, tATE)
-	var se float64
-	var n int
-	if err == nil {
-		se, err = scalar(e, tSE)
-	}
-	if err == nil {
-		n, err = integer(e, tN)
-	}
+	ate, sums, clipped, err := decodeLocal(e)
 	switch {
 	case err != nil:
 		c.log.Warn("rejoined site's local ATE unreadable; keeping the recorded one", slog.String(LogKeySite, name), slog.String(LogKeyReason, err.Error()))
-	case ate != f.LocalATE[s] || se != f.LocalSE[s] || n != f.Rows[s]:
+	case ate != f.LocalATE[s] || sums != f.AIPW[s] || clipped != f.Clipped[s]:
 		c.log.Warn("rejoined site's local ATE differs from the recorded one, which the global ATE keeps using; its rows may have changed since the run began",
 			slog.String(LogKeySite, name))
 	default:
@@ -153,18 +140,39 @@ func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FinishState{LocalATE: make([]float64, m), LocalSE: make([]float64, m), Rows: make([]int, m), Done: make([]bool, m)}
+	f := &FinishState{LocalATE: make([]float64, m), AIPW: make([]inference.Sums, m), Clipped: make([]int, m),
+		Rows: make([]int, m), Done: make([]bool, m)}
 	for s, name := range c.cfg.Sites {
-		e := got[s][wire.KindATE]
-		if f.LocalATE[s], err = scalar(e, tATE); err != nil {
+		if f.LocalATE[s], f.AIPW[s], f.Clipped[s], err = decodeLocal(got[s][wire.KindATE]); err != nil {
 			return nil, fmt.Errorf("site %s: %w", name, err)
 		}
-		if f.LocalSE[s], err = scalar(e, tSE); err != nil {
-			return nil, fmt.Errorf("site %s: %w", name, err)
-		}
-		if f.Rows[s], err = integer(e, tN); err != nil {
-			return nil, fmt.Errorf("site %s: %w", name, err)
-		}
+		f.Rows[s] = f.AIPW[s].N
 	}
 	return f, nil
+}
+
+// global sets the global ATEs of r from the sites' answers: the plug-in ATE
+// weighted by rows, and the AIPW estimate of the added sums, which is the
+// estimate over the pooled rows. It returns them as the global-ate
+// envelope carries them.
+func (r *Result) global() (SiteATE, error) {
+	var err error
+	if r.GlobalATE, err = estimator.GlobalATE(r.LocalATE, r.Rows); err != nil {
+		return SiteATE{}, err
+	}
+	var sums inference.Sums
+	clipped := 0
+	for s := range r.LocalAIPW {
+		sums = sums.Add(r.LocalAIPW[s])
+		clipped += r.Clipped[s]
+	}
+	if r.GlobalAIPW, err = sums.Estimate(); err != nil {
+		return SiteATE{}, fmt.Errorf("global AIPW ATE: %w", err)
+	}
+	nan := math.NaN()
+	return SiteATE{
+		AIPW:    r.GlobalAIPW,
+		Clipped: clipped,
+		PlugIn:  inference.Estimate{Estimate: r.GlobalATE, SE: nan, Lower: nan, Upper: nan, N: sums.N},
+	}, nil
 }

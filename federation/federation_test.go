@@ -16,6 +16,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 // testSchema has two binary and two continuous covariates.
@@ -208,6 +209,8 @@ func TestEquivalenceWithSimulatedFederation(t *testing.T) {
 	f := newFed(60, 80, 50)
 	want, res, sites := runEquivalent(ctx, t, f, testConfig())
 	ates := make([]float64, len(sites))
+	var sums inference.Sums
+	local := make([]inference.Estimate, len(sites))
 	for s, ch := range sites {
 		r := <-ch
 		if r.err != nil {
@@ -223,8 +226,26 @@ func TestEquivalenceWithSimulatedFederation(t *testing.T) {
 			}
 		}
 		ates[s] = eff.ATE
-		if r.res.Global.ATE != res.GlobalATE || r.res.Local.N != f.data[s].Rows() {
-			t.Errorf("site %d: global %g (coordinator %g), n %d", s, r.res.Global.ATE, res.GlobalATE, r.res.Local.N)
+		if r.res.Global.PlugIn.Estimate != res.GlobalATE || r.res.Local.PlugIn.N != f.data[s].Rows() {
+			t.Errorf("site %d: global %g (coordinator %g), n %d", s, r.res.Global.PlugIn.Estimate, res.GlobalATE, r.res.Local.PlugIn.N)
+		}
+		// The AIPW estimate of the simulated federation: the site's own
+		// cross-fitted nuisances under the federation's setup.
+		nu, err := estimator.CrossFit(ctx, want.Setup, s, f.data[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ss, _, err := inference.AIPWEstimate(f.data[s].W, f.data[s].Y, nu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local[s] = e
+		sums = sums.Add(ss)
+		if r.res.Local.AIPW != e {
+			t.Errorf("site %d: AIPW %+v, simulated %+v", s, r.res.Local.AIPW, e)
+		}
+		if r.res.Global.AIPW != res.GlobalAIPW {
+			t.Errorf("site %d: global AIPW %+v, coordinator %+v", s, r.res.Global.AIPW, res.GlobalAIPW)
 		}
 		if got := len(r.res.Lambda[estimator.Outcome]); got != 3 {
 			t.Errorf("site %d: λ row of %d values", s, got)
@@ -236,6 +257,16 @@ func TestEquivalenceWithSimulatedFederation(t *testing.T) {
 	g, _ := estimator.GlobalATE(ates, []int{60, 80, 50})
 	if math.Abs(g-res.GlobalATE) > 1e-12 {
 		t.Errorf("global ATE %g, want %g", res.GlobalATE, g)
+	}
+	ga, err := sums.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := max(math.Abs(ga.Estimate-res.GlobalAIPW.Estimate), math.Abs(ga.SE-res.GlobalAIPW.SE)); d > 1e-9 || res.GlobalAIPW.N != 190 {
+		t.Errorf("global AIPW %+v, simulated %+v", res.GlobalAIPW, ga)
+	}
+	if !(res.GlobalAIPW.SE > 0) || res.GlobalAIPW.SE >= min(local[0].SE, local[1].SE, local[2].SE) {
+		t.Errorf("global AIPW se %g, local %g %g %g: pooling rows must narrow it", res.GlobalAIPW.SE, local[0].SE, local[1].SE, local[2].SE)
 	}
 	for name, a := range f.audits {
 		for _, line := range a {

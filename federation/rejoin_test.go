@@ -15,6 +15,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 func TestRestartedSiteRejoins(t *testing.T) {
@@ -57,7 +58,7 @@ func TestRestartedSiteRejoins(t *testing.T) {
 			}
 			checkRejoinLogs(t, logs.String(), 1)
 			sameModels(t, res, want.Trained, "differs by %g after site2 restarted")
-			if r := <-second; r.err != nil || r.res.Global.ATE != res.GlobalATE {
+			if r := <-second; r.err != nil || r.res.Global.PlugIn.Estimate != res.GlobalATE {
 				t.Fatalf("restarted site2: %v", r.err)
 			}
 			waitSites(t, sites)
@@ -165,7 +166,7 @@ func TestSiteRestartedTwiceInOneStepRejoins(t *testing.T) {
 			if res.GlobalATE != want.GlobalATE || !slices.Equal(res.LocalATE, want.LocalATE) {
 				t.Errorf("global ATE %v, local %v; uninterrupted %v, %v", res.GlobalATE, res.LocalATE, want.GlobalATE, want.LocalATE)
 			}
-			if r := <-third; r.err != nil || r.res.Global.ATE != res.GlobalATE {
+			if r := <-third; r.err != nil || r.res.Global.PlugIn.Estimate != res.GlobalATE {
 				t.Fatalf("site2's third process: %v", r.err)
 			}
 			waitSites(t, sites)
@@ -474,7 +475,7 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 			if strings.Contains(logs.String(), "differs") {
 				t.Errorf("the rejoined site's local ATE differs from the recorded one:\n%s", logs.String())
 			}
-			if res.GlobalATE != want.GlobalATE || res.GlobalSE != want.GlobalSE || !slices.Equal(res.LocalATE, want.LocalATE) {
+			if res.GlobalATE != want.GlobalATE || res.GlobalAIPW != want.GlobalAIPW || !slices.Equal(res.LocalATE, want.LocalATE) {
 				t.Errorf("result %+v, uninterrupted %+v", res, want)
 			}
 			r := <-second
@@ -482,7 +483,7 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 				t.Fatalf("restarted site2: %v", r.err)
 			}
 			got := r.res
-			if got.Global != want2.Global || got.Local != want2.Local || !slices.Equal(got.Kept, want2.Kept) ||
+			if !sameATE(got.Global, want2.Global) || !sameATE(got.Local, want2.Local) || !slices.Equal(got.Kept, want2.Kept) ||
 				!slices.Equal(got.Peers, want2.Peers) || got.Index != want2.Index {
 				t.Errorf("restarted site2: global %+v local %+v, uninterrupted global %+v local %+v", got.Global, got.Local, want2.Global, want2.Local)
 			}
@@ -504,7 +505,7 @@ func TestSiteRejoinsAtTheGlobalATE(t *testing.T) {
 			}
 			mu.Unlock()
 			for _, ch := range sites {
-				if r := <-ch; r.err != nil || r.res.Global.ATE != want.GlobalATE {
+				if r := <-ch; r.err != nil || r.res.Global.PlugIn.Estimate != want.GlobalATE {
 					t.Fatalf("other site: %v", r.err)
 				}
 			}
@@ -524,16 +525,17 @@ func TestRecheckATELogsADifferenceWithoutValues(t *testing.T) {
 			}
 			return a
 		}})),
-		st: &State{RunID: "run-1", Finish: &FinishState{LocalATE: []float64{0.25, 1.5}, LocalSE: []float64{0.125, 0.375},
-			Rows: []int{40, 50}, Done: []bool{true, false}}}}
+		st: &State{RunID: "run-1", Finish: &FinishState{LocalATE: []float64{0.25, 1.5},
+			AIPW:    []inference.Sums{{N: 40, Sum: 10, SumSq: 30}, {N: 50, Sum: 75, SumSq: 200}},
+			Clipped: []int{0, 3}, Rows: []int{40, 50}, Done: []bool{true, false}}}}
 	for _, tc := range []struct {
 		ate  float64
 		n    float64
 		want string
-	}{{1.5, 50, "matches"}, {1.75, 50, "differs"}, {1.5, 49, "differs"}} {
+	}{{1.5, 50, "matches"}, {1.75, 50, "differs"}, {1.5, 49, "differs"}, {1.5, 50.5, "unreadable"}} {
 		logs.Reset()
 		e, err := wire.New(wire.Header{RunID: "run-1", Round: 30, Kind: wire.KindATE, Sender: "site2", Recipient: "coord"},
-			[]wire.Tensor{wire.Scalar(tATE, tc.ate), wire.Scalar(tSE, 0.375), wire.Scalar(tN, tc.n)})
+			[]wire.Tensor{wire.Scalar(tATE, tc.ate), wire.Scalar(tN, tc.n), wire.Scalar(tAIPWSum, 75), wire.Scalar(tAIPWSumSq, 200), wire.Scalar(tClipped, 3)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -542,10 +544,14 @@ func TestRecheckATELogsADifferenceWithoutValues(t *testing.T) {
 		if !strings.Contains(got, tc.want) || !strings.Contains(got, "site=site2") {
 			t.Errorf("ATE %v over %v rows: logged %q, want it to say %q naming site2", tc.ate, tc.n, got, tc.want)
 		}
-		for _, v := range []string{"1.5", "1.75", "0.375", "49", "50"} {
+		for _, v := range []string{"1.5", "1.75", "75", "200", "49", "50"} {
 			if strings.Contains(got, v) {
 				t.Errorf("log %q holds the value %s", got, v)
 			}
 		}
 	}
 }
+
+// sameATE reports whether a and b are identical, NaN fields included:
+// %v prints the shortest decimal that parses back to the same float64.
+func sameATE(a, b SiteATE) bool { return fmt.Sprintf("%v", a) == fmt.Sprintf("%v", b) }

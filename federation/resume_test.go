@@ -14,6 +14,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
@@ -83,7 +84,8 @@ func TestStateDBRoundTrip(t *testing.T) {
 		Shared: map[string][]float64{"a": {math.Pi}}, Lambda: mat.NewSymDense(1, []float64{1}), Rounds: 3, Loss: 2.5}
 	st := &State{RunID: "r", Sites: []string{"a"}, Step: 9, Trained: []*estimator.Trained{tr},
 		Checkpoint: &estimator.Checkpoint{X: []float64{1.0 / 3}},
-		Finish:     &FinishState{LocalATE: []float64{0.1}, LocalSE: []float64{1e-17}, Rows: []int{7}, Done: []bool{true}}}
+		Finish: &FinishState{LocalATE: []float64{0.1}, AIPW: []inference.Sums{{N: 7, Sum: 0.7, SumSq: 1e-17}}, Clipped: []int{2},
+			Rows: []int{7}, Done: []bool{true}}}
 	if err := db.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func TestStateDBRoundTrip(t *testing.T) {
 	if got.Step != 9 || got.Checkpoint.X[0] != 1.0/3 || got.Trained[0].Weights[0]["b"].At(0, 1) != -1e-300 || got.Trained[0].Shared["a"][0] != math.Pi {
 		t.Fatalf("round trip: %+v", got)
 	}
-	if f := got.Finish; f == nil || f.LocalATE[0] != 0.1 || f.LocalSE[0] != 1e-17 || f.Rows[0] != 7 || !f.Done[0] {
+	if f := got.Finish; f == nil || f.LocalATE[0] != 0.1 || f.AIPW[0].SumSq != 1e-17 || f.Clipped[0] != 2 || f.Rows[0] != 7 || !f.Done[0] {
 		t.Fatalf("round trip of the finish phase: %+v", got.Finish)
 	}
 	if err := db.Clear(ctx); err != nil {
@@ -218,7 +220,7 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 			runUntilStopped(t, cctx, cc, f)
 			for s := range done {
 				r := <-sites[s] // the site has left
-				if r.err != nil || r.res.Global.ATE != want.GlobalATE {
+				if r.err != nil || r.res.Global.PlugIn.Estimate != want.GlobalATE {
 					t.Fatalf("%s before the stop: %v", f.names[s], r.err)
 				}
 			}
@@ -229,13 +231,13 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 			if err != nil {
 				t.Fatalf("resumed coordinator: %v", err)
 			}
-			if res.GlobalATE != want.GlobalATE || res.GlobalSE != want.GlobalSE || !slices.Equal(res.LocalATE, want.LocalATE) ||
-				!slices.Equal(res.LocalSE, want.LocalSE) || !slices.Equal(res.Rows, want.Rows) {
+			if res.GlobalATE != want.GlobalATE || res.GlobalAIPW != want.GlobalAIPW || !slices.Equal(res.LocalATE, want.LocalATE) ||
+				!slices.Equal(res.LocalAIPW, want.LocalAIPW) || !slices.Equal(res.Rows, want.Rows) {
 				t.Errorf("resumed result %+v, uninterrupted %+v", res, want)
 			}
 			sameModels(t, res, modelsOf(want), "resumed model differs by %g")
 			for s := done; s < len(sizes); s++ {
-				if r := <-sites[s]; r.err != nil || r.res.Global.ATE != want.GlobalATE {
+				if r := <-sites[s]; r.err != nil || r.res.Global.PlugIn.Estimate != want.GlobalATE {
 					t.Errorf("%s after the resumption: %v", f.names[s], r.err)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 // SiteRows are the rows a site takes part in a run with, as
@@ -102,11 +103,15 @@ type SiteConfig struct {
 	Metrics *Metrics     // nil counts nothing
 }
 
-// SiteATE is an average treatment effect with its standard error and the
-// rows it averages over.
+// SiteATE holds the average treatment effect of one scope (a site's kept
+// rows, or every site's): the doubly robust AIPW estimate with its standard
+// error and 95% interval, the number of rows whose propensity was clipped
+// in it, and the plug-in mean of the CausalRFF CATEs, which has no
+// standard error.
 type SiteATE struct {
-	ATE, SE float64
-	N       int
+	AIPW    inference.Estimate
+	Clipped int
+	PlugIn  inference.Estimate
 }
 
 // SiteResult is what a site holds after a run.

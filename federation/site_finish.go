@@ -3,12 +3,10 @@ package federation
 import (
 	"context"
 	"fmt"
-	"math"
-
-	"gonum.org/v1/gonum/stat"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 // score takes the final weights, scores every row and answers the local ATE.
@@ -50,12 +48,22 @@ func (s *site) score(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	for i, k := range s.res.Kept {
 		cate[i] = eff.CATE[k]
 	}
-	n := len(cate)
-	s.res.Local = SiteATE{ATE: stat.Mean(cate, nil), N: n}
-	if n > 1 {
-		s.res.Local.SE = stat.StdDev(cate, nil) / math.Sqrt(float64(n))
+	if s.res.Local.PlugIn, err = inference.PlugIn(cate); err != nil {
+		return nil, err
 	}
-	a, err := s.reply(e, wire.KindATE, []wire.Tensor{wire.Scalar(tATE, s.res.Local.ATE), wire.Scalar(tSE, s.res.Local.SE), wire.Scalar(tN, float64(n))})
+	// The nuisances of the AIPW estimate are cross-fitted on the site's own
+	// kept rows: no rounds, and nothing leaves but the three sums.
+	nu, err := estimator.CrossFit(ctx, s.res.Setup, s.res.Index, s.kept)
+	if err != nil {
+		return nil, err
+	}
+	var sums inference.Sums
+	if s.res.Local.AIPW, sums, s.res.Local.Clipped, err = inference.AIPWEstimate(s.kept.W, s.kept.Y, nu); err != nil {
+		return nil, err
+	}
+	a, err := s.reply(e, wire.KindATE, []wire.Tensor{
+		wire.Scalar(tATE, s.res.Local.PlugIn.Estimate), wire.Scalar(tN, float64(len(cate))),
+		wire.Scalar(tAIPWSum, sums.Sum), wire.Scalar(tAIPWSumSq, sums.SumSq), wire.Scalar(tClipped, float64(s.res.Local.Clipped))})
 	if err != nil {
 		return nil, err
 	}
@@ -67,16 +75,11 @@ func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 	if s.res == nil || s.res.Effects == nil {
 		return nil, fmt.Errorf("%w: global-ate before the final weights", ErrProtocol)
 	}
-	var err error
-	if s.res.Global.ATE, err = scalar(e, tATE); err != nil {
+	g, err := decodeGlobal(e)
+	if err != nil {
 		return nil, err
 	}
-	if s.res.Global.SE, err = scalar(e, tSE); err != nil {
-		return nil, err
-	}
-	if s.res.Global.N, err = integer(e, tN); err != nil {
-		return nil, err
-	}
+	s.res.Global = g
 	if s.cfg.Publish != nil {
 		if err := s.cfg.Publish(ctx, s.res); err != nil {
 			return nil, fmt.Errorf("publish results: %w", err)

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 )
 
 // State is a coordinator's resumable state: what the handshake agreed, the
@@ -37,9 +38,10 @@ type State struct {
 // the order of State.Sites. The global ATE is not kept: it is a function of
 // these, recomputed bit for bit on resume.
 type FinishState struct {
-	LocalATE []float64 // the local ATE each site answered
-	LocalSE  []float64
-	Rows     []int // the rows behind each local ATE
+	LocalATE []float64        // the plug-in ATE each site answered
+	AIPW     []inference.Sums // the sums of each site's AIPW scores
+	Clipped  []int            // the rows whose propensity each site clipped
+	Rows     []int            // the rows behind each local ATE
 	// Done marks the sites that confirmed the run. A site started with
 	// --once leaves once it has, so a resumed coordinator must neither
 	// send to it nor wait for it.
@@ -49,13 +51,13 @@ type FinishState struct {
 // check returns an error unless every list of f holds one entry for each of
 // m sites and no row count is negative.
 func (f *FinishState) check(m int) error {
-	if len(f.LocalATE) != m || len(f.LocalSE) != m || len(f.Rows) != m || len(f.Done) != m {
-		return fmt.Errorf("finish phase of %d sites has %d local ATEs, %d standard errors, %d row counts and %d confirmations",
-			m, len(f.LocalATE), len(f.LocalSE), len(f.Rows), len(f.Done))
+	if len(f.LocalATE) != m || len(f.AIPW) != m || len(f.Clipped) != m || len(f.Rows) != m || len(f.Done) != m {
+		return fmt.Errorf("finish phase of %d sites has %d local ATEs, %d AIPW sums, %d clipped counts, %d row counts and %d confirmations",
+			m, len(f.LocalATE), len(f.AIPW), len(f.Clipped), len(f.Rows), len(f.Done))
 	}
-	for _, n := range f.Rows {
-		if n < 0 {
-			return fmt.Errorf("finish phase has a negative row count %d", n)
+	for s, n := range f.Rows {
+		if n < 0 || f.AIPW[s].N != n || f.Clipped[s] < 0 || f.Clipped[s] > n {
+			return fmt.Errorf("finish phase has site %d with %d rows, AIPW sums over %d and %d clipped", s, n, f.AIPW[s].N, f.Clipped[s])
 		}
 	}
 	return nil

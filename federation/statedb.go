@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"time"
 
@@ -52,7 +51,44 @@ func OpenStateDB(ctx context.Context, path string, busy time.Duration) (*StateDB
 		db.Close()
 		return nil, fmt.Errorf("coordinator state %q: %w", path, err)
 	}
+	if err := addRunColumns(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coordinator state %q: %w", path, err)
+	}
 	return &StateDB{db: db}, nil
+}
+
+// addRunColumns adds to crff_coordinator_runs of a file written before the
+// AIPW estimate the columns it lacks. Its old rows keep NULL there, which
+// is how a reader (the coordinator report) tells that their global_ate is
+// the plug-in ATE and their global_se not a standard error.
+func addRunColumns(ctx context.Context, db *sql.DB) error {
+	have := map[string]bool{}
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('crff_coordinator_runs')`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, col := range []string{"global_lower", "global_upper", "plugin_ate"} {
+		if !have[col] {
+			// col is one of the names above, never input.
+			if _, err := db.ExecContext(ctx, `ALTER TABLE crff_coordinator_runs ADD COLUMN `+col+` REAL`); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Close closes the file.
@@ -93,10 +129,7 @@ func (s *StateDB) Finish(ctx context.Context, r *Result) error {
 	for _, n := range r.Rows {
 		total += n
 	}
-	var se any = r.GlobalSE
-	if math.IsNaN(r.GlobalSE) {
-		se = nil
-	}
-	_, err := s.db.ExecContext(ctx, sqlFinish, r.RunID, r.GlobalATE, se, total)
+	_, err := s.db.ExecContext(ctx, sqlFinish, r.RunID, r.GlobalAIPW.Estimate, r.GlobalAIPW.SE,
+		r.GlobalAIPW.Lower, r.GlobalAIPW.Upper, r.GlobalATE, total)
 	return err
 }

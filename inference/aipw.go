@@ -8,16 +8,6 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
-// Estimator names, as crff_ate stores them.
-const (
-	// AIPW is the doubly robust, cross-fitted estimate with an
-	// influence-function standard error: the headline estimate.
-	AIPW = "aipw"
-	// PlugIn is the mean of the CausalRFF CATEs over the rows (the paper's
-	// estimate). It has no standard error.
-	PlugIn = "plugin"
-)
-
 // DefaultClip is the η to which propensities are clipped, [η, 1 − η],
 // before they divide a residual.
 const DefaultClip = 0.01
@@ -164,3 +154,35 @@ func Combine(es []Estimate) (Estimate, error) {
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// PlugIn returns the mean of the per-row effects cate, the plug-in ATE.
+// It carries no standard error: the spread of the CATEs over the rows says
+// nothing about how far their mean is from the truth, so SE, Lower and
+// Upper are NaN.
+func PlugIn(cate []float64) (Estimate, error) {
+	if len(cate) == 0 {
+		return Estimate{}, fmt.Errorf("%w: no effects to average", ErrInput)
+	}
+	var s float64
+	for i, v := range cate {
+		if !finite(v) {
+			return Estimate{}, fmt.Errorf("%w: effect %d is %v", ErrInput, i, v)
+		}
+		s += v
+	}
+	nan := math.NaN()
+	return Estimate{Estimate: s / float64(len(cate)), SE: nan, Lower: nan, Upper: nan, N: len(cate)}, nil
+}
+
+// AIPWEstimate returns the AIPW estimate of the rows with treatments w,
+// outcomes y and cross-fitted nuisances nu (propensities clipped to
+// DefaultClip), their Sums, and the number of rows clipped.
+func AIPWEstimate(w, y []float64, nu Nuisance) (Estimate, Sums, int, error) {
+	psi, clipped, err := Scores(w, y, nu, DefaultClip)
+	if err != nil {
+		return Estimate{}, Sums{}, 0, err
+	}
+	sums := Accumulate(psi)
+	e, err := sums.Estimate()
+	return e, sums, clipped, err
+}

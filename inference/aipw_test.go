@@ -257,3 +257,15 @@ func constant(n int, v float64) []float64 {
 	}
 	return out
 }
+
+func TestPlugIn(t *testing.T) {
+	e, err := PlugIn([]float64{1, 2, 6})
+	if err != nil || e.Estimate != 3 || e.N != 3 || !math.IsNaN(e.SE) || !math.IsNaN(e.Lower) || !math.IsNaN(e.Upper) {
+		t.Errorf("PlugIn = %+v, %v", e, err)
+	}
+	for _, v := range [][]float64{nil, {1, math.Inf(-1)}} {
+		if _, err := PlugIn(v); !errors.Is(err, ErrInput) {
+			t.Errorf("PlugIn(%v): error %v, want ErrInput", v, err)
+		}
+	}
+}

@@ -3,7 +3,7 @@ package report_test
 import (
 	"bytes"
 	"context"
-	"math"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/report"
 )
 
@@ -24,10 +25,8 @@ func TestCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Finish(ctx, &federation.Result{RunID: "run-0", GlobalATE: 4.1, GlobalSE: 0.2, Rows: []int{100, 200}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Finish(ctx, &federation.Result{RunID: "run-00", GlobalATE: 3.9, GlobalSE: math.NaN(), Rows: []int{100, 200}}); err != nil {
+	if err := db.Finish(ctx, &federation.Result{RunID: "run-0", GlobalATE: 4.25,
+		GlobalAIPW: inference.Estimate{Estimate: 4.1, SE: 0.2, Lower: 3.708, Upper: 4.492, N: 300}, Rows: []int{100, 200}}); err != nil {
 		t.Fatal(err)
 	}
 	lambda := mat.NewSymDense(3, []float64{1, 0.8, 0.1, 0.8, 1, 0.2, 0.1, 0.2, 1})
@@ -38,6 +37,17 @@ func TestCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
+	// A run recorded before the AIPW estimate: its global_ate was the
+	// plug-in ATE and its global_se not a standard error.
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`INSERT INTO crff_coordinator_runs (run, finished_at, global_ate, global_se, rows)
+		VALUES ('run-00', '2026-01-01T00:00:00.000Z', 3.9, 0.001, 300)`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
 
 	var b bytes.Buffer
 	if err := report.Coordinator(ctx, path, &b); err != nil {
@@ -46,7 +56,8 @@ func TestCoordinator(t *testing.T) {
 	page := b.String()
 	checkPage(t, page, 1)
 	for _, want := range []string{
-		"<code>run-0</code>", "[3.7080, 4.4920]", "<td>unknown</td>",
+		"<code>run-0</code>", "<td>4.1000</td><td>0.2000</td><td>[3.7080, 4.4920]</td><td>4.2500</td>",
+		"<code>run-00</code>", "<td>none</td><td>none</td><td>none</td><td>3.9000</td>",
 		"Run <code>run-1</code>, step 42", `<td class="l">b</td><td>120</td><td>3</td>`,
 		"30 rounds, final loss 12.5",
 	} {

@@ -63,9 +63,11 @@ const siteHTML = `<!DOCTYPE html>
 
 <h2>Average treatment effects</h2>
 {{if .ATEs}}<table>
-<tr><th class="l">scope</th><th>ATE</th><th>standard error</th><th>95% interval (ATE ± 1.96·se)</th><th>rows</th></tr>
-{{range .ATEs}}<tr><td class="l">{{.Scope}}</td><td>{{.ATE}}</td><td>{{.SE}}</td><td>{{.Interval}}</td><td>{{.N}}</td></tr>
-{{end}}</table>{{else}}<p class="note">No ATE recorded.</p>{{end}}
+<tr><th class="l">scope</th><th class="l">estimator</th><th>ATE</th><th>standard error</th><th>95% interval</th><th>rows</th><th>propensities clipped</th></tr>
+{{range .ATEs}}<tr><td class="l">{{.Scope}}</td><td class="l">{{.Estimator}}</td><td>{{.ATE}}</td><td>{{.SE}}</td><td>{{.Interval}}</td><td>{{.N}}</td><td>{{.Clipped}}</td></tr>
+{{end}}</table>
+<p>aipw: the doubly robust estimate, with propensity and outcome models cross-fitted on other folds of each site's rows; its standard error comes from the influence function, and the interval is ATE ± 1.96·se. plugin: the mean of the CausalRFF CATEs (the paper's estimate); it has no standard error, and on confounded data it can be biased.</p>
+{{else}}<p class="note">No ATE recorded.</p>{{end}}
 
 <h2>Training loss per round</h2>
 {{with .Loss}}<img {{.Src}} alt="{{.Alt}}"><p>The loss J<sup>(s)</sup> this site computed on its own rows at each round, where a round is one evaluation of the federated objective: a spike is a trial step of the optimiser's line search, which it then rejected.</p>{{else}}<p class="note">{{.LossNote}}</p>{{end}}
@@ -75,7 +77,7 @@ const siteHTML = `<!DOCTYPE html>
 {{with .Transfer}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.TransferNote}}</p>{{end}}
 
 <h2>Conditional average treatment effects</h2>
-{{with .CATE}}<img {{.Src}} alt="{{.Alt}}"><p>Solid lines mark the ATEs; dashed lines their 95% intervals (ATE ± 1.96·se).</p>{{else}}<p class="note">{{.CATENote}}</p>{{end}}
+{{with .CATE}}<img {{.Src}} alt="{{.Alt}}"><p>Solid lines mark the ATEs; dashed lines the 95% intervals of the AIPW ones.</p>{{else}}<p class="note">{{.CATENote}}</p>{{end}}
 
 <h2>Propensity overlap</h2>
 {{with .Overlap}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.OverlapNote}}</p>{{end}}
@@ -116,8 +118,8 @@ const coordinatorHTML = `<!DOCTYPE html>
 
 <h2>Finished runs</h2>
 {{if .Runs}}<table>
-<tr><th class="l">run</th><th class="l">finished</th><th>global ATE</th><th>standard error</th><th>95% interval (ATE ± 1.96·se)</th><th>rows</th></tr>
-{{range .Runs}}<tr><td class="l"><code>{{.Run}}</code></td><td class="l">{{.Finished}}</td><td>{{.ATE}}</td><td>{{.SE}}</td><td>{{.Interval}}</td><td>{{.Rows}}</td></tr>
+<tr><th class="l">run</th><th class="l">finished</th><th>global ATE (AIPW)</th><th>standard error</th><th>95% interval</th><th>plug-in ATE</th><th>rows</th></tr>
+{{range .Runs}}<tr><td class="l"><code>{{.Run}}</code></td><td class="l">{{.Finished}}</td><td>{{.ATE}}</td><td>{{.SE}}</td><td>{{.Interval}}</td><td>{{.PlugIn}}</td><td>{{.Rows}}</td></tr>
 {{end}}</table>{{else}}<p class="note">No run has finished yet.</p>{{end}}
 
 <h2>Run in progress</h2>

@@ -228,20 +228,21 @@ func hist(bs []plotter.HistogramBin, fill color.Color) *plotter.Histogram {
 
 // ateLine is an ATE to mark on the CATE histogram.
 type ateLine struct {
-	name  string
-	ate   float64
-	se    float64 // NaN when unknown
-	color color.Color
+	name string
+	ate  float64
+	// lower and upper bound the 95% interval; NaN when there is none.
+	lower, upper float64
+	color        color.Color
 }
 
 // cateHist draws the histogram of the CATEs with each ATE as a solid line
-// and its 95% interval (ATE ± 1.96·se) as dashed lines.
+// and its 95% interval, where it has one, as dashed lines.
 func cateHist(cates []float64, ates []ateLine) (Figure, error) {
 	lo, hi := slices.Min(cates), slices.Max(cates)
 	for _, a := range ates {
 		lo, hi = min(lo, a.ate), max(hi, a.ate)
-		if !math.IsNaN(a.se) {
-			lo, hi = min(lo, a.ate-1.96*a.se), max(hi, a.ate+1.96*a.se)
+		if !math.IsNaN(a.lower) {
+			lo, hi = min(lo, a.lower), max(hi, a.upper)
 		}
 	}
 	bs := bins(cates, 30, lo, hi)
@@ -262,10 +263,10 @@ func cateHist(cates []float64, ates []ateLine) (Figure, error) {
 		}
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s ATE %.3f", a.name, a.ate), l)
-		if math.IsNaN(a.se) {
+		if math.IsNaN(a.lower) {
 			continue
 		}
-		for i, x := range []float64{a.ate - 1.96*a.se, a.ate + 1.96*a.se} {
+		for i, x := range []float64{a.lower, a.upper} {
 			l, err := vline(x, 0, top, a.color, true)
 			if err != nil {
 				return Figure{}, err

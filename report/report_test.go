@@ -49,7 +49,10 @@ func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 		t.Fatal(err)
 	}
 	res := store.Results{
-		ATE: []store.ATE{{Scope: store.ScopeLocal, ATE: 1.2, SE: 0.15, N: n}},
+		ATE: []store.ATE{
+			{Scope: store.ScopeLocal, Estimator: store.EstimatorAIPW, ATE: 1.2, SE: 0.15, Lower: 0.906, Upper: 1.494, N: n, Clipped: 2},
+			{Scope: store.ScopeLocal, Estimator: store.EstimatorPlugIn, ATE: 0.9, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN(), N: n, Clipped: -1},
+		},
 		Transfer: []store.Transfer{
 			{Peer: "hospital-b", Model: "outcome", Lambda: 0.8}, {Peer: "hospital-c", Model: "outcome", Lambda: 0.1},
 			{Peer: "hospital-b", Model: "propensity", Lambda: 0.6}, {Peer: "hospital-c", Model: "propensity", Lambda: 0.3},
@@ -70,7 +73,7 @@ func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 	if err := s.WriteResults(ctx, "run-1", res); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, ATE: 1.0, SE: 0.08, N: 3 * n}); err != nil {
+	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorAIPW, ATE: 1.0, SE: 0.08, Lower: 0.8432, Upper: 1.1568, N: 3 * n}); err != nil {
 		t.Fatal(err)
 	}
 	if withLoss {
@@ -135,7 +138,9 @@ func TestSite(t *testing.T) {
 	checkPage(t, page, 4)
 	for _, want := range []string{
 		"run <code>run-1</code>",
-		"[0.9060, 1.4940]", // local ATE ± 1.96·0.15
+		`<td class="l">local</td><td class="l">aipw</td><td>1.2000</td><td>0.1500</td><td>[0.9060, 1.4940]</td><td>200</td><td>2</td>`,
+		`<td class="l">local</td><td class="l">plugin</td><td>0.9000</td><td>none</td><td>none</td><td>200</td><td>-</td>`,
+		`<td class="l">global</td><td class="l">aipw</td><td>1.0000</td><td>0.0800</td><td>[0.8432, 1.1568]</td>`,
 		"Positivity warning:</strong> 25 of 200 scored rows (12.5%)",
 		"(25 treated, 0 control)",
 		`<td class="l">sent</td><td class="l">gradient</td><td>1</td><td>2</td><td>8.0 KiB (8192 B)</td>`,

@@ -51,11 +51,13 @@ type runInfo struct {
 }
 
 type ateRow struct {
-	Scope    string
-	ATE      string
-	SE       string
-	Interval string
-	N        int
+	Scope     string
+	Estimator string
+	ATE       string
+	SE        string
+	Interval  string
+	N         int
+	Clipped   string
 }
 
 // auditRow sums crff_audit by direction and kind.
@@ -144,7 +146,7 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 		if a.Scope == store.ScopeGlobal {
 			c = colGlobal
 		}
-		lines = append(lines, ateLine{name: string(a.Scope), ate: a.ATE, se: a.SE, color: c})
+		lines = append(lines, ateLine{name: string(a.Scope) + " " + a.Estimator, ate: a.ATE, lower: a.Lower, upper: a.Upper, color: c})
 	}
 	cates, err := s.ReadCATE(ctx)
 	if err != nil {
@@ -198,10 +200,14 @@ func outside(ps []float64, low, high float64) int {
 
 // newATERow formats an ATE for the table of ATEs.
 func newATERow(a store.ATE) ateRow {
-	r := ateRow{Scope: string(a.Scope), ATE: fmt.Sprintf("%.4f", a.ATE), SE: "unknown", Interval: "unknown", N: a.N}
+	r := ateRow{Scope: string(a.Scope), Estimator: a.Estimator, ATE: fmt.Sprintf("%.4f", a.ATE),
+		SE: "none", Interval: "none", N: a.N, Clipped: "-"}
 	if !math.IsNaN(a.SE) {
 		r.SE = fmt.Sprintf("%.4f", a.SE)
-		r.Interval = fmt.Sprintf("[%.4f, %.4f]", a.ATE-1.96*a.SE, a.ATE+1.96*a.SE)
+		r.Interval = fmt.Sprintf("[%.4f, %.4f]", a.Lower, a.Upper)
+	}
+	if a.Clipped >= 0 {
+		r.Clipped = fmt.Sprint(a.Clipped)
 	}
 	return r
 }

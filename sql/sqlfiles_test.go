@@ -157,3 +157,53 @@ func TestCateRecordsView(t *testing.T) {
 		t.Error("NUL in id column name accepted")
 	}
 }
+
+// TestMigrationATEEstimators applies the migrations up to 0004, writes a
+// crff_ate row of that schema, and checks that 0005 keeps it as a plugin
+// estimate whose old se, which was not a standard error, is dropped.
+func TestMigrationATEEstimators(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite")+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(m Migration) {
+		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
+		}
+	}
+	for _, m := range ms[:4] {
+		apply(m)
+	}
+	for _, q := range []string{
+		`INSERT INTO crff_run (run, state, layout, started_at) VALUES ('r1', 'current', '{}', '2026-01-01T00:00:00.000Z')`,
+		`INSERT INTO crff_ate (scope, ate, se, n, run, computed_at) VALUES ('local', 1.5, 0.01, 300, 'r1', '2026-01-01T00:00:00.000Z')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(ms[4])
+	var scope, estimator string
+	var ate float64
+	var se, lower sql.NullFloat64
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT scope, estimator, ate, se, lower, n FROM crff_ate`).Scan(&scope, &estimator, &ate, &se, &lower, &n); err != nil {
+		t.Fatal(err)
+	}
+	if scope != "local" || estimator != "plugin" || ate != 1.5 || se.Valid || lower.Valid || n != 300 {
+		t.Errorf("migrated row: %s %s %v se %v lower %v n %d", scope, estimator, ate, se, lower, n)
+	}
+	// One row per scope and estimator.
+	if _, err := db.ExecContext(ctx, `INSERT INTO crff_ate (scope, estimator, ate, n, run, computed_at) VALUES ('local', 'plugin', 2, 3, 'r1', 'x')`); err == nil {
+		t.Error("a second local plugin row was accepted")
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO crff_ate (scope, estimator, ate, se, lower, upper, n, run, computed_at) VALUES ('local', 'aipw', 2, 0.1, 2.2, 1.8, 3, 'r1', 'x')`); err == nil {
+		t.Error("an interval with upper < lower was accepted")
+	}
+}

@@ -47,19 +47,31 @@ func checkCATE(cs []CATE) error {
 }
 
 func checkATE(as []ATE) error {
-	seen := map[Scope]bool{}
+	type key struct {
+		scope     Scope
+		estimator string
+	}
+	seen := map[key]bool{}
 	for _, a := range as {
+		k := key{a.Scope, a.Estimator}
+		nan := math.IsNaN(a.SE)
 		switch {
 		case a.Scope != ScopeLocal && a.Scope != ScopeGlobal:
 			return fmt.Errorf("%w: ATE scope %q: must be local or global", ErrBadResult, a.Scope)
-		case seen[a.Scope]:
-			return fmt.Errorf("%w: two %s ATEs", ErrBadResult, a.Scope)
+		case a.Estimator != EstimatorAIPW && a.Estimator != EstimatorPlugIn:
+			return fmt.Errorf("%w: %s ATE estimator %q: must be %s or %s", ErrBadResult, a.Scope, a.Estimator, EstimatorAIPW, EstimatorPlugIn)
+		case seen[k]:
+			return fmt.Errorf("%w: two %s %s ATEs", ErrBadResult, a.Scope, a.Estimator)
 		case !finite(a.ATE) || math.IsInf(a.SE, 0) || a.SE < 0:
-			return fmt.Errorf("%w: %s ATE: ate not finite or se negative or infinite", ErrBadResult, a.Scope)
+			return fmt.Errorf("%w: %s %s ATE: ate not finite or se negative or infinite", ErrBadResult, a.Scope, a.Estimator)
+		case nan != math.IsNaN(a.Lower) || nan != math.IsNaN(a.Upper) || math.IsInf(a.Lower, 0) || math.IsInf(a.Upper, 0) || a.Lower > a.Upper:
+			return fmt.Errorf("%w: %s %s ATE: interval [%v, %v] with se %v", ErrBadResult, a.Scope, a.Estimator, a.Lower, a.Upper, a.SE)
 		case a.N <= 0:
-			return fmt.Errorf("%w: %s ATE over %d rows", ErrBadResult, a.Scope, a.N)
+			return fmt.Errorf("%w: %s %s ATE over %d rows", ErrBadResult, a.Scope, a.Estimator, a.N)
+		case a.Clipped < -1 || a.Clipped > a.N:
+			return fmt.Errorf("%w: %s %s ATE: %d clipped rows of %d", ErrBadResult, a.Scope, a.Estimator, a.Clipped, a.N)
 		}
-		seen[a.Scope] = true
+		seen[k] = true
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func Example() {
 	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
 		log.Fatal(err)
 	}
-	res := store.Results{ATE: []store.ATE{{Scope: store.ScopeLocal, ATE: -1.9, SE: 0.4, N: recs.Len()}}}
+	res := store.Results{ATE: []store.ATE{{Scope: store.ScopeLocal, Estimator: store.EstimatorAIPW, ATE: -1.9, SE: 0.4, Lower: -2.684, Upper: -1.116, N: recs.Len()}}}
 	for _, id := range recs.IDs {
 		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: -1.9, SD: 0.5, Lower: -2.9, Upper: -0.9, Y0: 5.5, Y1: 3.6, Propensity: 0.5})
 	}
@@ -59,11 +59,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("%s ATE %.1f over %d rows\n", ates[0].Scope, ates[0].ATE, ates[0].N)
+	fmt.Printf("%s %s ATE %.1f [%.2f, %.2f] over %d rows\n", ates[0].Scope, ates[0].Estimator, ates[0].ATE, ates[0].Lower, ates[0].Upper, ates[0].N)
 	// Output:
 	// covariates: [age smoker] binary: [false true]
 	// rows: 4
-	// local ATE -1.9 over 4 rows
+	// local aipw ATE -1.9 [-2.68, -1.12] over 4 rows
 }
 
 // Validation errors name the file, the table, the column and the first

@@ -168,7 +168,10 @@ func fileDigest(t testing.TB, path string) string {
 // fakeResults returns results for ids, with every value equal to v so that
 // a reader can tell runs apart.
 func fakeResults(ids []store.RowID, v float64) store.Results {
-	res := store.Results{ATE: []store.ATE{{Scope: store.ScopeLocal, ATE: v, SE: 0.1, N: len(ids)}}}
+	res := store.Results{ATE: []store.ATE{
+		{Scope: store.ScopeLocal, Estimator: store.EstimatorAIPW, ATE: v, SE: 0.1, Lower: v - 0.196, Upper: v + 0.196, N: len(ids), Clipped: 0},
+		{Scope: store.ScopeLocal, Estimator: store.EstimatorPlugIn, ATE: v, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN(), N: len(ids), Clipped: -1},
+	}}
 	for _, id := range ids {
 		res.CATE = append(res.CATE, store.CATE{
 			RowID: id, CATE: v, SD: 0.5, Lower: v - 1, Upper: v + 1, Y0: 1, Y1: 1 + v, Propensity: 0.5,

@@ -34,27 +34,30 @@ func (s *Site) ReadCATE(ctx context.Context) ([]CATE, error) {
 	return out, err
 }
 
-// ReadATE returns crff_ate: the local ATE, then the global one, where
-// present.
+// ReadATE returns crff_ate: the local ATEs, then the global ones, where
+// present; within a scope the AIPW estimate comes first.
 func (s *Site) ReadATE(ctx context.Context) ([]ATE, error) {
 	var out []ATE
 	err := s.readTx(ctx, "read crff_ate from", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx,
-			`SELECT scope, ate, se, n, run, computed_at FROM crff_ate ORDER BY scope = 'global', scope`)
+			`SELECT scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at FROM crff_ate
+			 ORDER BY scope = 'global', scope, estimator != 'aipw', estimator`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var a ATE
-			var se sql.NullFloat64
+			var se, lower, upper sql.NullFloat64
+			var clipped sql.NullInt64
 			var at string
-			if err := rows.Scan(&a.Scope, &a.ATE, &se, &a.N, &a.Run, &at); err != nil {
+			if err := rows.Scan(&a.Scope, &a.Estimator, &a.ATE, &se, &lower, &upper, &a.N, &clipped, &a.Run, &at); err != nil {
 				return err
 			}
-			a.SE = math.NaN()
-			if se.Valid {
-				a.SE = se.Float64
+			a.SE, a.Lower, a.Upper = nullFloat(se), nullFloat(lower), nullFloat(upper)
+			a.Clipped = -1
+			if clipped.Valid {
+				a.Clipped = int(clipped.Int64)
 			}
 			if a.ComputedAt, err = parseTime(at); err != nil {
 				return fmt.Errorf("%w: crff_ate.computed_at: %w", ErrCorrupt, err)
@@ -64,6 +67,14 @@ func (s *Site) ReadATE(ctx context.Context) ([]ATE, error) {
 		return rows.Err()
 	})
 	return out, err
+}
+
+// nullFloat returns v's value, or NaN for NULL.
+func nullFloat(v sql.NullFloat64) float64 {
+	if !v.Valid {
+		return math.NaN()
+	}
+	return v.Float64
 }
 
 // ReadTransfer returns crff_transfer, ordered by peer and model.

@@ -32,12 +32,25 @@ const (
 	ScopeGlobal Scope = "global" // over every site of the federation
 )
 
-// ATE is an average treatment effect.
+// Estimators of crff_ate: the names of package inference.
+const (
+	EstimatorAIPW   = "aipw"   // doubly robust, cross-fitted, with a standard error
+	EstimatorPlugIn = "plugin" // the mean of the CausalRFF CATEs, without one
+)
+
+// ATE is an average treatment effect by one estimator.
 type ATE struct {
-	Scope Scope
-	ATE   float64
-	SE    float64 // standard error; NaN when unknown (stored as NULL)
-	N     int     // rows it averages over
+	Scope     Scope
+	Estimator string // EstimatorAIPW or EstimatorPlugIn
+	ATE       float64
+	// SE is the standard error and Lower..Upper the 95% interval; NaN when
+	// the estimator has none (stored as NULL).
+	SE           float64
+	Lower, Upper float64
+	N            int // rows it averages over
+	// Clipped is the number of rows whose propensity was clipped, or −1
+	// when the estimator uses none (stored as NULL).
+	Clipped int
 
 	Run        string    // set when read back; ignored when writing
 	ComputedAt time.Time // set when read back; ignored when writing
@@ -56,7 +69,7 @@ type Transfer struct {
 // Results are everything a run publishes at a site.
 type Results struct {
 	CATE     []CATE      // one per scored row, each id once
-	ATE      []ATE       // at most one per scope
+	ATE      []ATE       // at most one per scope and estimator
 	Transfer []Transfer  // at most one per (peer, model)
 	Rejected []Rejection // the rows left out of the run (Records.Rejected)
 }
@@ -141,7 +154,8 @@ func (s *Site) AppendScores(ctx context.Context, run string, scores []CATE, reje
 	})
 }
 
-// WriteATE sets ATEs of the current run, replacing those of the same scope;
+// WriteATE sets ATEs of the current run, replacing those of the same scope
+// and estimator;
 // for example the global ATE, which arrives from the coordinator after the
 // site's results are written. It fails with ErrStaleRun when run is not the
 // current run.
@@ -214,17 +228,25 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 
 func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {
 	at := now()
+	null := func(v float64) any {
+		if math.IsNaN(v) {
+			return nil
+		}
+		return v
+	}
 	for _, a := range as {
-		var se any
-		if !math.IsNaN(a.SE) {
-			se = a.SE
+		var clipped any
+		if a.Clipped >= 0 {
+			clipped = a.Clipped
 		}
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO crff_ate (scope, ate, se, n, run, computed_at) VALUES (?, ?, ?, ?, ?, ?)
-			 ON CONFLICT (scope) DO UPDATE SET ate = excluded.ate, se = excluded.se, n = excluded.n,
+			`INSERT INTO crff_ate (scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			 ON CONFLICT (scope, estimator) DO UPDATE SET ate = excluded.ate, se = excluded.se,
+			     lower = excluded.lower, upper = excluded.upper, n = excluded.n, clipped = excluded.clipped,
 			     run = excluded.run, computed_at = excluded.computed_at`,
-			string(a.Scope), a.ATE, se, a.N, run, at); err != nil {
-			return fmt.Errorf("%s ATE: %w", a.Scope, err)
+			string(a.Scope), a.Estimator, a.ATE, null(a.SE), null(a.Lower), null(a.Upper), a.N, clipped, run, at); err != nil {
+			return fmt.Errorf("%s %s ATE: %w", a.Scope, a.Estimator, err)
 		}
 	}
 	return nil

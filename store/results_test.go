@@ -58,14 +58,16 @@ func TestWriteResults(t *testing.T) {
 		t.Errorf("crff_cate: %d rows, first %+v", len(cates), cates[0])
 	}
 	ates, err := s.ReadATE(ctx)
-	if err != nil || len(ates) != 1 || ates[0].Scope != store.ScopeLocal || ates[0].ATE != 2 || ates[0].N != 12 {
+	if err != nil || len(ates) != 2 || ates[0].Scope != store.ScopeLocal || ates[0].Estimator != store.EstimatorAIPW ||
+		ates[0].ATE != 2 || ates[0].N != 12 || ates[0].SE != 0.1 || ates[0].Lower != 2-0.196 || ates[0].Clipped != 0 ||
+		ates[1].Estimator != store.EstimatorPlugIn || !math.IsNaN(ates[1].SE) || !math.IsNaN(ates[1].Upper) || ates[1].Clipped != -1 {
 		t.Errorf("crff_ate: %+v, %v", ates, err)
 	}
-	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, ATE: 1.5, SE: math.NaN(), N: 40}); err != nil {
+	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorPlugIn, ATE: 1.5, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN(), N: 40, Clipped: -1}); err != nil {
 		t.Fatal(err)
 	}
 	ates, _ = s.ReadATE(ctx)
-	if len(ates) != 2 || ates[1].Scope != store.ScopeGlobal || !math.IsNaN(ates[1].SE) || ates[1].N != 40 {
+	if len(ates) != 3 || ates[2].Scope != store.ScopeGlobal || !math.IsNaN(ates[2].SE) || ates[2].N != 40 {
 		t.Errorf("crff_ate after the global ATE: %+v", ates)
 	}
 	tr, err := s.ReadTransfer(ctx)
@@ -87,7 +89,7 @@ func TestWriteResults(t *testing.T) {
 	}
 	var scope string
 	var ate float64
-	if err := db.QueryRow(`SELECT scope, ate FROM crff_ate WHERE scope = 'local'`).Scan(&scope, &ate); err != nil || ate != 2 {
+	if err := db.QueryRow(`SELECT scope, ate FROM crff_ate WHERE scope = 'local' AND estimator = 'aipw'`).Scan(&scope, &ate); err != nil || ate != 2 {
 		t.Errorf("local ATE %v, %v", ate, err)
 	}
 	s.Close()
@@ -163,6 +165,12 @@ func TestWriteResultsRefuses(t *testing.T) {
 		{"duplicate id", "run-1", func(r *store.Results) { r.CATE[1].RowID = r.CATE[0].RowID }, store.ErrBadResult},
 		{"NULL id", "run-1", func(r *store.Results) { r.CATE[1].RowID = store.RowID{} }, store.ErrBadResult},
 		{"scope", "run-1", func(r *store.Results) { r.ATE[0].Scope = "site" }, store.ErrBadResult},
+		{"estimator", "run-1", func(r *store.Results) { r.ATE[0].Estimator = "ols" }, store.ErrBadResult},
+		{"two local aipw", "run-1", func(r *store.Results) { r.ATE[1] = r.ATE[0] }, store.ErrBadResult},
+		{"interval without se", "run-1", func(r *store.Results) { r.ATE[1].Lower, r.ATE[1].Upper = 1, 2 }, store.ErrBadResult},
+		{"se without interval", "run-1", func(r *store.Results) { r.ATE[0].Upper = math.NaN() }, store.ErrBadResult},
+		{"ATE lower > upper", "run-1", func(r *store.Results) { r.ATE[0].Lower = r.ATE[0].Upper + 1 }, store.ErrBadResult},
+		{"clipped > n", "run-1", func(r *store.Results) { r.ATE[0].Clipped = r.ATE[0].N + 1 }, store.ErrBadResult},
 		{"lambda", "run-1", func(r *store.Results) { r.Transfer = []store.Transfer{{Peer: "a", Model: "m", Lambda: 1.5}} }, store.ErrBadResult},
 	}
 	for _, tt := range tests {

@@ -97,8 +97,9 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 		for _, n := range res.Rows {
 			total += n
 		}
-		if _, err := fmt.Fprintf(a.stdout, "run %s: %d sites, %d rows; global ATE %.4f (se %.4f)\n",
-			res.RunID, len(sites), total, res.GlobalATE, res.GlobalSE); err != nil {
+		g := res.GlobalAIPW
+		if _, err := fmt.Fprintf(a.stdout, "run %s: %d sites, %d rows; global ATE %.4f, 95%% interval [%.4f, %.4f] (AIPW, se %.4f); plug-in %.4f\n",
+			res.RunID, len(sites), total, g.Estimate, g.Lower, g.Upper, g.SE, res.GlobalATE); err != nil {
 			return err
 		}
 		if once {

@@ -146,7 +146,10 @@ func startDemoDaemon(ctx context.Context, pluginDir, logDir, name string, errs c
 type demoSite struct {
 	name                  string
 	n                     int
-	local, global, trueTE float64
+	local, global, trueTE float64 // AIPW ATEs and the truth
+	localLo, localHi      float64 // the local AIPW interval
+	globalLo, globalHi    float64 // the global AIPW interval
+	localPlugIn           float64 // the mean CausalRFF CATE
 	pehe, ateErr          float64
 	treated, control      int                           // scored rows by arm
 	extreme               int                           // scored rows with a propensity outside the positivity bounds
@@ -166,12 +169,15 @@ func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
 		return s, fmt.Errorf("read %s: %w", path, err)
 	}
 	for _, q := range []struct {
-		scope string
-		dst   *float64
-	}{{"local", &s.local}, {"global", &s.global}} {
-		if err := db.QueryRowContext(ctx, `SELECT ate FROM crff_ate WHERE scope = ?`, q.scope).Scan(q.dst); err != nil {
+		scope     string
+		ate, l, u *float64
+	}{{"local", &s.local, &s.localLo, &s.localHi}, {"global", &s.global, &s.globalLo, &s.globalHi}} {
+		if err := db.QueryRowContext(ctx, `SELECT ate, lower, upper FROM crff_ate WHERE scope = ? AND estimator = 'aipw'`, q.scope).Scan(q.ate, q.l, q.u); err != nil {
 			return s, fmt.Errorf("read the %s ATE of %s: %w", q.scope, path, err)
 		}
+	}
+	if err := db.QueryRowContext(ctx, `SELECT ate FROM crff_ate WHERE scope = 'local' AND estimator = 'plugin'`).Scan(&s.localPlugIn); err != nil {
+		return s, fmt.Errorf("read the local plug-in ATE of %s: %w", path, err)
 	}
 	s.ateErr = math.Abs(s.local - s.trueTE)
 	if err := db.QueryRowContext(ctx, `SELECT coalesce(sum(treated), 0), coalesce(sum(control), 0),
@@ -211,9 +217,10 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 		sumTrue += float64(s.n) * s.trueTE
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SITE\tROWS\tTREATED\tLOCAL ATE\tTRUE ATE\tSQRT(PEHE)\tATE ERROR")
+	fmt.Fprintln(tw, "SITE\tROWS\tTREATED\tLOCAL ATE\tTRUE ATE\tSQRT(PEHE)\tATE ERROR\t95% INTERVAL\tPLUG-IN ATE")
 	for _, s := range sites {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%.4f\t%.4f\t%.4f\t%.4f\n", s.name, s.n, 100*float64(s.treated)/float64(max(s.treated+s.control, 1)), s.local, s.trueTE, s.pehe, s.ateErr)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%.4f\t%.4f\t%.4f\t%.4f\t[%.4f, %.4f] %s\t%.4f\n", s.name, s.n, 100*float64(s.treated)/float64(max(s.treated+s.control, 1)),
+			s.local, s.trueTE, s.pehe, s.ateErr, s.localLo, s.localHi, covers(s.localLo, s.localHi, s.trueTE), s.localPlugIn)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -223,9 +230,10 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 			fmt.Fprintln(w, line)
 		}
 	}
-	global := sites[0].global
-	fmt.Fprintf(w, "\nglobal ATE %.4f (n-weighted mean of the local ATEs: %.4f); true %.4f; error %.4f\n",
-		global, sumATE/sumN, sumTrue/sumN, math.Abs(global-sumTrue/sumN))
+	global, truth := sites[0].global, sumTrue/sumN
+	fmt.Fprintf(w, "\nglobal ATE %.4f (n-weighted mean of the local ATEs: %.4f); true %.4f; error %.4f; 95%% interval [%.4f, %.4f] %s\n",
+		global, sumATE/sumN, truth, math.Abs(global-truth), sites[0].globalLo, sites[0].globalHi, covers(sites[0].globalLo, sites[0].globalHi, truth))
+	fmt.Fprintln(w, "ATEs are doubly robust (AIPW) estimates with cross-fitted nuisance models; the plug-in ATE is the mean CausalRFF CATE, without a standard error; sqrt(PEHE) is of the CausalRFF CATEs.")
 
 	for _, k := range estimator.Kinds {
 		m := k.String()
@@ -260,7 +268,7 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 	_, err := fmt.Fprintf(w, `
 Look at the results with any SQLite client:
   sqlite3 %[1]s 'SELECT * FROM crff_cate ORDER BY cate DESC LIMIT 10'
-  sqlite3 %[1]s 'SELECT scope, ate, se, n FROM crff_ate'
+  sqlite3 %[1]s 'SELECT scope, estimator, ate, se, lower, upper, n FROM crff_ate'
   sqlite3 %[1]s 'SELECT kind, direction, count(*), sum(bytes) FROM crff_audit GROUP BY kind, direction'
 `, site1)
 	return err
@@ -316,4 +324,12 @@ func borrowSummary(sites []demoSite, names []string, model string) string {
 		verdict = "NOT borrowed from least"
 	}
 	return fmt.Sprintf("%s model: the dissimilar %s is %s (mean λ toward it %.3f; among the similar sites %.3f)", model, last, verdict, toLast, among)
+}
+
+// covers says whether the interval [lo, hi] holds the true value.
+func covers(lo, hi, truth float64) string {
+	if lo <= truth && truth <= hi {
+		return "(covers the truth)"
+	}
+	return "(misses the truth)"
 }

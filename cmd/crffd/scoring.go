@@ -5,12 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"math"
+	"io"
 	"time"
 
-	"gonum.org/v1/gonum/stat"
-
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/store"
 )
@@ -33,17 +32,39 @@ func cateRows(ids []store.RowID, e *estimator.Effects) []store.CATE {
 	return out
 }
 
-// localATE is the mean CATE over the site's rows, with the standard error
-// of that mean over the rows (the spread of the effects across the site's
-// population, not the model's own uncertainty, which crff_cate's intervals
-// carry per row).
-func localATE(e *estimator.Effects) store.ATE {
-	n := len(e.CATE)
-	se := math.NaN()
-	if n > 1 {
-		se = stat.StdDev(e.CATE, nil) / math.Sqrt(float64(n))
+// localATEs returns the site's AIPW ATE, from the cross-fitted nuisances
+// nu of its rows d, and its plug-in ATE, the mean of the CATEs in e, in
+// that order.
+func localATEs(d *estimator.Data, nu inference.Nuisance, e *estimator.Effects) ([]store.ATE, error) {
+	aipw, _, clipped, err := inference.AIPWEstimate(d.W, d.Y, nu)
+	if err != nil {
+		return nil, err
 	}
-	return store.ATE{Scope: store.ScopeLocal, ATE: e.ATE, SE: se, N: n}
+	plugin, err := inference.PlugIn(e.CATE)
+	if err != nil {
+		return nil, err
+	}
+	return []store.ATE{
+		storeATE(store.ScopeLocal, store.EstimatorAIPW, aipw, clipped),
+		storeATE(store.ScopeLocal, store.EstimatorPlugIn, plugin, -1),
+	}, nil
+}
+
+// storeATE is e as a crff_ate row; clipped is −1 for an estimator without
+// propensities.
+func storeATE(scope store.Scope, estimator string, e inference.Estimate, clipped int) store.ATE {
+	return store.ATE{Scope: scope, Estimator: estimator, ATE: e.Estimate, SE: e.SE, Lower: e.Lower, Upper: e.Upper, N: e.N, Clipped: clipped}
+}
+
+// printATEs prints the AIPW ATE of scope with its interval, the headline,
+// then the plug-in ATE: ates as localATEs or siteATEs return them.
+func printATEs(w io.Writer, scope string, ates ...store.ATE) error {
+	aipw, plugin := ates[0], ates[1]
+	_, err := fmt.Fprintf(w, "%s ATE %.4f, 95%% interval [%.4f, %.4f] (AIPW, se %.4f, %d rows, %d propensities clipped to [%g, %g])\n"+
+		"%s ATE %.4f (plug-in: mean CausalRFF CATE; no standard error)\n",
+		scope, aipw.ATE, aipw.Lower, aipw.Upper, aipw.SE, aipw.N, aipw.Clipped, inference.DefaultClip, 1-inference.DefaultClip,
+		scope, plugin.ATE)
+	return err
 }
 
 // trainingProgress shows each training round on bar: the model, its round

@@ -115,9 +115,16 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored; local ATE %.4f (se %.4f, n %d); global ATE %.4f\n",
-			r.RunID, len(r.Effects.CATE), r.Local.ATE, r.Local.SE, r.Local.N, r.Global.ATE); err != nil {
+		if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored\n", r.RunID, len(r.Effects.CATE)); err != nil {
 			return err
+		}
+		for _, sc := range []struct {
+			scope store.Scope
+			ate   federation.SiteATE
+		}{{store.ScopeLocal, r.Local}, {store.ScopeGlobal, r.Global}} {
+			if err := printATEs(a.stdout, string(sc.scope), siteATEs(sc.scope, sc.ate)...); err != nil {
+				return err
+			}
 		}
 		if once {
 			return nil
@@ -226,10 +233,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	}
 	res := store.Results{
 		CATE: cateRows(recs.IDs, r.Effects),
-		ATE: []store.ATE{
-			{Scope: store.ScopeLocal, ATE: r.Local.ATE, SE: r.Local.SE, N: r.Local.N},
-			{Scope: store.ScopeGlobal, ATE: r.Global.ATE, SE: r.Global.SE, N: r.Global.N},
-		},
+		ATE:      append(siteATEs(store.ScopeLocal, r.Local), siteATEs(store.ScopeGlobal, r.Global)...),
 		Rejected: recs.Rejected,
 	}
 	for _, k := range estimator.Kinds {
@@ -300,4 +304,13 @@ func finiteLosses(ls []store.Loss) []store.Loss {
 		}
 	}
 	return out
+}
+
+// siteATEs returns a federated site's ATEs of scope as crff_ate rows: the
+// AIPW estimate, then the plug-in one.
+func siteATEs(scope store.Scope, a federation.SiteATE) []store.ATE {
+	return []store.ATE{
+		storeATE(scope, store.EstimatorAIPW, a.AIPW, a.Clipped),
+		storeATE(scope, store.EstimatorPlugIn, a.PlugIn, -1),
+	}
 }

@@ -42,6 +42,7 @@ var modelSettings = func() []setting {
 		{"model.optimizer", d.Method.String(), "lbfgs or adam"},
 		{"model.learning_rate", d.LearningRate, "Adam's step size"},
 		{"model.samples", d.Samples, "effect samples per row"},
+		{"model.folds", d.Folds, "folds over which the nuisance models of the doubly robust (AIPW) ATE are cross-fitted at each site"},
 		{"model.mh_steps", d.MHSteps, "Metropolis–Hastings steps per effect sample (0: sample the latent z from q)"},
 		{"model.transfer", d.Transfer.String(), "learned, none or full (federations only)"},
 		{"model.transfer_prior", d.TransferPrior, "κ of the Beta(1+κ,1) prior on every learned transfer factor λ"},
@@ -80,6 +81,7 @@ func (a *app) modelConfig() (estimator.Config, error) {
 	c.LearningRate = a.v.GetFloat64("model.learning_rate")
 	c.Samples = a.v.GetInt("model.samples")
 	c.MHSteps = a.v.GetInt("model.mh_steps")
+	c.Folds = a.v.GetInt("model.folds")
 	c.Seed = a.v.GetUint64("model.seed")
 	c.TransferPrior = a.v.GetFloat64("model.transfer_prior")
 	switch m := a.v.GetString("model.optimizer"); m {

@@ -1,0 +1,194 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/inference"
+)
+
+// streamFolds keys the cross-fitting folds of a site.
+const streamFolds uint64 = 0x666f6c6473 // "folds"
+
+// Nuisance returns the nuisance predictions of data's rows (only data.X is
+// read) from site's propensity and outcome models: ê(x) = p(w = 1 | x) and
+// the outcome model's means μ̂0(x), μ̂1(x) in the outcome's own units
+// (probabilities for a binary outcome). For an outcome modelled as log y
+// the mean of y is exp(m + s²/2), with m the log-scale mean and s the
+// outcome model's learned noise scale, not the median exp(m).
+func (m *Model) Nuisance(site int, data *Data) (inference.Nuisance, error) {
+	if m == nil || m.Setup == nil || m.Propensity == nil || m.Outcome == nil {
+		return inference.Nuisance{}, errors.New("estimator: propensity and outcome models are not fitted")
+	}
+	if site < 0 || site >= len(m.Propensity.Weights) || site >= len(m.Outcome.Weights) ||
+		m.Propensity.Weights[site] == nil || m.Outcome.Weights[site] == nil {
+		return inference.Nuisance{}, fmt.Errorf("estimator: no site %d", site)
+	}
+	if data == nil || data.X == nil {
+		return inference.Nuisance{}, errors.New("estimator: nil data")
+	}
+	if data.X.IsEmpty() {
+		return inference.Nuisance{Propensity: []float64{}, Mu0: []float64{}, Mu1: []float64{}}, nil
+	}
+	if _, dx := data.X.Dims(); dx != len(m.Setup.Schema.Binary) {
+		return inference.Nuisance{}, fmt.Errorf("estimator: %d covariates, want %d", dx, len(m.Setup.Schema.Binary))
+	}
+	prop, mu0, mu1 := m.nuisanceModelUnits(site, m.Setup.standardizeX(data.X))
+	nu := inference.Nuisance{Propensity: prop, Mu0: mu0, Mu1: mu1}
+	sd := m.outcomeSD()
+	for i := range mu0 {
+		nu.Mu0[i] = m.Setup.yMean(mu0[i], sd)
+		nu.Mu1[i] = m.Setup.yMean(mu1[i], sd)
+	}
+	return nu, nil
+}
+
+// nuisanceModelUnits returns the propensity and the outcome model's means,
+// in model units (logits for a binary outcome), of standardised rows x.
+func (m *Model) nuisanceModelUnits(site int, x *mat.Dense) (prop, mu0, mu1 []float64) {
+	n, _ := x.Dims()
+	setup := m.Setup
+	phi := setup.Maps[mapPropensity].Map(nil, x, m.Propensity.Shared["a"][0])
+	var col mat.Dense
+	col.Mul(phi, m.Propensity.Weights[site]["psi"])
+	prop = make([]float64, n)
+	for i := range n {
+		prop[i] = sigmoid(col.At(i, 0))
+	}
+	ow := m.Outcome.Weights[site]
+	setup.Maps[mapOutcome].Map(phi, x, m.Outcome.Shared["a"][0])
+	a := mat.NewVecDense(n, nil)
+	b := mat.NewVecDense(n, nil)
+	a.MulVec(phi, ow["beta0"].ColView(0))
+	b.MulVec(phi, ow["beta1"].ColView(0))
+	return prop, a.RawVector().Data, b.RawVector().Data
+}
+
+// outcomeSD is the outcome model's noise scale in model units, e^t, or 0
+// for a binary outcome.
+func (m *Model) outcomeSD() float64 {
+	if t, ok := m.Outcome.Shared["t"]; ok {
+		return math.Exp(t[0])
+	}
+	return 0
+}
+
+// standardizeX returns the covariates standardised with the pooled scaler.
+func (s *Setup) standardizeX(src *mat.Dense) *mat.Dense {
+	n, dx := src.Dims()
+	x := mat.NewDense(n, dx, nil)
+	for i := range n {
+		in, out := src.RawRowView(i), x.RawRowView(i)
+		for j := range dx {
+			out[j] = (in[j] - s.Scaler.Mean[j]) / s.Scaler.Scale[j]
+		}
+	}
+	return x
+}
+
+// CrossFit returns nuisance predictions for every row of data, the rows
+// of federation site site, each from propensity and outcome models that
+// did not see the row. The rows are split into folds (inference.Folds,
+// stratified by arm and keyed by Config.Seed and site; Config.Folds of
+// them), and for each fold
+// the two models are trained on the site's other folds alone and predict
+// the fold.
+//
+// The models see only the site's own rows, so cross-fitting costs no
+// federated rounds and sends nothing; it uses setup's standardisation and
+// base frequencies, which a federation agrees on before training, so a
+// site daemon and the simulated federation get the same predictions.
+func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inference.Nuisance, error) {
+	if setup == nil {
+		return inference.Nuisance{}, errors.New("estimator: nil setup")
+	}
+	folds := setup.Config.folds()
+	if err := data.validate(setup.Schema); err != nil {
+		return inference.Nuisance{}, err
+	}
+	assign, err := inference.Folds(data.W, folds, mix(streamFolds, setup.Config.Seed, uint64(site)))
+	if err != nil {
+		return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %w", site, err)
+	}
+	n := data.Rows()
+	out := inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n)}
+	for k := range folds {
+		var train, held []int
+		for i, f := range assign {
+			if f == k {
+				held = append(held, i)
+			} else {
+				train = append(train, i)
+			}
+		}
+		if len(held) == 0 {
+			continue
+		}
+		if len(train) == 0 {
+			return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %d rows are too few for %d folds", site, n, folds)
+		}
+		model, err := fitNuisance(ctx, []*Data{data.rows(train)}, setup)
+		if err != nil {
+			return inference.Nuisance{}, fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %w", site, k+1, folds, err)
+		}
+		nu, err := model.Nuisance(0, data.rows(held))
+		if err != nil {
+			return inference.Nuisance{}, err
+		}
+		for r, i := range held {
+			out.Propensity[i], out.Mu0[i], out.Mu1[i] = nu.Propensity[r], nu.Mu0[r], nu.Mu1[r]
+		}
+	}
+	return out, nil
+}
+
+// fitNuisance trains the propensity and outcome models on the sites' rows
+// under setup.
+func fitNuisance(ctx context.Context, sites []*Data, setup *Setup) (*Model, error) {
+	ss := make([]*Site, len(sites))
+	for s, d := range sites {
+		var err error
+		if ss[s], err = NewSite(s, d, setup); err != nil {
+			return nil, err
+		}
+	}
+	model := &Model{Setup: setup}
+	for _, k := range []Kind{Propensity, Outcome} {
+		c, err := NewCoordinator(k, len(ss), setup)
+		if err != nil {
+			return nil, err
+		}
+		t, err := Train(ctx, c, ss, setup.Config.Workers)
+		if err != nil {
+			return nil, fmt.Errorf("training the %v model: %w", k, err)
+		}
+		for _, site := range ss {
+			site.Release()
+		}
+		if k == Propensity {
+			model.Propensity = t
+		} else {
+			model.Outcome = t
+		}
+	}
+	return model, nil
+}
+
+// rows returns the rows idx of d, in that order.
+func (d *Data) rows(idx []int) *Data {
+	_, dx := d.X.Dims()
+	out := &Data{X: &mat.Dense{}, W: make([]float64, len(idx)), Y: make([]float64, len(idx))}
+	if len(idx) == 0 {
+		return out
+	}
+	out.X = mat.NewDense(len(idx), dx, nil)
+	for r, i := range idx {
+		copy(out.X.RawRowView(r), d.X.RawRowView(i))
+		out.W[r], out.Y[r] = d.W[i], d.Y[i]
+	}
+	return out
+}
