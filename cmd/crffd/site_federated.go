@@ -232,7 +232,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		return err
 	}
 	res := store.Results{
-		CATE: cateRows(recs.IDs, r.Effects),
+		CATE:     cateRows(recs.IDs, r.Effects),
 		ATE:      append(siteATEs(store.ScopeLocal, r.Local), siteATEs(store.ScopeGlobal, r.Global)...),
 		Rejected: recs.Rejected,
 	}
