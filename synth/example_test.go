@@ -73,3 +73,44 @@ func ExampleUniformDeltas() {
 	// Output:
 	// 100 sources of 1000 rows
 }
+
+// A simple known-truth design: linear confounding by age and score and a
+// constant effect of 2. The true ATE of the drawn rows, the mean of Tau, is
+// exactly the population ATE here.
+func ExampleGenerate_linearConstant() {
+	d := synth.Design{Name: synth.DesignLinearConstant, Sources: 1, Rows: 1000, Seed: 1}
+	src, err := synth.Generate(d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var ate float64
+	for _, tau := range src[0].Tau() {
+		ate += tau
+	}
+	ate /= float64(src[0].Rows())
+	population, err := synth.PopulationATE(d.Name, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("covariates:", d.Covariates())
+	fmt.Println("true ATE of the rows:", ate, "population:", population)
+	// Output:
+	// covariates: [age sex score]
+	// true ATE of the rows: 2 population: 2
+}
+
+// The true population ATE of every simple design at Δ = 0.
+func ExamplePopulationATE() {
+	for _, name := range synth.DesignNames()[1:] {
+		ate, err := synth.PopulationATE(name, 0)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%-15s %.4f\n", name, ate)
+	}
+	// Output:
+	// linear-constant 2.0000
+	// linear-varying  2.0000
+	// lognormal       2.0251
+	// binary          0.2060
+}

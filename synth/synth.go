@@ -16,8 +16,9 @@ import (
 // used when Design.Proxies is zero.
 const DefaultProxies = 30
 
-// ErrDesign means that a Design, or the arguments of UniformDeltas, are out
-// of range. The wrapping error says which field and why.
+// ErrDesign means that a Design, or the arguments of UniformDeltas or
+// PopulationATE, are out of range. The wrapping error says which field and
+// why.
 var ErrDesign = errors.New("synth: invalid design")
 
 // Constants of the model; see the package documentation.
@@ -49,24 +50,36 @@ const (
 
 // Design describes one synthetic data set: Sources sources of Rows rows each.
 type Design struct {
+	// Name selects the model: "" or DesignPaper for the paper's design, or
+	// one of the simple designs DesignLinearConstant, DesignLinearVarying,
+	// DesignLogNormal and DesignBinary (see the package documentation and
+	// DesignNames).
+	Name string
 	// Sources is the number of sources, at least 1.
 	Sources int
 	// Rows is the number of rows of every source, at least 1.
 	Rows int
 	// Delta holds the shift Δ of every source, in order. It must be nil,
 	// meaning Δ = 0 for all sources, or have one finite value per source.
+	// In the simple designs Δ is the mean of the covariate score.
 	Delta []float64
-	// Proxies is the number of proxy covariates; 0 means DefaultProxies.
+	// Proxies is the number of proxy covariates of the paper's design; 0
+	// means DefaultProxies. The simple designs have their own three
+	// covariates and need Proxies = 0.
 	Proxies int
 	// Seed selects the coefficients and every random draw.
 	Seed uint64
-	// BinaryOutcome selects the binary-outcome variant of the design.
+	// BinaryOutcome selects the binary-outcome variant of the paper's
+	// design. The simple designs refuse it: DesignBinary is their binary
+	// outcome.
 	BinaryOutcome bool
 }
 
 // validate checks d and returns its number of proxies.
 func (d Design) validate() (proxies int, err error) {
 	switch {
+	case !isDesign(d.Name):
+		return 0, unknownDesign(d.Name)
 	case d.Sources < 1:
 		return 0, fmt.Errorf("%w: %d sources, want at least 1", ErrDesign, d.Sources)
 	case d.Rows < 1:
@@ -81,6 +94,15 @@ func (d Design) validate() (proxies int, err error) {
 			return 0, fmt.Errorf("%w: Δ of source %d is %v", ErrDesign, s+1, v)
 		}
 	}
+	if isSimple(d.Name) {
+		switch {
+		case d.Proxies != 0:
+			return 0, fmt.Errorf("%w: %d proxies: design %s has its own covariates (age, sex, score), want Proxies 0", ErrDesign, d.Proxies, d.Name)
+		case d.BinaryOutcome:
+			return 0, fmt.Errorf("%w: BinaryOutcome is a variant of the paper's design, not of design %s; use design %s for a binary outcome", ErrDesign, d.Name, DesignBinary)
+		}
+		return 0, nil
+	}
 	if d.Proxies == 0 {
 		return DefaultProxies, nil
 	}
@@ -90,11 +112,16 @@ func (d Design) validate() (proxies int, err error) {
 // Generate draws the data set that d describes and returns one table per
 // source, in order. Every table passes dataset.Table.Validate; write them
 // with dataset.Write, one file per source or, after dataset.Concat, one file
-// with the sources as consecutive blocks.
+// with the sources as consecutive blocks. Design.Covariates names the
+// columns of X. An invalid design, or a shift so large that a simple
+// design's values overflow, is an error wrapping ErrDesign.
 func Generate(d Design) ([]*dataset.Table, error) {
 	proxies, err := d.validate()
 	if err != nil {
 		return nil, err
+	}
+	if isSimple(d.Name) {
+		return generateSimple(d)
 	}
 	wd := newWorld(d.Seed, proxies)
 	out := make([]*dataset.Table, d.Sources)

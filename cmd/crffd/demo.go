@@ -69,7 +69,7 @@ func runDemo(ctx context.Context, a *app, dir string, rows int, seed uint64) err
 	if err != nil {
 		return err
 	}
-	if _, err := writeSiteFiles(ctx, dir, tables, false); err != nil {
+	if _, err := writeSiteFiles(ctx, dir, tables, false, nil); err != nil {
 		return err
 	}
 	if _, err := writeFederation(dir, len(names)); err != nil {

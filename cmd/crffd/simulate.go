@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 // simulateOptions are the flags of crffd simulate.
 type simulateOptions struct {
 	sources, rows, replicates int
+	design                    string
 	delta                     string
 	deltaUniform              string
 	seed                      uint64
@@ -28,20 +30,41 @@ type simulateOptions struct {
 }
 
 func newSimulateCmd(a *app) *cobra.Command {
-	o := simulateOptions{sources: 3, rows: 1000, replicates: 1, seed: 1, format: "csv"}
+	o := simulateOptions{sources: 3, rows: 1000, replicates: 1, seed: 1, format: "csv", design: synth.DesignPaper}
 	cmd := &cobra.Command{
 		Use:   "simulate --out DIR",
-		Short: "Write data from the paper's synthetic design (Sec. 5.1)",
-		Long: `simulate draws sources from the synthetic design of the CausalRFF paper: a
-latent class z over five classes, 30 binary proxies, a treatment and outcomes that
-depend on z, and a shift Δ per source. With --format csv it writes one file per
-replicate, synth_1.csv, synth_2.csv, ..., in the IHDP layout (w, y, y_cfactual,
-mu0, mu1, x1..x30; no header) with the sources as consecutive blocks of --rows
-rows, ready for crffd eval --source-size ROWS. With --format sqlite it writes one
-site file per source, siteK.sqlite, holding the table records (id, w, y, x1..x30)
-and the table truth (id, mu0, mu1, y_cfactual), and beside it siteK.yaml, a
-ready single-site configuration for crffd fit. With --federation it also writes
-a local sandbox federation: certs/ (a CA and one certificate folder per daemon),
+		Short: "Write simulated data: the paper's synthetic design (Sec. 5.1) or a simple known-truth design",
+		Long: `simulate draws sources from a synthetic design with known effects. The default,
+--design paper, is the synthetic design of the CausalRFF paper: a latent class z
+over five classes, 30 binary proxies x1..x30, a treatment and outcomes that
+depend on z, and a shift Δ per source (--binary-outcome: crffd's binary variant).
+
+The simple designs have three covariates, age ~ N(50, 10²), sex ~ Bern(0.5) and
+score ~ N(Δ, 1) (Δ, the source's shift, moves the mean of score), and a
+treatment confounded by age and score: with a = (age - 50)/10,
+w ~ Bern(σ(0.8·a + 0.8·score)), treated share 0.5 at Δ = 0. Then, with
+independent noise ε0, ε1 ~ N(0, 1) for the two potential outcomes:
+  linear-constant  mu0 = 1 + a + 0.5·sex + 1.5·score, mu1 = mu0 + 2,
+                   y(w) = mu_w + ε_w; true CATE 2 in every row, ATE 2
+  linear-varying   the same mu0, mu1 = mu0 + 1.5 + sex + score,
+                   y(w) = mu_w + ε_w; true ATE 2 + Δ (2 at Δ = 0)
+  lognormal        m = 0.3·a + 0.2·sex + 0.5·score,
+                   y(w) = exp(m + 0.75·w + 0.8·ε_w), mu_w = exp(m + 0.75·w + 0.32);
+                   true ATE 2.0251·e^(Δ/2) (2.0251 at Δ = 0)
+  binary           η = -0.5 + 0.5·a + 0.3·sex + 0.8·score, mu0 = σ(η),
+                   mu1 = σ(η + 1), y(w) ~ Bern(mu_w); true ATE 0.2060 at Δ = 0
+The true ATE is the population mean of mu1 - mu0; the package documentation of
+synth gives the derivations (go doc github.com/crffd/crffd/synth).
+
+With --format csv it writes one file per replicate, synth_1.csv, synth_2.csv,
+..., in the IHDP layout (w, y, y_cfactual, mu0, mu1, then the covariates:
+x1..x30, or age, sex, score; no header) with the sources as consecutive blocks
+of --rows rows, ready for crffd eval --source-size ROWS. With --format sqlite it
+writes one site file per source, siteK.sqlite, holding the table records (id, w,
+y, then the covariates by name: x1..x30, or age, sex, score) and the table truth
+(id, mu0, mu1, y_cfactual), and beside it siteK.yaml, a ready single-site
+configuration for crffd fit. With --federation it also writes a local sandbox
+federation: certs/ (a CA and one certificate folder per daemon),
 coordinator.yaml, and a federation section in every siteK.yaml, wired for the
 grpc transport over loopback on free ports, so that
   crffd coordinator --config DIR/coordinator.yaml --once
@@ -53,13 +76,14 @@ started in any order complete a federated run.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.design, "design", o.design, "design: "+strings.Join(synth.DesignNames(), ", ")+" (see above)")
 	f.IntVar(&o.sources, "sources", o.sources, "number of sources")
 	f.IntVar(&o.rows, "rows", o.rows, "rows per source")
 	f.IntVar(&o.replicates, "replicates", o.replicates, "number of replicates (files), each with its own seed")
-	f.StringVar(&o.delta, "delta", "", "shift Δ per source: one value for all, or a comma-separated list (default 0)")
+	f.StringVar(&o.delta, "delta", "", "shift Δ per source: one value for all, or a comma-separated list (default 0); in the simple designs the mean of score")
 	f.StringVar(&o.deltaUniform, "delta-uniform", "", "draw Δ per source from U[LO,HI], e.g. 0,8 (the paper's large setting)")
 	f.Uint64Var(&o.seed, "seed", o.seed, "seed of the first replicate; replicate k uses seed+k-1")
-	f.BoolVar(&o.binary, "binary-outcome", false, "binary outcomes (crffd's own variant of the design)")
+	f.BoolVar(&o.binary, "binary-outcome", false, "binary outcomes (crffd's own variant of the paper's design; for a simple design use --design binary)")
 	f.StringVar(&o.format, "format", o.format, "output format: csv (IHDP layout) or sqlite (siteK.sqlite and siteK.yaml per source)")
 	f.StringVar(&o.out, "out", "", "output directory (created if missing)")
 	f.BoolVar(&o.federation, "federation", false, "with --format sqlite: also write a federation CA and certificates, coordinator.yaml and siteK.yaml wired for grpc over loopback on free ports")
@@ -113,6 +137,13 @@ func (o simulateOptions) deltas(seed uint64) ([]float64, error) {
 }
 
 func runSimulate(ctx context.Context, a *app, o simulateOptions) error {
+	if !slices.Contains(synth.DesignNames(), o.design) {
+		return fmt.Errorf("--design %q: want one of %s", o.design, strings.Join(synth.DesignNames(), ", "))
+	}
+	if o.binary && o.design != synth.DesignPaper {
+		return fmt.Errorf("--binary-outcome applies to --design %s only; --design %s is a binary-outcome design of its own",
+			synth.DesignPaper, synth.DesignBinary)
+	}
 	if o.format != "csv" && o.format != "sqlite" {
 		return fmt.Errorf("--format %q: want csv or sqlite", o.format)
 	}
@@ -134,12 +165,14 @@ func runSimulate(ctx context.Context, a *app, o simulateOptions) error {
 		if err != nil {
 			return err
 		}
-		tables, err := synth.Generate(synth.Design{Sources: o.sources, Rows: o.rows, Delta: delta, Seed: seed, BinaryOutcome: o.binary})
+		design := synth.Design{Name: o.design, Sources: o.sources, Rows: o.rows, Delta: delta, Seed: seed, BinaryOutcome: o.binary}
+		tables, err := synth.Generate(design)
 		if err != nil {
 			return err
 		}
 		if o.format == "sqlite" {
-			paths, err := writeSiteFiles(ctx, o.out, tables, o.binary)
+			binary := o.binary || o.design == synth.DesignBinary
+			paths, err := writeSiteFiles(ctx, o.out, tables, binary, design.Covariates())
 			if err != nil {
 				return err
 			}
@@ -163,7 +196,16 @@ func runSimulate(ctx context.Context, a *app, o simulateOptions) error {
 		if err := writeTable(path, all); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "%s: %d sources × %d rows, seed %d\n", path, o.sources, o.rows, seed)
+		if o.design == synth.DesignPaper {
+			fmt.Fprintf(a.stdout, "%s: %d sources × %d rows, seed %d\n", path, o.sources, o.rows, seed)
+			continue
+		}
+		var ate float64
+		for _, tau := range all.Tau() {
+			ate += tau
+		}
+		fmt.Fprintf(a.stdout, "%s: %d sources × %d rows, seed %d, design %s, true ATE of the rows %.4f\n",
+			path, o.sources, o.rows, seed, o.design, ate/float64(all.Rows()))
 	}
 	return nil
 }

@@ -24,11 +24,15 @@ const (
 )
 
 // writeSiteFile writes one source as a site file: the records (id, w, y,
-// x1..xd) and the truth (id, mu0, mu1, y_cfactual). An existing file is
-// refused rather than mixed with new data.
-func writeSiteFile(ctx context.Context, path string, t *dataset.Table) error {
+// then the covariates, named by names, or x1..xd when names is nil) and the
+// truth (id, mu0, mu1, y_cfactual). An existing file is refused rather than
+// mixed with new data.
+func writeSiteFile(ctx context.Context, path string, t *dataset.Table, names []string) error {
 	if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("simulate: %s already exists; choose an empty --out directory", path)
+	}
+	if names != nil && len(names) != t.Covariates() {
+		return fmt.Errorf("simulate: %s: %d covariate names for %d covariates", path, len(names), t.Covariates())
 	}
 	site, err := store.Open(ctx, path, store.Options{Create: true})
 	if err != nil {
@@ -38,7 +42,11 @@ func writeSiteFile(ctx context.Context, path string, t *dataset.Table) error {
 	n, dx := t.X.Dims()
 	cols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "w", Type: store.Integer}, {Name: "y", Type: store.Real}}
 	for j := 1; j <= dx; j++ {
-		cols = append(cols, store.Column{Name: fmt.Sprintf("x%d", j), Type: store.Real})
+		name := fmt.Sprintf("x%d", j)
+		if names != nil {
+			name = names[j-1]
+		}
+		cols = append(cols, store.Column{Name: name, Type: store.Real})
 	}
 	rows := make([][]any, n)
 	truth := make([][]any, n)
@@ -81,13 +89,15 @@ kernel:
 `, name, dbFile, simRecordsTable, outcome)
 }
 
-// writeSiteFiles writes siteK.sqlite and siteK.yaml for every source.
-func writeSiteFiles(ctx context.Context, dir string, tables []*dataset.Table, binary bool) ([]string, error) {
+// writeSiteFiles writes siteK.sqlite and siteK.yaml for every source, with
+// the covariates named by names (nil: x1..xd) and the outcome declared
+// binary or continuous.
+func writeSiteFiles(ctx context.Context, dir string, tables []*dataset.Table, binary bool, names []string) ([]string, error) {
 	var paths []string
 	for k, t := range tables {
 		name := fmt.Sprintf("site%d", k+1)
 		db := filepath.Join(dir, name+".sqlite")
-		if err := writeSiteFile(ctx, db, t); err != nil {
+		if err := writeSiteFile(ctx, db, t, names); err != nil {
 			return nil, err
 		}
 		cfg := filepath.Join(dir, name+".yaml")
