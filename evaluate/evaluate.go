@@ -75,6 +75,13 @@ type Result struct {
 	AIPWATE   *float64 `json:"aipw_ate,omitempty"`
 	AIPWLower *float64 `json:"aipw_lower,omitempty"`
 	AIPWUpper *float64 `json:"aipw_upper,omitempty"`
+	// The DR-calibrated CATE (inference.Calibration of the mode's CATE,
+	// fitted on the scored rows' pseudo-outcomes): its sqrt(PEHE), the
+	// share of scored rows whose 95% interval holds mu1 − mu0, and the
+	// mean width of those intervals; absent for tlearner.
+	DRSqrtPEHE   *float64 `json:"dr_sqrt_pehe,omitempty"`
+	CATECoverage *float64 `json:"cate_coverage,omitempty"`
+	CATEWidth    *float64 `json:"cate_width,omitempty"`
 }
 
 // Summary is the mean and standard error of the results of one mode and
@@ -102,6 +109,14 @@ type Summary struct {
 	AIPWBiasMean   *float64 `json:"aipw_bias_mean,omitempty"`
 	AIPWCoverage   *float64 `json:"aipw_coverage,omitempty"`
 	AIPWWidthMean  *float64 `json:"aipw_width_mean,omitempty"`
+
+	// The DR-calibrated CATE, over the runs that have it: mean and
+	// standard error of its sqrt(PEHE), the mean share of scored rows
+	// whose interval holds mu1 − mu0 (cate_coverage), and the mean width.
+	DRSqrtPEHEMean *float64 `json:"dr_sqrt_pehe_mean,omitempty"`
+	DRSqrtPEHESE   *float64 `json:"dr_sqrt_pehe_se,omitempty"`
+	CATECoverage   *float64 `json:"cate_coverage,omitempty"`
+	CATEWidthMean  *float64 `json:"cate_width_mean,omitempty"`
 }
 
 // Report holds every run and the summaries, in the order of the plan.
@@ -252,7 +267,7 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 			return r, err
 		}
 		cate = eff.CATE
-		if err := r.aipw(model, p.TestSource-1, test.Data()); err != nil {
+		if err := r.aipw(model, p.TestSource-1, test.Data(), cate, test.Tau()); err != nil {
 			return r, err
 		}
 	}
@@ -269,17 +284,42 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 }
 
 // aipw sets the AIPW estimate and interval of the rows d from the
-// nuisances of model's site.
-func (r *Result) aipw(model *estimator.Model, site int, d *estimator.Data) error {
+// nuisances of model's site, and the figures of the DR-calibrated CATE
+// against the true effects tau.
+func (r *Result) aipw(model *estimator.Model, site int, d *estimator.Data, cate, tau []float64) error {
 	nu, err := model.Nuisance(site, d)
 	if err != nil {
 		return err
 	}
-	e, _, _, err := inference.AIPWEstimate(d.W, d.Y, nu)
+	psi, _, err := inference.Scores(d.W, d.Y, nu, inference.DefaultClip)
+	if err != nil {
+		return err
+	}
+	e, err := inference.Accumulate(psi).Estimate()
 	if err != nil {
 		return err
 	}
 	r.AIPWATE, r.AIPWLower, r.AIPWUpper = &e.Estimate, &e.Lower, &e.Upper
+	cal, err := inference.FitCalibration(psi, cate, d.X)
+	if err != nil {
+		return err
+	}
+	dr, _, lo, hi, err := cal.Interval(cate, d.X)
+	if err != nil {
+		return err
+	}
+	pehe, err := estimator.SqrtPEHE(dr, tau)
+	if err != nil {
+		return err
+	}
+	var covered, width float64
+	for i, t := range tau {
+		if lo[i] <= t && t <= hi[i] {
+			covered++
+		}
+		width += hi[i] - lo[i]
+	}
+	r.DRSqrtPEHE, r.CATECoverage, r.CATEWidth = &pehe, ptr(covered/float64(len(tau))), ptr(width/float64(len(tau)))
 	return nil
 }
 
@@ -292,6 +332,7 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 		pehe, ate, bias              float64
 		aipwErr, aipwBias, aipwCover float64
 		aipwWidth                    float64
+		dr, cover, width             float64
 		runs, aipwRuns               int
 	}
 	var out []Summary
@@ -320,10 +361,13 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 						a.aipwCover++
 					}
 					a.aipwWidth += *r.AIPWUpper - *r.AIPWLower
+					a.dr += *r.DRSqrtPEHE
+					a.cover += *r.CATECoverage
+					a.width += *r.CATEWidth
 					a.aipwRuns++
 				}
 			}
-			var pehe, ate, bias, aErr, aBias, aCover, aWidth []float64
+			var pehe, ate, bias, aErr, aBias, aCover, aWidth, dr, cCover, cWidth []float64
 			for _, n := range order {
 				a := sums[n]
 				runs := float64(a.runs)
@@ -336,6 +380,9 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 					aBias = append(aBias, a.aipwBias/ar)
 					aCover = append(aCover, a.aipwCover/ar)
 					aWidth = append(aWidth, a.aipwWidth/ar)
+					dr = append(dr, a.dr/ar)
+					cCover = append(cCover, a.cover/ar)
+					cWidth = append(cWidth, a.width/ar)
 				}
 			}
 			s := Summary{Mode: mode, Sources: k, N: len(pehe), Seeds: seeds}
@@ -348,6 +395,10 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 				s.AIPWBiasMean = ptr(stat.Mean(aBias, nil))
 				s.AIPWCoverage = ptr(stat.Mean(aCover, nil))
 				s.AIPWWidthMean = ptr(stat.Mean(aWidth, nil))
+				dm, dse := meanSE(dr)
+				s.DRSqrtPEHEMean, s.DRSqrtPEHESE = &dm, &dse
+				s.CATECoverage = ptr(stat.Mean(cCover, nil))
+				s.CATEWidthMean = ptr(stat.Mean(cWidth, nil))
 			}
 			out = append(out, s)
 		}

@@ -248,6 +248,18 @@ func TestRunSmall(t *testing.T) {
 		if r.Mode == "full" && r.Rounds == 0 {
 			t.Errorf("%+v: no rounds counted", r)
 		}
+		// ATEErr is |ATE − ATETrue|; only the CausalRFF modes have the
+		// doubly robust figures, and an interval holds its estimate.
+		if math.Abs(math.Abs(r.ATE-r.ATETrue)-r.ATEErr) > 1e-12 {
+			t.Errorf("%+v: ATE error is not |ate − ate_true|", r)
+		}
+		hasAIPW := r.AIPWATE != nil && r.DRSqrtPEHE != nil && r.CATECoverage != nil
+		if hasAIPW != (r.Mode == "full") {
+			t.Errorf("%+v: AIPW figures present %v", r, hasAIPW)
+		}
+		if hasAIPW && !(*r.AIPWLower < *r.AIPWATE && *r.AIPWATE < *r.AIPWUpper && *r.CATECoverage >= 0 && *r.CATECoverage <= 1) {
+			t.Errorf("%+v: AIPW %v not inside [%v, %v], or CATE coverage %v", r, *r.AIPWATE, *r.AIPWLower, *r.AIPWUpper, *r.CATECoverage)
+		}
 	}
 	// Runs are deterministic: a second evaluation gives the same errors.
 	again, err := Run(context.Background(), Plan{
@@ -262,5 +274,47 @@ func TestRunSmall(t *testing.T) {
 		if a.SqrtPEHE != b.SqrtPEHE || a.ATEErr != b.ATEErr || a.Rounds != b.Rounds {
 			t.Errorf("run %d differs on a rerun: %+v vs %+v", i, a, b)
 		}
+	}
+}
+
+// TestSummariseInference checks the doubly robust figures of a summary
+// against runs made by hand: two replicates, one of them with two seeds.
+func TestSummariseInference(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	run := func(rep int, seed uint64, aipw, lo, hi, dr, cover, width float64) Result {
+		return Result{Replicate: rep, Mode: "learned", Sources: 1, Seed: seed, ATETrue: 2, ATE: 1.5,
+			AIPWATE: f(aipw), AIPWLower: f(lo), AIPWUpper: f(hi), DRSqrtPEHE: f(dr), CATECoverage: f(cover), CATEWidth: f(width)}
+	}
+	runs := []Result{
+		run(1, 0, 2.1, 1.9, 2.3, 0.2, 0.9, 1), // covers
+		run(1, 1, 2.5, 2.2, 2.8, 0.4, 0.7, 3), // misses
+		run(2, 0, 1.8, 1.7, 1.9, 0.3, 1.0, 2), // misses
+		{Replicate: 1, Mode: "tlearner", Sources: 1, ATETrue: 2, ATE: 2.2},
+	}
+	s := summarise(runs, []string{"learned", "tlearner"}, []int{1}, 2)
+	if len(s) != 2 {
+		t.Fatalf("%d summaries, want 2", len(s))
+	}
+	l := s[0]
+	// Replicate 1 averages its seeds: error (0.1+0.5)/2, coverage 1/2.
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"aipw_ate_err_mean", *l.AIPWATEErrMean, (0.3 + 0.2) / 2},
+		{"aipw_bias_mean", *l.AIPWBiasMean, (0.3 - 0.2) / 2},
+		{"aipw_coverage", *l.AIPWCoverage, (0.5 + 0) / 2},
+		{"aipw_width_mean", *l.AIPWWidthMean, (0.5 + 0.2) / 2},
+		{"dr_sqrt_pehe_mean", *l.DRSqrtPEHEMean, (0.3 + 0.3) / 2},
+		{"cate_coverage", *l.CATECoverage, (0.8 + 1.0) / 2},
+		{"cate_width_mean", *l.CATEWidthMean, (2 + 2) / 2},
+		{"ate_bias_mean", l.ATEBiasMean, -0.5},
+	} {
+		if math.Abs(c.got-c.want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if tl := s[1]; tl.AIPWATEErrMean != nil || tl.CATECoverage != nil || math.Abs(tl.ATEBiasMean-0.2) > 1e-12 {
+		t.Errorf("tlearner summary %+v: want no AIPW figures and bias 0.2", tl)
 	}
 }

@@ -1,0 +1,112 @@
+package inference
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// attenuated draws n rows with x ~ N(0, I₂), a true effect
+// τ(x) = 2 + x₁ − 0.5x₂, an estimate τ̂ = 0.5τ + 0.3 that is both shifted
+// and attenuated, and pseudo-outcomes ψ = τ + N(0, sd²).
+func attenuated(rng *rand.Rand, n int, sd float64) (x *mat.Dense, tau, cate, psi []float64) {
+	x = mat.NewDense(n, 2, nil)
+	tau, cate, psi = make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := range n {
+		a, b := rng.NormFloat64(), rng.NormFloat64()
+		x.Set(i, 0, a)
+		x.Set(i, 1, b)
+		tau[i] = 2 + a - 0.5*b
+		cate[i] = 0.5*tau[i] + 0.3
+		psi[i] = tau[i] + sd*rng.NormFloat64()
+	}
+	return x, tau, cate, psi
+}
+
+func TestCalibrationRecoversALinearBias(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	x, tau, cate, psi := attenuated(rng, 400, 0)
+	c, err := FitCalibration(psi, cate, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, se, lo, hi, err := c.Interval(cate, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if math.Abs(got[i]-tau[i]) > 1e-3 || se[i] > 1e-3 || lo[i] > got[i] || hi[i] < got[i] {
+			t.Fatalf("row %d: %v [%v, %v] (se %v), true %v", i, got[i], lo[i], hi[i], se[i], tau[i])
+		}
+	}
+	if c.Lambda != calibrationGrid[0] {
+		t.Errorf("λ = %v for noiseless pseudo-outcomes, want the smallest, %v", c.Lambda, calibrationGrid[0])
+	}
+}
+
+// TestCalibrationCoverage measures the per-row coverage of τ(x) over
+// replicates, and shows that the uncorrected estimate is far off.
+func TestCalibrationCoverage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	const reps, n = 200, 500
+	var covered, rows float64
+	var before, after float64
+	for range reps {
+		x, tau, cate, psi := attenuated(rng, n, 2)
+		c, err := FitCalibration(psi, cate, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, lo, hi, err := c.Interval(cate, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if lo[i] <= tau[i] && tau[i] <= hi[i] {
+				covered++
+			}
+			rows++
+			before += (cate[i] - tau[i]) * (cate[i] - tau[i])
+			after += (got[i] - tau[i]) * (got[i] - tau[i])
+		}
+	}
+	cov := covered / rows
+	if cov < 0.90 || cov > 0.99 {
+		t.Errorf("per-row coverage %.3f, want about 0.95", cov)
+	}
+	if b, a := math.Sqrt(before/rows), math.Sqrt(after/rows); a > 0.25 || b < 0.8 {
+		t.Errorf("sqrt(PEHE) %.3f before the correction, %.3f after; want > 0.8 and < 0.25", b, a)
+	}
+}
+
+func TestCalibrationErrors(t *testing.T) {
+	x := mat.NewDense(3, 2, []float64{1, 2, 3, 4, 5, 7})
+	for _, tc := range []struct {
+		name      string
+		psi, cate []float64
+	}{
+		{"lengths", []float64{1, 2}, []float64{1, 2, 3}},
+		{"too few rows", []float64{1, 2, 3}, []float64{1, 2, 3}},
+	} {
+		if _, err := FitCalibration(tc.psi, tc.cate, x); !errors.Is(err, ErrInput) {
+			t.Errorf("%s: error %v, want ErrInput", tc.name, err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	xs, _, cate, psi := attenuated(rng, 50, 1)
+	psi[7] = math.NaN()
+	if _, err := FitCalibration(psi, cate, xs); !errors.Is(err, ErrInput) {
+		t.Errorf("NaN pseudo-outcome: error %v, want ErrInput", err)
+	}
+	psi[7] = 0
+	c, err := FitCalibration(psi, cate, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, _, err := c.Interval(cate[:2], mat.NewDense(2, 3, nil)); !errors.Is(err, ErrInput) {
+		t.Errorf("Interval of 3 estimates for 3 rows of other width: error %v, want ErrInput", err)
+	}
+}
