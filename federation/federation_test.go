@@ -235,9 +235,13 @@ func TestEquivalenceWithSimulatedFederation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, ss, _, err := inference.AIPWEstimate(f.data[s].W, f.data[s].Y, nu)
+		an, err := inference.Analyse(f.data[s].W, f.data[s].Y, nu, r.res.Effects.CATE, f.data[s].X)
 		if err != nil {
 			t.Fatal(err)
+		}
+		e, ss := an.AIPW, an.Sums
+		if r.res.Calibration == nil || fmt.Sprint(r.res.Calibration.Params()) != fmt.Sprint(an.Calibration.Params()) {
+			t.Errorf("site %d: calibration %+v, simulated %+v", s, r.res.Calibration, an.Calibration)
 		}
 		local[s] = e
 		sums = sums.Add(ss)

@@ -122,6 +122,9 @@ type SiteResult struct {
 	Model        *estimator.Model   // the site's own model (estimator.NewSiteModel)
 	Kept         []int              // positions of the rows trained on (not dropped as duplicates)
 	Effects      *estimator.Effects // every row's effects, in Data order
+	// Calibration corrects the CATEs in Effects and gives their intervals
+	// (inference.Calibration); nil when the site has too few rows for one.
+	Calibration *inference.Calibration
 	Local        SiteATE            // over the kept rows
 	Global       SiteATE
 	Lambda       map[estimator.Kind][]float64 // the site's row of each model's Λ

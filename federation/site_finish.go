@@ -51,16 +51,19 @@ func (s *site) score(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if s.res.Local.PlugIn, err = inference.PlugIn(cate); err != nil {
 		return nil, err
 	}
-	// The nuisances of the AIPW estimate are cross-fitted on the site's own
-	// kept rows: no rounds, and nothing leaves but the three sums.
+	// The nuisances of the AIPW estimate, and of the calibration of the
+	// CATEs, are cross-fitted on the site's own kept rows: no rounds, and
+	// nothing leaves but the three sums.
 	nu, err := estimator.CrossFit(ctx, s.res.Setup, s.res.Index, s.kept)
 	if err != nil {
 		return nil, err
 	}
-	var sums inference.Sums
-	if s.res.Local.AIPW, sums, s.res.Local.Clipped, err = inference.AIPWEstimate(s.kept.W, s.kept.Y, nu); err != nil {
+	an, err := inference.Analyse(s.kept.W, s.kept.Y, nu, cate, s.kept.X)
+	if err != nil {
 		return nil, err
 	}
+	sums := an.Sums
+	s.res.Local.AIPW, s.res.Local.Clipped, s.res.Calibration = an.AIPW, an.Clipped, an.Calibration
 	a, err := s.reply(e, wire.KindATE, []wire.Tensor{
 		wire.Scalar(tATE, s.res.Local.PlugIn.Estimate), wire.Scalar(tN, float64(len(cate))),
 		wire.Scalar(tAIPWSum, sums.Sum), wire.Scalar(tAIPWSumSq, sums.SumSq), wire.Scalar(tClipped, float64(s.res.Local.Clipped))})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -174,15 +175,38 @@ func PlugIn(cate []float64) (Estimate, error) {
 	return Estimate{Estimate: s / float64(len(cate)), SE: nan, Lower: nan, Upper: nan, N: len(cate)}, nil
 }
 
-// AIPWEstimate returns the AIPW estimate of the rows with treatments w,
-// outcomes y and cross-fitted nuisances nu (propensities clipped to
-// DefaultClip), their Sums, and the number of rows clipped.
-func AIPWEstimate(w, y []float64, nu Nuisance) (Estimate, Sums, int, error) {
+// Analysis is what a site computes from its rows' cross-fitted nuisances:
+// the AIPW estimate with the Sums it shares and the number of rows whose
+// propensity was clipped (to DefaultClip), and the Calibration of its
+// CATEs, nil when the site has too few rows for one (no more than the
+// covariates plus one).
+type Analysis struct {
+	AIPW        Estimate
+	Sums        Sums
+	Clipped     int
+	Calibration *Calibration
+}
+
+// Analyse computes the Analysis of rows with treatments w, outcomes y,
+// cross-fitted nuisances nu, CATE estimates cate and covariates x (the
+// rows of x; nil x skips the calibration).
+func Analyse(w, y []float64, nu Nuisance, cate []float64, x mat.Matrix) (*Analysis, error) {
 	psi, clipped, err := Scores(w, y, nu, DefaultClip)
 	if err != nil {
-		return Estimate{}, Sums{}, 0, err
+		return nil, err
 	}
-	sums := Accumulate(psi)
-	e, err := sums.Estimate()
-	return e, sums, clipped, err
+	a := &Analysis{Sums: Accumulate(psi), Clipped: clipped}
+	if a.AIPW, err = a.Sums.Estimate(); err != nil {
+		return nil, err
+	}
+	if x == nil {
+		return a, nil
+	}
+	if n, d := x.Dims(); n <= d+1 {
+		return a, nil
+	}
+	if a.Calibration, err = FitCalibration(psi, cate, x); err != nil {
+		return nil, err
+	}
+	return a, nil
 }

@@ -165,3 +165,67 @@ func (c *Calibration) Interval(cate []float64, x mat.Matrix) (tau, se, lower, up
 	}
 	return tau, se, lower, upper, nil
 }
+
+// CalibrationParams are the fitted values of a Calibration, to store it
+// and rebuild it with NewCalibration: per covariate the mean and scale of
+// the fitting rows, the coefficients γ0, γ, their (d+1)×(d+1) covariance in
+// row-major order, the penalty and the number of rows.
+type CalibrationParams struct {
+	Mean   []float64 `json:"mean"`
+	Scale  []float64 `json:"scale"`
+	Coef   []float64 `json:"coef"`
+	Cov    []float64 `json:"cov"`
+	Lambda float64   `json:"lambda"`
+	N      int       `json:"n"`
+}
+
+// Params returns c's fitted values.
+func (c *Calibration) Params() CalibrationParams {
+	p := len(c.coef)
+	cov := make([]float64, p*p)
+	for a := range p {
+		for b := range p {
+			cov[a*p+b] = c.cov.At(a, b)
+		}
+	}
+	return CalibrationParams{Mean: append([]float64(nil), c.mean...), Scale: append([]float64(nil), c.scale...),
+		Coef: append([]float64(nil), c.coef...), Cov: cov, Lambda: c.Lambda, N: c.N}
+}
+
+// NewCalibration rebuilds a Calibration from its Params.
+func NewCalibration(p CalibrationParams) (*Calibration, error) {
+	d := len(p.Mean)
+	k := d + 1
+	switch {
+	case len(p.Scale) != d || len(p.Coef) != k || len(p.Cov) != k*k:
+		return nil, fmt.Errorf("%w: calibration of %d covariates with %d scales, %d coefficients and %d covariances",
+			ErrInput, d, len(p.Scale), len(p.Coef), len(p.Cov))
+	case !allFinite(p.Mean) || !allFinite(p.Scale) || !allFinite(p.Coef) || !allFinite(p.Cov):
+		return nil, fmt.Errorf("%w: calibration with a value that is not finite", ErrInput)
+	}
+	for _, s := range p.Scale {
+		if !(s > 0) {
+			return nil, fmt.Errorf("%w: calibration with scale %v", ErrInput, s)
+		}
+	}
+	cov := mat.NewSymDense(k, nil)
+	for a := range k {
+		for b := a; b < k; b++ {
+			if p.Cov[a*k+b] != p.Cov[b*k+a] {
+				return nil, fmt.Errorf("%w: calibration covariance is not symmetric", ErrInput)
+			}
+			cov.SetSym(a, b, p.Cov[a*k+b])
+		}
+	}
+	return &Calibration{mean: append([]float64(nil), p.Mean...), scale: append([]float64(nil), p.Scale...),
+		coef: append([]float64(nil), p.Coef...), cov: cov, Lambda: p.Lambda, N: p.N}, nil
+}
+
+func allFinite(v []float64) bool {
+	for _, x := range v {
+		if !finite(x) {
+			return false
+		}
+	}
+	return true
+}

@@ -110,3 +110,38 @@ func TestCalibrationErrors(t *testing.T) {
 		t.Errorf("Interval of 3 estimates for 3 rows of other width: error %v, want ErrInput", err)
 	}
 }
+
+func TestCalibrationParamsRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 3))
+	x, _, cate, psi := attenuated(rng, 100, 1)
+	c, err := FitCalibration(psi, cate, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := NewCalibration(c.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, sa, _, _, _ := c.Interval(cate, x)
+	b, sb, _, _, _ := c2.Interval(cate, x)
+	for i := range a {
+		if a[i] != b[i] || sa[i] != sb[i] {
+			t.Fatalf("row %d: %v ± %v, rebuilt %v ± %v", i, a[i], sa[i], b[i], sb[i])
+		}
+	}
+	bad := c.Params()
+	bad.Cov[1] += 1
+	if _, err := NewCalibration(bad); !errors.Is(err, ErrInput) {
+		t.Errorf("asymmetric covariance: error %v, want ErrInput", err)
+	}
+	bad = c.Params()
+	bad.Coef = bad.Coef[:1]
+	if _, err := NewCalibration(bad); !errors.Is(err, ErrInput) {
+		t.Errorf("short coefficients: error %v, want ErrInput", err)
+	}
+	bad = c.Params()
+	bad.Scale[0] = 0
+	if _, err := NewCalibration(bad); !errors.Is(err, ErrInput) {
+		t.Errorf("zero scale: error %v, want ErrInput", err)
+	}
+}

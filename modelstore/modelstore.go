@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/store"
 )
 
@@ -32,6 +33,10 @@ type Setup struct {
 	Site   int              `json:"site"`  // the site's index in its federation
 	Sites  int              `json:"sites"` // the number of sites trained together
 	Rounds map[string]int   `json:"rounds"`
+	// Calibration corrects the model's CATEs and gives their intervals
+	// (inference.Calibration), for rows scored later too; nil for a model
+	// saved before it existed or fitted on too few rows for one.
+	Calibration *inference.CalibrationParams `json:"calibration,omitempty"`
 }
 
 // Save stores site s's part of m under run: the setup and one model state

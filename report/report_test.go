@@ -67,7 +67,7 @@ func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 				p = 0.995
 			}
 		}
-		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: c, SD: 0.3, Lower: c - 0.6, Upper: c + 0.6,
+		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: c, SE: 0.3, Lower: c - 0.6, Upper: c + 0.6, Latent: c, LatentSD: 0.3, LatentQ025: c - 0.6, LatentQ975: c + 0.6,
 			Y0: 0, Y1: c, Propensity: p})
 	}
 	if err := s.WriteResults(ctx, "run-1", res); err != nil {

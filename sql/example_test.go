@@ -34,7 +34,9 @@ func ExampleCateRecordsView() {
 	// Output:
 	// CREATE VIEW crff_cate_records AS
 	// SELECT r.*,
-	//        c.cate, c.sd, c.lower, c.upper, c.y0, c.y1, c.propensity,
+	//        c.cate, c.se, c.lower, c.upper,
+	//        c.latent_cate, c.latent_sd, c.latent_q025, c.latent_q975,
+	//        c.y0, c.y1, c.propensity,
 	//        c.run, c.scored_at
 	// FROM "visits" AS r
 	// LEFT JOIN crff_cate AS c ON c.row_id = +r."patient_id"

@@ -207,3 +207,53 @@ func TestMigrationATEEstimators(t *testing.T) {
 		t.Error("an interval with upper < lower was accepted")
 	}
 }
+
+// TestMigrationCATEIntervals applies the migrations up to 0005 to a file
+// with a scored row and the crff_cate_records view of that schema, then
+// 0006: the row keeps its figures as the latent ones, with no interval.
+func TestMigrationCATEIntervals(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite")+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	for _, m := range ms[:5] {
+		exec(m.SQL)
+	}
+	exec(`CREATE TABLE visits (id INTEGER PRIMARY KEY, w, y)`)
+	exec(`INSERT INTO visits VALUES (7, 1, 2.5)`)
+	exec(`CREATE VIEW crff_cate_records AS SELECT r.*, c.cate, c.sd, c.lower, c.upper, c.y0, c.y1, c.propensity, c.run, c.scored_at
+		FROM visits AS r LEFT JOIN crff_cate AS c ON c.row_id = +r.id`)
+	exec(`INSERT INTO crff_run (run, state, layout, started_at) VALUES ('r1', 'current', '{}', 'x')`)
+	exec(`INSERT INTO crff_cate (row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at)
+		VALUES (7, 1.5, 0.25, 1.0, 2.0, 3, 4.5, 0.4, 'r1', 'x')`)
+	exec(ms[5].SQL)
+	var cate, latent, sd, q025, q975 float64
+	var se, lower, upper sql.NullFloat64
+	if err := db.QueryRowContext(ctx, `SELECT cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975 FROM crff_cate WHERE row_id = 7`).
+		Scan(&cate, &se, &lower, &upper, &latent, &sd, &q025, &q975); err != nil {
+		t.Fatal(err)
+	}
+	if cate != 1.5 || latent != 1.5 || sd != 0.25 || q025 != 1 || q975 != 2 || se.Valid || lower.Valid || upper.Valid {
+		t.Errorf("migrated row: cate %v latent %v sd %v q %v..%v se %v interval %v..%v", cate, latent, sd, q025, q975, se, lower, upper)
+	}
+	// The old view still reads, under the renamed columns.
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM crff_cate_records WHERE cate = 1.5`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("crff_cate_records after the migration: %d rows, %v", n, err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE crff_cate SET lower = 2, upper = 1`); err == nil {
+		t.Error("an interval with upper < lower was accepted")
+	}
+}

@@ -34,10 +34,12 @@ func checkCATE(cs []CATE) error {
 			return fmt.Errorf("%w: CATE for id %s: an id is an integer or a text", ErrBadResult, c.RowID)
 		case seen[c.RowID]:
 			return fmt.Errorf("%w: two CATEs for id %s", ErrBadResult, c.RowID)
-		case !finite(c.CATE, c.SD, c.Lower, c.Upper, c.Y0, c.Y1, c.Propensity):
+		case !finite(c.CATE, c.Latent, c.LatentSD, c.LatentQ025, c.LatentQ975, c.Y0, c.Y1, c.Propensity):
 			return fmt.Errorf("%w: CATE for id %s: a value is not finite", ErrBadResult, c.RowID)
-		case c.SD < 0 || c.Lower > c.Upper:
-			return fmt.Errorf("%w: CATE for id %s: negative sd or lower > upper", ErrBadResult, c.RowID)
+		case c.LatentSD < 0 || c.LatentQ025 > c.LatentQ975:
+			return fmt.Errorf("%w: CATE for id %s: negative latent sd or 2.5%% quantile above the 97.5%%", ErrBadResult, c.RowID)
+		case !optionalInterval(c.SE, c.Lower, c.Upper):
+			return fmt.Errorf("%w: CATE for id %s: se %v and interval [%v, %v] are not a standard error and an interval, nor all absent", ErrBadResult, c.RowID, c.SE, c.Lower, c.Upper)
 		case c.Propensity < 0 || c.Propensity > 1:
 			return fmt.Errorf("%w: CATE for id %s: propensity outside [0, 1]", ErrBadResult, c.RowID)
 		}
@@ -92,4 +94,13 @@ func checkTransfer(ts []Transfer) error {
 		seen[k] = true
 	}
 	return nil
+}
+
+// optionalInterval reports whether se, lower and upper are all NaN, or a
+// finite non-negative standard error with a finite interval lower ≤ upper.
+func optionalInterval(se, lower, upper float64) bool {
+	if math.IsNaN(se) && math.IsNaN(lower) && math.IsNaN(upper) {
+		return true
+	}
+	return finite(se, lower, upper) && se >= 0 && lower <= upper
 }

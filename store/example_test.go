@@ -50,7 +50,8 @@ func Example() {
 	}
 	res := store.Results{ATE: []store.ATE{{Scope: store.ScopeLocal, Estimator: store.EstimatorAIPW, ATE: -1.9, SE: 0.4, Lower: -2.684, Upper: -1.116, N: recs.Len()}}}
 	for _, id := range recs.IDs {
-		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: -1.9, SD: 0.5, Lower: -2.9, Upper: -0.9, Y0: 5.5, Y1: 3.6, Propensity: 0.5})
+		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: -1.9, SE: 0.4, Lower: -2.68, Upper: -1.12,
+			Latent: -1.5, LatentSD: 0.5, LatentQ025: -2.5, LatentQ975: -0.5, Y0: 5.5, Y1: 3.6, Propensity: 0.5})
 	}
 	if err := s.WriteResults(ctx, "run-1", res); err != nil {
 		log.Fatal(err)

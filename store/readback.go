@@ -13,7 +13,8 @@ func (s *Site) ReadCATE(ctx context.Context) ([]CATE, error) {
 	var out []CATE
 	err := s.readTx(ctx, "read crff_cate from", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx,
-			`SELECT row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at FROM crff_cate ORDER BY row_id`)
+			`SELECT row_id, cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975,
+			        y0, y1, propensity, run, scored_at FROM crff_cate ORDER BY row_id`)
 		if err != nil {
 			return err
 		}
@@ -21,9 +22,12 @@ func (s *Site) ReadCATE(ctx context.Context) ([]CATE, error) {
 		for rows.Next() {
 			var c CATE
 			var at string
-			if err := rows.Scan(&c.RowID, &c.CATE, &c.SD, &c.Lower, &c.Upper, &c.Y0, &c.Y1, &c.Propensity, &c.Run, &at); err != nil {
+			var se, lower, upper sql.NullFloat64
+			if err := rows.Scan(&c.RowID, &c.CATE, &se, &lower, &upper, &c.Latent, &c.LatentSD, &c.LatentQ025, &c.LatentQ975,
+				&c.Y0, &c.Y1, &c.Propensity, &c.Run, &at); err != nil {
 				return err
 			}
+			c.SE, c.Lower, c.Upper = nullFloat(se), nullFloat(lower), nullFloat(upper)
 			if c.ScoredAt, err = parseTime(at); err != nil {
 				return fmt.Errorf("%w: crff_cate.scored_at: %w", ErrCorrupt, err)
 			}

@@ -11,13 +11,18 @@ import (
 
 // CATE is the estimated effect for one row.
 type CATE struct {
-	RowID      RowID
-	CATE       float64 // mean of the sampled effects ŷ1 − ŷ0
-	SD         float64 // their standard deviation
-	Lower      float64 // their 2.5% quantile
-	Upper      float64 // their 97.5% quantile
-	Y0, Y1     float64 // mean predicted outcome under control and under treatment
-	Propensity float64 // p(w=1|x)
+	RowID RowID
+	// CATE is the reported CATE, SE its standard error and Lower..Upper
+	// its 95% interval; SE, Lower and Upper are NaN when there is none
+	// (stored as NULL).
+	CATE, SE, Lower, Upper float64
+	// The CausalRFF model's own figures: Latent is the mean of the sampled
+	// effects ŷ1 − ŷ0 over the latent z, LatentSD their standard deviation
+	// and LatentQ025, LatentQ975 their 2.5% and 97.5% quantiles.
+	Latent, LatentSD       float64
+	LatentQ025, LatentQ975 float64
+	Y0, Y1                 float64 // mean predicted outcome under control and under treatment
+	Propensity             float64 // p(w=1|x)
 
 	Run      string    // set when read back; ignored when writing
 	ScoredAt time.Time // set when read back; ignored when writing
@@ -207,8 +212,9 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 	if len(cs) == 0 {
 		return nil
 	}
-	q := `INSERT INTO crff_cate (row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at)
-	      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	q := `INSERT INTO crff_cate (row_id, cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975,
+	          y0, y1, propensity, run, scored_at)
+	      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	if ignoreScored {
 		q += ` ON CONFLICT (row_id) DO NOTHING`
 	}
@@ -219,7 +225,8 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 	defer st.Close()
 	at := now()
 	for _, c := range cs {
-		if _, err := st.ExecContext(ctx, c.RowID, c.CATE, c.SD, c.Lower, c.Upper, c.Y0, c.Y1, c.Propensity, run, at); err != nil {
+		if _, err := st.ExecContext(ctx, c.RowID, c.CATE, nullable(c.SE), nullable(c.Lower), nullable(c.Upper),
+			c.Latent, c.LatentSD, c.LatentQ025, c.LatentQ975, c.Y0, c.Y1, c.Propensity, run, at); err != nil {
 			return fmt.Errorf("CATE of row %s: %w", c.RowID, err)
 		}
 	}
@@ -228,12 +235,6 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 
 func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {
 	at := now()
-	null := func(v float64) any {
-		if math.IsNaN(v) {
-			return nil
-		}
-		return v
-	}
 	for _, a := range as {
 		var clipped any
 		if a.Clipped >= 0 {
@@ -245,7 +246,7 @@ func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {
 			 ON CONFLICT (scope, estimator) DO UPDATE SET ate = excluded.ate, se = excluded.se,
 			     lower = excluded.lower, upper = excluded.upper, n = excluded.n, clipped = excluded.clipped,
 			     run = excluded.run, computed_at = excluded.computed_at`,
-			string(a.Scope), a.Estimator, a.ATE, null(a.SE), null(a.Lower), null(a.Upper), a.N, clipped, run, at); err != nil {
+			string(a.Scope), a.Estimator, a.ATE, nullable(a.SE), nullable(a.Lower), nullable(a.Upper), a.N, clipped, run, at); err != nil {
 			return fmt.Errorf("%s %s ATE: %w", a.Scope, a.Estimator, err)
 		}
 	}
@@ -280,4 +281,12 @@ func insertRejected(ctx context.Context, tx *sql.Tx, run string, rs []Rejection)
 		}
 	}
 	return nil
+}
+
+// nullable returns v, or nil (SQL NULL) for NaN.
+func nullable(v float64) any {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return v
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/store"
@@ -77,23 +78,36 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err != nil {
 		return fmt.Errorf("score %q: %w", src.DB, err)
 	}
-	setup := modelstore.Setup{Kernel: kernel, Config: cfg, Scaler: model.Setup.Scaler, Schema: recs.Schema, Site: 0, Sites: 1}
+	a.log.Info("cross-fitting the nuisance models of the AIPW ATE", slog.String(logKeyRun, run), slog.Int("folds", cfg.Folds))
+	nu, err := estimator.CrossFit(ctx, model.Setup, 0, recs.Data)
+	if err != nil {
+		return fmt.Errorf("cross-fit %q: %w", src.DB, err)
+	}
+	an, err := inference.Analyse(recs.Data.W, recs.Data.Y, nu, eff.CATE, recs.Data.X)
+	if err != nil {
+		return fmt.Errorf("ATE of %q: %w", src.DB, err)
+	}
+	ates, err := localATEs(an, eff)
+	if err != nil {
+		return fmt.Errorf("ATE of %q: %w", src.DB, err)
+	}
+	cates, err := cateRows(recs.IDs, eff, an.Calibration, recs.Data.X)
+	if err != nil {
+		return fmt.Errorf("CATE of %q: %w", src.DB, err)
+	}
+	if an.Calibration == nil {
+		a.log.Warn("too few rows to calibrate the CATEs; crff_cate holds the CausalRFF CATEs without intervals",
+			slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
+	}
+	setup := modelstore.Setup{Kernel: kernel, Config: cfg, Scaler: model.Setup.Scaler, Schema: recs.Schema, Site: 0, Sites: 1,
+		Calibration: calibrationParams(an.Calibration)}
 	if err := modelstore.Save(ctx, db, run, setup, model); err != nil {
 		return err
 	}
 	if err := db.AppendLoss(ctx, run, finiteLosses(losses)...); err != nil {
 		return err
 	}
-	a.log.Info("cross-fitting the nuisance models of the AIPW ATE", slog.String(logKeyRun, run), slog.Int("folds", cfg.Folds))
-	nu, err := estimator.CrossFit(ctx, model.Setup, 0, recs.Data)
-	if err != nil {
-		return fmt.Errorf("cross-fit %q: %w", src.DB, err)
-	}
-	ates, err := localATEs(recs.Data, nu, eff)
-	if err != nil {
-		return fmt.Errorf("ATE of %q: %w", src.DB, err)
-	}
-	res := store.Results{CATE: cateRows(recs.IDs, eff), ATE: ates, Rejected: recs.Rejected}
+	res := store.Results{CATE: cates, ATE: ates, Rejected: recs.Rejected}
 	if err := db.WriteResults(ctx, run, res); err != nil {
 		return err
 	}

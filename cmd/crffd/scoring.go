@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
 	"time"
+
+	"gonum.org/v1/gonum/mat"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
@@ -22,30 +25,39 @@ func newRunID() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
-// cateRows pairs row ids with their estimated effects.
-func cateRows(ids []store.RowID, e *estimator.Effects) []store.CATE {
+// cateRows pairs row ids with their estimated effects: the CausalRFF CATE
+// corrected by cal, with its interval, for the rows whose covariates are
+// x; with a nil cal the CausalRFF CATE without an interval.
+func cateRows(ids []store.RowID, e *estimator.Effects, cal *inference.Calibration, x mat.Matrix) ([]store.CATE, error) {
 	out := make([]store.CATE, len(ids))
+	nan := math.NaN()
 	for i, id := range ids {
-		out[i] = store.CATE{RowID: id, CATE: e.CATE[i], SD: e.SD[i], Lower: e.Lower[i], Upper: e.Upper[i],
+		out[i] = store.CATE{RowID: id, CATE: e.CATE[i], SE: nan, Lower: nan, Upper: nan,
+			Latent: e.CATE[i], LatentSD: e.SD[i], LatentQ025: e.Lower[i], LatentQ975: e.Upper[i],
 			Y0: e.Y0[i], Y1: e.Y1[i], Propensity: e.Propensity[i]}
 	}
-	return out
-}
-
-// localATEs returns the site's AIPW ATE, from the cross-fitted nuisances
-// nu of its rows d, and its plug-in ATE, the mean of the CATEs in e, in
-// that order.
-func localATEs(d *estimator.Data, nu inference.Nuisance, e *estimator.Effects) ([]store.ATE, error) {
-	aipw, _, clipped, err := inference.AIPWEstimate(d.W, d.Y, nu)
+	if cal == nil || len(ids) == 0 {
+		return out, nil
+	}
+	tau, se, lo, hi, err := cal.Interval(e.CATE, x)
 	if err != nil {
 		return nil, err
 	}
+	for i := range out {
+		out[i].CATE, out[i].SE, out[i].Lower, out[i].Upper = tau[i], se[i], lo[i], hi[i]
+	}
+	return out, nil
+}
+
+// localATEs returns the site's AIPW ATE, from the analysis of its rows,
+// and its plug-in ATE, the mean of the CausalRFF CATEs in e, in that order.
+func localATEs(an *inference.Analysis, e *estimator.Effects) ([]store.ATE, error) {
 	plugin, err := inference.PlugIn(e.CATE)
 	if err != nil {
 		return nil, err
 	}
 	return []store.ATE{
-		storeATE(store.ScopeLocal, store.EstimatorAIPW, aipw, clipped),
+		storeATE(store.ScopeLocal, store.EstimatorAIPW, an.AIPW, an.Clipped),
 		storeATE(store.ScopeLocal, store.EstimatorPlugIn, plugin, -1),
 	}, nil
 }
@@ -82,4 +94,13 @@ func scoringProgress(ctx context.Context, bar *progress.Line) context.Context {
 	return estimator.WithScoringProgress(ctx, func(done, total int) {
 		bar.Update("scoring", done, total, "rows")
 	})
+}
+
+// calibrationParams returns cal's parameters for the model store, or nil.
+func calibrationParams(cal *inference.Calibration) *inference.CalibrationParams {
+	if cal == nil {
+		return nil
+	}
+	p := cal.Params()
+	return &p
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/store"
 )
@@ -114,6 +115,7 @@ type scorer struct {
 	run   string
 	model *estimator.Model
 	setup modelstore.Setup
+	cal   *inference.Calibration // the run's calibration of the CATEs; nil when it has none
 }
 
 // poll scores the rows that have no CATE yet.
@@ -130,7 +132,13 @@ func (s *scorer) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.run, s.model, s.setup = cur.ID, m, setup
+		var cal *inference.Calibration
+		if setup.Calibration != nil {
+			if cal, err = inference.NewCalibration(*setup.Calibration); err != nil {
+				return fmt.Errorf("load the calibration of run %q: %w", cur.ID, err)
+			}
+		}
+		s.run, s.model, s.setup, s.cal = cur.ID, m, setup, cal
 		s.a.log.Info("loaded model", slog.String(logKeyRun, cur.ID))
 	}
 	recs, err := s.db.UnscoredRows(ctx)
@@ -149,7 +157,9 @@ func (s *scorer) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		scores = cateRows(recs.IDs, eff)
+		if scores, err = cateRows(recs.IDs, eff, s.cal, recs.Data.X); err != nil {
+			return err
+		}
 	}
 	if err := s.db.AppendScores(ctx, s.run, scores, recs.Rejected); err != nil {
 		if errors.Is(err, store.ErrLocked) {

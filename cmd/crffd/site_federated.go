@@ -227,12 +227,17 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		rounds[k.String()] = n
 	}
 	setup := modelstore.Setup{Kernel: kernel, Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
+		Calibration: calibrationParams(r.Calibration),
 		Site: r.Index, Sites: r.Sites, Rounds: rounds}
 	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model); err != nil {
 		return err
 	}
+	cates, err := cateRows(recs.IDs, r.Effects, r.Calibration, recs.Data.X)
+	if err != nil {
+		return err
+	}
 	res := store.Results{
-		CATE:     cateRows(recs.IDs, r.Effects),
+		CATE:     cates,
 		ATE:      append(siteATEs(store.ScopeLocal, r.Local), siteATEs(store.ScopeGlobal, r.Global)...),
 		Rejected: recs.Rejected,
 	}

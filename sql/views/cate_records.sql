@@ -6,7 +6,9 @@
 -- primary key whatever the id column's declared type.
 CREATE VIEW crff_cate_records AS
 SELECT r.*,
-       c.cate, c.sd, c.lower, c.upper, c.y0, c.y1, c.propensity,
+       c.cate, c.se, c.lower, c.upper,
+       c.latent_cate, c.latent_sd, c.latent_q025, c.latent_q975,
+       c.y0, c.y1, c.propensity,
        c.run, c.scored_at
 FROM {{.Table}} AS r
 LEFT JOIN crff_cate AS c ON c.row_id = +r.{{.ID}}
