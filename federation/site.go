@@ -125,11 +125,11 @@ type SiteResult struct {
 	// Calibration corrects the CATEs in Effects and gives their intervals
 	// (inference.Calibration); nil when the site has too few rows for one.
 	Calibration *inference.Calibration
-	Local        SiteATE            // over the kept rows
-	Global       SiteATE
-	Lambda       map[estimator.Kind][]float64 // the site's row of each model's Λ
-	Peers        []string                     // every site's name, by index (Lambda's columns)
-	Rounds       map[estimator.Kind]int
+	Local       SiteATE // over the kept rows
+	Global      SiteATE
+	Lambda      map[estimator.Kind][]float64 // the site's row of each model's Λ
+	Peers       []string                     // every site's name, by index (Lambda's columns)
+	Rounds      map[estimator.Kind]int
 }
 
 // DefaultMinArmRows is SiteConfig.MinArmRows when it is zero. Five is the
