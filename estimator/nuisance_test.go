@@ -1,0 +1,139 @@
+package estimator
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// nuisanceConfig is a small, fast configuration for the nuisance tests.
+func nuisanceConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples, cfg.Workers = 30, 2, 60, 5, 1
+	cfg.LearningRate = 0.05
+	return cfg
+}
+
+// TestNuisanceUnits checks Nuisance against the models' own outputs: the
+// propensity that Effects reports, and outcome means mapped to the
+// outcome's units, as a probability for a binary outcome and as the
+// log-normal mean exp(m + s²/2) for a log-modelled one.
+func TestNuisanceUnits(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		binary bool
+		log    bool
+	}{{"continuous", false, false}, {"binary", true, false}, {"log", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			schema := Schema{Binary: []bool{false, true}, BinaryOutcome: tc.binary}
+			d := toyData(rand.New(rand.NewPCG(3, 4)), 120, schema, 0)
+			cfg := nuisanceConfig()
+			if tc.log {
+				for i := range d.Y {
+					d.Y[i] = math.Exp(d.Y[i] / 2)
+				}
+				cfg.LogOutcome = LogAlways
+			}
+			m, err := Fit(ctx, []*Data{d}, schema, GaussianSpectral{}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Setup.LogY() != tc.log {
+				t.Fatalf("LogY() = %v, want %v", m.Setup.LogY(), tc.log)
+			}
+			nu, err := m.Nuisance(0, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eff, err := m.Effects(ctx, 0, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, raw0, raw1 := m.nuisanceModelUnits(0, m.Setup.standardizeX(d.X))
+			c, sc := m.Setup.yLoc()
+			s := m.outcomeSD() * sc
+			for i := range d.W {
+				if nu.Propensity[i] != eff.Propensity[i] {
+					t.Fatalf("row %d: propensity %v, Effects %v", i, nu.Propensity[i], eff.Propensity[i])
+				}
+				var want0, want1 float64
+				switch {
+				case tc.binary:
+					want0, want1 = 1/(1+math.Exp(-raw0[i])), 1/(1+math.Exp(-raw1[i]))
+				case tc.log:
+					want0, want1 = math.Exp(c+sc*raw0[i]+s*s/2), math.Exp(c+sc*raw1[i]+s*s/2)
+				default:
+					want0, want1 = c+sc*raw0[i], c+sc*raw1[i]
+				}
+				if math.Abs(nu.Mu0[i]-want0) > 1e-12*math.Max(1, math.Abs(want0)) || math.Abs(nu.Mu1[i]-want1) > 1e-12*math.Max(1, math.Abs(want1)) {
+					t.Fatalf("row %d: means %v, %v; want %v, %v", i, nu.Mu0[i], nu.Mu1[i], want0, want1)
+				}
+				if tc.binary && (nu.Mu0[i] < 0 || nu.Mu0[i] > 1 || nu.Mu1[i] < 0 || nu.Mu1[i] > 1) {
+					t.Fatalf("row %d: binary means %v, %v outside [0, 1]", i, nu.Mu0[i], nu.Mu1[i])
+				}
+			}
+			if tc.log && !(s > 0.05) {
+				t.Errorf("log-scale noise %v: the log-normal term is not exercised", s)
+			}
+		})
+	}
+}
+
+// TestCrossFitOwnRow checks that a row's cross-fitted predictions come
+// from models that did not see it: changing a row's outcome changes the
+// predictions of other rows but never its own.
+func TestCrossFitOwnRow(t *testing.T) {
+	ctx := context.Background()
+	schema := Schema{Binary: []bool{false, false}}
+	d := toyData(rand.New(rand.NewPCG(5, 6)), 100, schema, 0)
+	cfg := nuisanceConfig()
+	m, err := Fit(ctx, []*Data{d}, schema, GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := CrossFit(ctx, m.Setup, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := CrossFit(ctx, m.Setup, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := &Data{X: mat.DenseCopyOf(d.X), W: append([]float64(nil), d.W...), Y: append([]float64(nil), d.Y...)}
+	const row = 17
+	changed.Y[row] += 25
+	changed.W[row] = d.W[row]
+	after, err := CrossFit(ctx, m.Setup, 0, changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for i := range d.W {
+		if before.Mu0[i] != again.Mu0[i] || before.Propensity[i] != again.Propensity[i] {
+			t.Fatalf("row %d: CrossFit is not deterministic", i)
+		}
+		if before.Mu0[i] != after.Mu0[i] || before.Mu1[i] != after.Mu1[i] {
+			moved++
+			if i == row {
+				t.Errorf("row %d's own outcome moved its prediction: %v → %v", row, before.Mu0[i], after.Mu0[i])
+			}
+		}
+	}
+	// Four of the five fold models trained on the changed row.
+	if moved < 60 {
+		t.Errorf("only %d rows' predictions moved with row %d's outcome; want those of the other four folds", moved, row)
+	}
+	bad := cfg
+	bad.Folds = 1
+	if err := bad.validate(); err == nil {
+		t.Error("Folds = 1 validated")
+	}
+	tiny := &Data{X: mat.NewDense(1, 2, []float64{1, 2}), W: []float64{1}, Y: []float64{3}}
+	if _, err := CrossFit(ctx, m.Setup, 0, tiny); err == nil {
+		t.Error("cross-fitting one row succeeded")
+	}
+}
