@@ -119,12 +119,12 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate"); n != 200 {
 		t.Errorf("crff_cate has %v rows, want 200", n)
 	}
-	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE NOT (lower <= cate AND cate <= upper)"); n != 0 {
-		t.Errorf("%v rows with cate outside [lower, upper]", n)
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE NOT (latent_q025 <= latent_cate AND latent_cate <= latent_q975)"); n != 0 {
+		t.Errorf("%v rows with latent_cate outside [latent_q025, latent_q975]", n)
 	}
 	ate := queryFloat(t, db, "SELECT ate FROM crff_ate WHERE scope = 'local' AND estimator = 'plugin'")
-	if mean := queryFloat(t, db, "SELECT avg(cate) FROM crff_cate"); math.Abs(ate-mean) > 1e-9 || math.Abs(ate-printed) > 1e-4 {
-		t.Errorf("local plug-in ATE %v, mean CATE %v, printed %v: want all equal", ate, mean, printed)
+	if mean := queryFloat(t, db, "SELECT avg(latent_cate) FROM crff_cate"); math.Abs(ate-mean) > 1e-9 || math.Abs(ate-printed) > 1e-4 {
+		t.Errorf("local plug-in ATE %v, mean CausalRFF CATE %v, printed %v: want all equal", ate, mean, printed)
 	}
 	// The AIPW row: as printed, with an interval ±1.96 se around it.
 	var got, se, lo, hi float64
@@ -133,6 +133,14 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	}
 	if math.Abs(got-aipw) > 1e-4 || !(se > 0) || math.Abs(hi-lo-2*1.959963984540054*se) > 1e-9 || math.Abs((lo+hi)/2-got) > 1e-9 {
 		t.Errorf("local AIPW row %v ± %v [%v, %v], printed %v", got, se, lo, hi, aipw)
+	}
+	// The calibration's intercept makes the mean reported CATE the AIPW
+	// estimate, and every scored row has an interval around its CATE.
+	if mean := queryFloat(t, db, "SELECT avg(cate) FROM crff_cate"); math.Abs(mean-got) > 1e-9 {
+		t.Errorf("mean calibrated CATE %v, AIPW ATE %v: want equal", mean, got)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE NOT (lower < cate AND cate < upper AND se > 0)"); n != 0 {
+		t.Errorf("%v rows without an interval around their CATE", n)
 	}
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate_records WHERE cate IS NOT NULL"); n != 200 {
 		t.Errorf("crff_cate_records joins %v rows to a CATE, want 200", n)
@@ -180,8 +188,13 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	if busy > 0 {
 		t.Errorf("%d reads failed while crffd site was running", busy)
 	}
-	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE row_id > 1000 AND NOT (lower <= cate AND cate <= upper)"); n != 0 {
-		t.Errorf("%v new rows with cate outside [lower, upper]", n)
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE row_id > 1000 AND NOT (lower < cate AND cate < upper AND se > 0)"); n != 0 {
+		t.Errorf("%v new rows without an interval around their CATE", n)
+	}
+	// A copy of a row gets the same calibrated CATE as the row: the
+	// calibration saved with the model was applied.
+	if d := queryFloat(t, db, `SELECT max(abs(a.cate - b.cate) + abs(a.upper - b.upper)) FROM crff_cate a JOIN crff_cate b ON b.row_id = a.row_id + 1000`); d > 1e-9 {
+		t.Errorf("new copies of rows differ from the rows by %v in their calibrated CATE or interval", d)
 	}
 }
 
