@@ -19,8 +19,15 @@ import (
 // the correction removes what of τ − τ̂ is linear in x: all of a constant
 // bias, and the attenuation of a linear effect.
 //
-// Interval returns τ̃(x) ± 1.96·se(x) with the sandwich (heteroscedasticity-
-// consistent) variance of γ, taking τ̂ as fixed: it covers τ(x) where
+// The correction is then shrunk toward none by the positive-part
+// James–Stein factor c = max(0, 1 − (p − 2)/W), with W = γᵀV⁻¹γ the Wald
+// statistic of its p = d + 1 coefficients under their sandwich covariance
+// V: a correction that the rows show clearly (W ≫ p) is applied in full,
+// and one within its own noise is not, so that pseudo-outcomes too noisy
+// to say anything (few rows, poor overlap) leave τ̂ as it is.
+//
+// Interval returns τ̃(x) ± 1.96·se(x), se(x) the sandwich standard error of
+// the unshrunk correction at x, taking τ̂ as fixed: it covers τ(x) where
 // τ − τ̂ is linear in x and λ is small, and less often otherwise. Its
 // coverage is a measured property, not a guarantee.
 type Calibration struct {
@@ -29,6 +36,8 @@ type Calibration struct {
 	cov         *mat.SymDense
 	// Lambda is the chosen ridge penalty of the slopes.
 	Lambda float64
+	// Shrink is the James–Stein factor c applied to the correction.
+	Shrink float64
 	// N is the number of rows the correction was fitted on.
 	N int
 }
@@ -135,6 +144,16 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 			c.cov.SetSym(a, b, f*0.5*(cov.At(a, b)+cov.At(b, a)))
 		}
 	}
+	c.Shrink = 1
+	var vch mat.Cholesky
+	if vch.Factorize(c.cov) {
+		var vg mat.VecDense
+		if err := vch.SolveVecTo(&vg, g); err == nil {
+			if w := mat.Dot(g, &vg); w > 0 {
+				c.Shrink = max(0, 1-float64(p-2)/w)
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -159,7 +178,7 @@ func (c *Calibration) Interval(cate []float64, x mat.Matrix) (tau, se, lower, up
 	g := mat.NewVecDense(d+1, c.coef)
 	for i := range n {
 		c.row(zi.RawVector().Data, x, i)
-		tau[i] = cate[i] + mat.Dot(zi, g)
+		tau[i] = cate[i] + c.Shrink*mat.Dot(zi, g)
 		se[i] = math.Sqrt(max(0, mat.Inner(zi, c.cov, zi)))
 		lower[i], upper[i] = tau[i]-z*se[i], tau[i]+z*se[i]
 	}
@@ -176,6 +195,7 @@ type CalibrationParams struct {
 	Coef   []float64 `json:"coef"`
 	Cov    []float64 `json:"cov"`
 	Lambda float64   `json:"lambda"`
+	Shrink float64   `json:"shrink"`
 	N      int       `json:"n"`
 }
 
@@ -189,7 +209,7 @@ func (c *Calibration) Params() CalibrationParams {
 		}
 	}
 	return CalibrationParams{Mean: append([]float64(nil), c.mean...), Scale: append([]float64(nil), c.scale...),
-		Coef: append([]float64(nil), c.coef...), Cov: cov, Lambda: c.Lambda, N: c.N}
+		Coef: append([]float64(nil), c.coef...), Cov: cov, Lambda: c.Lambda, Shrink: c.Shrink, N: c.N}
 }
 
 // NewCalibration rebuilds a Calibration from its Params.
@@ -202,6 +222,8 @@ func NewCalibration(p CalibrationParams) (*Calibration, error) {
 			ErrInput, d, len(p.Scale), len(p.Coef), len(p.Cov))
 	case !allFinite(p.Mean) || !allFinite(p.Scale) || !allFinite(p.Coef) || !allFinite(p.Cov):
 		return nil, fmt.Errorf("%w: calibration with a value that is not finite", ErrInput)
+	case !(p.Shrink >= 0 && p.Shrink <= 1):
+		return nil, fmt.Errorf("%w: calibration shrinkage %v outside [0, 1]", ErrInput, p.Shrink)
 	}
 	for _, s := range p.Scale {
 		if !(s > 0) {
@@ -218,7 +240,7 @@ func NewCalibration(p CalibrationParams) (*Calibration, error) {
 		}
 	}
 	return &Calibration{mean: append([]float64(nil), p.Mean...), scale: append([]float64(nil), p.Scale...),
-		coef: append([]float64(nil), p.Coef...), cov: cov, Lambda: p.Lambda, N: p.N}, nil
+		coef: append([]float64(nil), p.Coef...), cov: cov, Lambda: p.Lambda, Shrink: p.Shrink, N: p.N}, nil
 }
 
 func allFinite(v []float64) bool {

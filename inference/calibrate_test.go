@@ -145,3 +145,44 @@ func TestCalibrationParamsRoundTrip(t *testing.T) {
 		t.Errorf("zero scale: error %v, want ErrInput", err)
 	}
 }
+
+// TestCalibrationShrinksNoise gives pseudo-outcomes that say nothing beyond
+// τ̂: noisy, few rows, many covariates. The correction must be shrunk to
+// (nearly) nothing instead of adding its noise to every row.
+func TestCalibrationShrinksNoise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n, d = 100, 20
+	var worse int
+	var shrink float64
+	const reps = 50
+	for range reps {
+		x := mat.NewDense(n, d, nil)
+		cate, psi := make([]float64, n), make([]float64, n)
+		for i := range n {
+			for j := range d {
+				x.Set(i, j, rng.NormFloat64())
+			}
+			cate[i] = 1 + x.At(i, 0) // and the truth
+			psi[i] = cate[i] + 4*rng.NormFloat64()
+		}
+		c, err := FitCalibration(psi, cate, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shrink += c.Shrink / reps
+		got, _, _, _, err := c.Interval(cate, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sq float64
+		for i := range got {
+			sq += (got[i] - cate[i]) * (got[i] - cate[i])
+		}
+		if math.Sqrt(sq/n) > 0.5 {
+			worse++
+		}
+	}
+	if shrink > 0.3 || worse > reps/10 {
+		t.Errorf("mean shrinkage %.2f, %d of %d fits moved the right CATE by sqrt(PEHE) > 0.5; want ≤ 0.3 and ≤ %d", shrink, worse, reps, reps/10)
+	}
+}
