@@ -21,6 +21,14 @@
 // which pooling assumes one target population. Combine instead weights the
 // sites' own estimates by inverse variance.
 //
+// Calibration corrects a CATE estimate τ̂ with the same pseudo-outcomes: a
+// ridge regression of ψ − τ̂(x) on [1, x] (the DR-learner with τ̂ as offset),
+// shrunk toward no correction by the James–Stein factor of its Wald
+// statistic, with sandwich intervals whose coverage is measured, not
+// assumed. Analyse computes both from a site's rows.
+//
+// Folds assigns rows to cross-fitting folds, stratified by arm.
+//
 // The formulas and their sources are collected in INFERENCE.md of the
 // design documents.
 package inference
