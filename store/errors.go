@@ -108,6 +108,7 @@ type ValidationError struct {
 	Err    error   // the fault: a sentinel such as ErrNull
 	RowIDs []RowID // the first (at most MaxRowIDs) offending rows, in read order
 	Rows   int     // how many rows have the fault; 0 when not about rows
+	Hint   string  // what to do about it, when there is more to say; appended after "; "
 }
 
 // Error formats the error as, for example,
@@ -141,6 +142,9 @@ func (e *ValidationError) Error() string {
 			b.WriteString(id.String())
 		}
 		b.WriteString(")")
+	}
+	if e.Hint != "" {
+		b.WriteString("; " + e.Hint)
 	}
 	return b.String()
 }
