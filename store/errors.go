@@ -56,6 +56,9 @@ var (
 	ErrNoTreated = errors.New("no treated rows (treatment = 1)")
 	// ErrNoControl means that no row has treatment 0.
 	ErrNoControl = errors.New("no control rows (treatment = 0)")
+	// ErrFewArmRows means that a treatment arm has rows, but too few to
+	// train on ([Records.CheckArms]). It arrives in an *[ArmError].
+	ErrFewArmRows = errors.New("too few rows in a treatment arm")
 )
 
 // Errors of runs and results.

@@ -562,3 +562,64 @@ func TestReadRecordsSkipTextColumn(t *testing.T) {
 		t.Errorf("score of patient 1 read as %v, want 1.5", x[len(x)-1])
 	}
 }
+
+// TestCheckArms checks the refusal of an arm with too few rows: each arm
+// below the minimum is named with its count, and rows left out by
+// on_invalid: skip are said to be.
+func TestCheckArms(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup []string
+		skip  bool
+		least int
+		want  []string // the messages after the file's name, joined
+	}{
+		{"enough", nil, false, 5, nil},
+		{"one control row", []string{`UPDATE records SET treated = patient_id <> 2`}, false, 5,
+			[]string{`table "records", column "treated": 1 control row (treated = 0) among 12; at least 5 are needed in each arm`}},
+		{"four treated rows", []string{`UPDATE records SET treated = 0 WHERE patient_id > 7`}, false, 5,
+			[]string{`column "treated": 4 treated rows (treated = 1) among 12; at least 5 are needed in each arm`}},
+		{"both arms", nil, false, 7, []string{
+			`column "treated": 6 treated rows (treated = 1) among 12; at least 7 are needed in each arm`,
+			`column "treated": 6 control rows (treated = 0) among 12; at least 7 are needed in each arm`}},
+		{"after skipping", []string{`UPDATE records SET age = NULL WHERE patient_id IN (2, 4)`}, true, 5, []string{
+			`column "treated": 4 control rows (treated = 0) among 10 kept (2 left out by on_invalid: skip); at least 5 are needed in each arm`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := newRecordsFile(t, tt.setup...)
+			s := openSite(t, path)
+			src := recordsSource(path)
+			if tt.skip {
+				src.OnInvalid = store.Skip
+			}
+			recs, err := s.ReadRecords(context.Background(), src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = recs.CheckArms(tt.least)
+			if tt.want == nil {
+				if err != nil {
+					t.Errorf("CheckArms(%d) = %v", tt.least, err)
+				}
+				return
+			}
+			if !errors.Is(err, store.ErrFewArmRows) {
+				t.Fatalf("CheckArms(%d) = %v, want ErrFewArmRows", tt.least, err)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.want) {
+				t.Fatalf("%d errors, want %d:\n%v", len(lines), len(tt.want), err)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(lines[i], `site "`+path+`", `) || !strings.HasSuffix(lines[i], w) {
+					t.Errorf("error %d\n got %s\nwant %s", i, lines[i], w)
+				}
+			}
+			var ae *store.ArmError
+			if !errors.As(err, &ae) || ae.Least != tt.least || ae.File != path {
+				t.Errorf("not an *ArmError naming the file: %#v", err)
+			}
+		})
+	}
+}

@@ -51,6 +51,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if len(recs.Rejected) > 0 {
 		a.log.Warn("rows left out (on_invalid: skip); see crff_rejected", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, len(recs.Rejected)))
 	}
+	if err := checkFitRecords(a, src, recs); err != nil {
+		return err
+	}
 	kernel := a.kernelRef()
 	spectral, err := a.openSpectral(ctx, kernel)
 	if err != nil {
@@ -84,6 +87,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 	ate := localATE(eff)
 	res := store.Results{CATE: cateRows(recs.IDs, eff), ATE: []store.ATE{ate}, Rejected: recs.Rejected}
 	if err := db.WriteResults(ctx, run, res); err != nil {
+		return err
+	}
+	if err := printPositivity(a, recs, eff); err != nil {
 		return err
 	}
 	a.log.Info("fitted", slog.String(logKeyRun, run), slog.Float64(logKeySeconds, time.Since(start).Seconds()),
