@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"image/png"
 	"math"
@@ -275,5 +276,28 @@ func TestSitePositivityVerdict(t *testing.T) {
 				t.Error("the section does not state the rules")
 			}
 		})
+	}
+}
+
+// TestSitePositivityWithoutArms checks that scored rows none of which has a
+// treatment of 0 or 1 in the table are not called overlapping.
+func TestSitePositivityWithoutArms(t *testing.T) {
+	s := verdictSite(t, 100, 100, 0)
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE visits SET w = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := report.Site(context.Background(), s, &b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Audit")]
+	if strings.Contains(section, `class="ok"`) || !strings.Contains(section, "No scored row has a treatment of 0 or 1 in the table.") {
+		t.Errorf("overlap section:\n%s", section)
 	}
 }
