@@ -123,6 +123,12 @@ func BelowSoftMinimum(rows, n int) bool {
 	return rows < SoftArmRows || float64(rows) < SoftArmShare*float64(n)
 }
 
+// SoftMinimum returns the fewest rows an arm should hold among n: the
+// larger of SoftArmRows and SoftArmShare of n, rounded up.
+func SoftMinimum(n int) int {
+	return max(SoftArmRows, int(math.Ceil(SoftArmShare*float64(n))))
+}
+
 // ArmRule is how the messages state the soft minimum of an arm.
 func ArmRule() string {
 	return fmt.Sprintf("below the %d rows and %g%% of the rows each arm should hold", SoftArmRows, 100*SoftArmShare)

@@ -60,3 +60,17 @@ func TestMinimaAgree(t *testing.T) {
 		t.Errorf("MinArmRows %d is not below SoftArmRows %d", MinArmRows, SoftArmRows)
 	}
 }
+
+// TestSoftMinimum checks that SoftMinimum is the least arm that is not
+// below the soft minimum.
+func TestSoftMinimum(t *testing.T) {
+	for _, n := range []int{0, 1, 12, 40, 399, 400, 401, 1000, 1001, 12345} {
+		m := SoftMinimum(n)
+		if BelowSoftMinimum(m, n) || m > 0 && !BelowSoftMinimum(m-1, n) {
+			t.Errorf("SoftMinimum(%d) = %d, but BelowSoftMinimum(%d) = %v and (%d) = %v", n, m, m, BelowSoftMinimum(m, n), m-1, BelowSoftMinimum(m-1, n))
+		}
+	}
+	if SoftMinimum(1000) != 50 || SoftMinimum(300) != 20 {
+		t.Errorf("SoftMinimum(1000) = %d, (300) = %d; want 50 and 20", SoftMinimum(1000), SoftMinimum(300))
+	}
+}

@@ -74,7 +74,7 @@ func warnThinArms(a *app, src store.Source, c positivity.Counts) {
 		if positivity.BelowSoftMinimum(arm.rows, n) {
 			a.log.Warn("positivity: few rows in a treatment arm; training anyway, but its effects will rest on extrapolation",
 				slog.String(logKeyDB, src.DB), slog.String(logKeyArm, arm.name), slog.Int(logKeyRows, arm.rows),
-				slog.Int(logKeyTotal, n), slog.Int(logKeyLeast, positivity.SoftArmRows))
+				slog.Int(logKeyTotal, n), slog.Int(logKeyLeast, positivity.SoftMinimum(n)))
 		}
 	}
 }

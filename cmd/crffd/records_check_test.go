@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/store"
 )
 
@@ -243,5 +244,24 @@ func TestFederatedSiteWarnsOfUnusedColumns(t *testing.T) {
 	if want := `level=WARN msg="column not used as a covariate (list site.covariates to choose them)" db=` + s.path +
 		` column=name reason="none of its 20 values is a number"`; !strings.Contains(logs.String(), want) {
 		t.Errorf("log lacks\n%s\nin\n%s", want, logs.String())
+	}
+}
+
+// TestWarnThinArms checks the warning before training, whose least is the
+// soft minimum that applies: 20 rows, or 5% of the rows when more.
+func TestWarnThinArms(t *testing.T) {
+	for _, tc := range []struct {
+		c    positivity.Counts
+		want string // "" for no warning
+	}{
+		{positivity.Counts{Treated: 955, Control: 45}, "arm=control rows=45 total=1000 least=50"},
+		{positivity.Counts{Treated: 12, Control: 288}, "arm=treated rows=12 total=300 least=20"},
+		{positivity.Counts{Treated: 950, Control: 50}, ""},
+	} {
+		var logs bytes.Buffer
+		warnThinArms(&app{log: slog.New(slog.NewTextHandler(&logs, nil))}, store.Source{DB: "t.sqlite"}, tc.c)
+		if tc.want == "" && logs.Len() > 0 || !strings.Contains(logs.String(), tc.want) {
+			t.Errorf("%+v: log %q, want %q", tc.c, logs.String(), tc.want)
+		}
 	}
 }
