@@ -57,7 +57,7 @@ func TestNoSilentConfounderLoss(t *testing.T) {
 			t.Errorf("import printed\n%s\nwant %q", imported, want)
 		}
 	}
-	crffd(t, nil, "fit", "--config", cfg).mustFail(t, `column "score": not a number in 1 row (id 17); it is a covariate because`)
+	crffd(t, nil, "fit", "--config", cfg).mustFail(t, `column "score": not a number in 1 row (id 17); it was chosen as a covariate because`)
 
 	editFile(t, cfg, "  outcome_column: y\n", "  outcome_column: y\n  on_invalid: skip\n")
 	r := crffd(t, nil, "fit", "--config", cfg).mustSucceed(t)

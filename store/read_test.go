@@ -12,7 +12,7 @@ import (
 
 // chosenHint ends the message of a covariate chosen automatically that
 // holds values that are not numbers.
-const chosenHint = "it is a covariate because other values in it are numbers (site.covariates is not set); " +
+const chosenHint = "it was chosen as a covariate because it is declared numeric or holds numbers (site.covariates is not set); " +
 	"correct them, set site.on_invalid: skip to leave their rows out, or list site.covariates without this column"
 
 // textScore adds the column score as crffd import makes it of numbers with

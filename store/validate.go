@@ -8,7 +8,7 @@ import (
 
 // chosenHint explains a covariate with values that are not numbers when the
 // covariates were chosen automatically: the user may not know it is one.
-const chosenHint = "it is a covariate because other values in it are numbers (site.covariates is not set); " +
+const chosenHint = "it was chosen as a covariate because it is declared numeric or holds numbers (site.covariates is not set); " +
 	"correct them, set site.on_invalid: skip to leave their rows out, or list site.covariates without this column"
 
 // fault is one thing wrong with one row.

@@ -98,7 +98,7 @@ func TestFitRefusesBeforeTraining(t *testing.T) {
 		stdout  string // printed before refusing
 	}{
 		{name: "a confounder with one n/a, covariates chosen", na: true,
-			want: []string{`table "records", column "score": not a number in 1 row (id 17); it is a covariate because other values in it are numbers`}},
+			want: []string{`table "records", column "score": not a number in 1 row (id 17); it was chosen as a covariate because it is declared numeric or holds numbers`}},
 		{name: "a confounder with one n/a, covariates listed", na: true, extra: "  covariates: [age, sex, score]\n",
 			want: []string{`column "score": not a number in 1 row (id 17)`}, notWant: "first ids"},
 		{name: "a text column listed as a covariate", extra: "  covariates: [age, name]\n",
