@@ -218,13 +218,15 @@ func verdictSite(t *testing.T, treated, control, outside int) *store.Site {
 	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
 		t.Fatal(err)
 	}
-	res := store.Results{ATE: []store.ATE{{Scope: store.ScopeLocal, ATE: 1, SE: 0.1, N: n}}}
+	// Only what the overlap section reads, so that the helper does not
+	// depend on the other result fields.
+	var res store.Results
 	for i, id := range recs.IDs {
 		p := 0.9
 		if i < outside {
 			p = 0.995
 		}
-		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: 1, SD: 0.1, Lower: 0.8, Upper: 1.2, Y0: 0, Y1: 1, Propensity: p})
+		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: 1, Lower: 0.8, Upper: 1.2, Y0: 0, Y1: 1, Propensity: p})
 	}
 	if err := s.WriteResults(ctx, "run-1", res); err != nil {
 		t.Fatal(err)

@@ -41,6 +41,7 @@ func TestPositivityView(t *testing.T) {
 			t.Fatalf("create view: %v\n%s", err, v)
 		}
 	}
+	insertCATE := cateInsert(t, db)
 	view, _ := PositivityView(`my "records"`, "patient id", "got 'it'")
 	var stored string
 	if err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE name = 'crff_positivity'`).Scan(&stored); err != nil || stored != view {
@@ -70,6 +71,7 @@ func TestPositivityView(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer tx.Rollback()
 			for _, q := range []string{`DELETE FROM crff_cate`, `DELETE FROM "my ""records"""`} {
 				if _, err := tx.ExecContext(ctx, q); err != nil {
 					t.Fatal(err)
@@ -82,7 +84,7 @@ func TestPositivityView(t *testing.T) {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO "my ""records""" VALUES (?, ?)`, id, w); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO crff_cate VALUES (?, 0, 0, 0, 0, 0, 0, ?, 'r', 't')`, id, p); err != nil {
+				if _, err := tx.ExecContext(ctx, insertCATE, id, p); err != nil {
 					t.Fatal(err)
 				}
 				switch w {
@@ -146,6 +148,40 @@ func TestPositivityView(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cateInsert returns an INSERT into crff_cate of a row id and a propensity,
+// every other figure 0, whatever crff_cate's other columns are.
+func cateInsert(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	rows, err := db.Query(`SELECT name FROM pragma_table_info('crff_cate') ORDER BY cid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols, vals []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		v := "0"
+		switch c {
+		case "row_id":
+			v = "?1"
+		case "propensity":
+			v = "?2"
+		case "run":
+			v = "'r'"
+		case "scored_at":
+			v = "'t'"
+		}
+		cols, vals = append(cols, c), append(vals, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return "INSERT INTO crff_cate (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ")"
 }
 
 // TestViewsParseInOldSQLite keeps the views free of SQL that older SQLite
