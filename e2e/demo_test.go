@@ -72,7 +72,7 @@ func TestDemo(t *testing.T) {
 	// site3 is the dissimilar site: Δ = 4 pushes nearly all its rows into
 	// treatment, which the demo must say.
 	for _, want := range []string{"transfer factors λ of the outcome model", "sqlite3 " + filepath.Join(dir, "site1.sqlite"),
-		"positivity: site3 has "} {
+		"positivity: site3: "} {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Errorf("demo output lacks %q", want)
 		}

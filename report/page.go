@@ -14,6 +14,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
 	},
+	"share": func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 }
 
 // humanBytes writes n bytes with a binary unit.
@@ -81,11 +82,13 @@ const siteHTML = `<!DOCTYPE html>
 
 <h2>Propensity overlap</h2>
 {{with .Overlap}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.OverlapNote}}</p>{{end}}
-{{if .Scored}}{{if .Outside}}<p class="warn"><strong>Positivity warning:</strong> {{.Outside}} of {{.Scored}} scored rows ({{pct .Outside .Scored}}) have a propensity outside [{{.Low}}, {{.High}}] ({{.OutsideTreated}} treated, {{.OutsideControl}} control). Their effects rest on extrapolation from the other arm; see the view <code>crff_overlap</code>.</p>
-{{else}}<p class="ok">Every scored row has a propensity within [{{.Low}}, {{.High}}].</p>{{end}}{{end}}
-{{if .Buckets}}<table>
-<tr><th class="l">propensity bucket</th><th>treated</th><th>control</th><th class="l">flag</th></tr>
-{{range .Buckets}}<tr{{if .Extreme}} class="extreme"{{end}}><td class="l">[{{.Lower}}, {{.Upper}}{{if eq .Upper 1.0}}]{{else}}){{end}}</td><td>{{.Treated}}</td><td>{{.Control}}</td><td class="l">{{if .Extreme}}extreme{{end}}</td></tr>
+{{if .Scored}}{{if .Problems}}<p class="warn"><strong>Positivity warning:</strong> {{range $i, $p := .Problems}}{{if $i}}; {{end}}{{$p}}{{end}}.{{if .Outside}} Outside {{.Bounds}}: {{.OutsideTreated}} treated and {{.OutsideControl}} control rows.{{end}} Where an arm is thin or a propensity extreme, the effects rest on extrapolation from the other arm; see the views <code>crff_positivity</code> and <code>crff_overlap</code>.</p>
+{{else if .Outside}}<p class="note">{{.Outside}} of {{.Arms.Rows}} scored rows ({{pct .Outside .Arms.Rows}}) have a propensity outside {{.Bounds}} ({{.OutsideTreated}} treated, {{.OutsideControl}} control): within the limit, and each arm holds enough rows ({{.Arms.Treated}} treated, {{.Arms.Control}} control). The effects of those rows rest on extrapolation; see the view <code>crff_overlap</code>.</p>
+{{else if .Arms.Rows}}<p class="ok">Every scored row has a propensity within {{.Bounds}}, and each arm holds enough rows ({{.Arms.Treated}} treated, {{.Arms.Control}} control).</p>
+{{end}}<p class="meta">{{.Rules}}</p>
+{{end}}{{if .Buckets}}<table>
+<tr><th class="l">propensity bucket</th><th>treated</th><th>control</th><th>share of rows</th><th class="l">flag</th></tr>
+{{range .Buckets}}<tr{{if .Extreme}} class="extreme"{{end}}><td class="l">[{{.Lower}}, {{.Upper}}{{if eq .Upper 1.0}}]{{else}}){{end}}</td><td>{{.Treated}}</td><td>{{.Control}}</td><td>{{share .Share}}</td><td class="l">{{if .Extreme}}extreme{{end}}</td></tr>
 {{end}}</table>{{end}}
 
 <h2>Audit: what this site sent and received</h2>

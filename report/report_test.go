@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"image/png"
 	"math"
@@ -141,8 +142,8 @@ func TestSite(t *testing.T) {
 		`<td class="l">local</td><td class="l">aipw</td><td>1.2000</td><td>0.1500</td><td>[0.9060, 1.4940]</td><td>200</td><td>2</td>`,
 		`<td class="l">local</td><td class="l">plugin</td><td>0.9000</td><td>none</td><td>none</td><td>200</td><td>-</td>`,
 		`<td class="l">global</td><td class="l">aipw</td><td>1.0000</td><td>0.0800</td><td>[0.8432, 1.1568]</td>`,
-		"Positivity warning:</strong> 25 of 200 scored rows (12.5%)",
-		"(25 treated, 0 control)",
+		"Positivity warning:</strong> 25 of 200 rows (12.5%) have a propensity outside [0.01, 0.99], above the 5% limit.",
+		"Outside [0.01, 0.99]: 25 treated and 0 control rows.",
 		`<td class="l">sent</td><td class="l">gradient</td><td>1</td><td>2</td><td>8.0 KiB (8192 B)</td>`,
 		`<th class="l">received</th><th class="l">all</th><th>1</th><th>2</th><th>8.1 KiB (8312 B)</th>`,
 		`<tr class="extreme"><td class="l">[0.99, 1]</td><td>25</td><td>0</td>`,
@@ -186,5 +187,124 @@ func TestSiteWithoutResults(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+}
+
+// verdictSite writes a site file with treated and control rows, the first
+// outside of them (treated first) with a propensity of 0.995 and the others
+// 0.9, and returns it open.
+func verdictSite(t *testing.T, treated, control, outside int) *store.Site {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "site.sqlite")
+	s, err := store.Open(ctx, path, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	n := treated + control
+	rows := make([][]any, n)
+	for i := range rows {
+		w := int64(0)
+		if i < treated {
+			w = 1
+		}
+		rows[i] = []any{int64(i + 1), float64(i % 7), w, float64(i % 3)}
+	}
+	cols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "x", Type: store.Real},
+		{Name: "w", Type: store.Integer}, {Name: "y", Type: store.Real}}
+	if err := s.CreateTable(ctx, "visits", cols, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.ReadRecords(ctx, store.Source{DB: path, Table: "visits", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	// Only what the overlap section reads, so that the helper does not
+	// depend on the other result fields.
+	var res store.Results
+	for i, id := range recs.IDs {
+		p := 0.9
+		if i < outside {
+			p = 0.995
+		}
+		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: 1, Lower: 0.8, Upper: 1.2, Y0: 0, Y1: 1, Propensity: p})
+	}
+	if err := s.WriteResults(ctx, "run-1", res); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestSitePositivityVerdict checks that the overlap section's verdict
+// follows the rules of package positivity, arm counts included: green only
+// when every rule holds and no propensity is extreme, grey when a few are
+// within the limit, red otherwise, such as with 1 control row among 300
+// whose propensities all lie within the bounds (issue 13).
+func TestSitePositivityVerdict(t *testing.T) {
+	tests := []struct {
+		name                      string
+		treated, control, outside int
+		class                     string // of the verdict's paragraph: ok, note or warn
+		want                      string
+	}{
+		{"balanced", 100, 100, 0, "ok",
+			"Every scored row has a propensity within [0.01, 0.99], and each arm holds enough rows (100 treated, 100 control)."},
+		{"few extremes within the limit", 100, 100, 2, "note",
+			"2 of 200 scored rows (1.0%) have a propensity outside [0.01, 0.99] (2 treated, 0 control): within the limit"},
+		{"one control row", 299, 1, 0, "warn",
+			"Positivity warning:</strong> 1 control row (w = 0) among 300 (0.3%), below the 20 rows and 5% of the rows each arm should hold."},
+		{"thin arm, propensities within the bounds", 290, 10, 0, "warn",
+			"10 control rows (w = 0) among 300 (3.3%), below the 20 rows and 5% of the rows each arm should hold."},
+		{"too many extremes", 100, 100, 11, "warn",
+			"11 of 200 rows (5.5%) have a propensity outside [0.01, 0.99], above the 5% limit."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := report.Site(context.Background(), verdictSite(t, tt.treated, tt.control, tt.outside), &b); err != nil {
+				t.Fatal(err)
+			}
+			page := b.String()
+			section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Audit")]
+			for _, class := range []string{"ok", "note", "warn"} {
+				has := strings.Contains(section, `<p class="`+class+`">`)
+				if has != (class == tt.class) {
+					t.Errorf("verdict paragraph of class %q: %v, want only %q", class, has, tt.class)
+				}
+			}
+			if !strings.Contains(section, tt.want) {
+				t.Errorf("overlap section lacks %q:\n%s", tt.want, section)
+			}
+			if !strings.Contains(section, "below 5 rows in an arm, crffd fit refuses to train") {
+				t.Error("the section does not state the rules")
+			}
+		})
+	}
+}
+
+// TestSitePositivityWithoutArms checks that scored rows none of which has a
+// treatment of 0 or 1 in the table are not called overlapping.
+func TestSitePositivityWithoutArms(t *testing.T) {
+	s := verdictSite(t, 100, 100, 0)
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE visits SET w = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := report.Site(context.Background(), s, &b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Audit")]
+	if strings.Contains(section, `class="ok"`) || !strings.Contains(section, "No scored row has a treatment of 0 or 1 in the table.") {
+		t.Errorf("overlap section:\n%s", section)
 	}
 }

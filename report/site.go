@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/store"
 )
 
@@ -33,11 +33,14 @@ type sitePage struct {
 
 	Overlap        *Figure
 	OverlapNote    string
-	Outside        int // rows with a propensity outside the bounds
+	Arms           positivity.Counts // scored rows by arm, and outside the bounds
+	Problems       []string          // the positivity rules the site fails
+	Outside        int               // rows with a propensity outside the bounds
 	OutsideTreated int
 	OutsideControl int
 	Scored         int
-	Low, High      float64
+	Bounds         string // the positivity bounds, "[0.01, 0.99]"
+	Rules          string // the positivity rules, stated
 	Buckets        []store.OverlapBucket
 
 	Audit       []auditRow
@@ -77,8 +80,8 @@ func Site(ctx context.Context, s *store.Site, w io.Writer) error {
 		Title:     "crffd site report",
 		File:      s.Path(),
 		Generated: time.Now().UTC().Format(time.RFC3339),
-		Low:       sqlfiles.PositivityLow,
-		High:      sqlfiles.PositivityHigh,
+		Bounds:    positivity.Bounds(),
+		Rules:     positivityRules(),
 	}
 	run, err := s.CurrentRun(ctx)
 	switch {
@@ -172,12 +175,14 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 	if err != nil {
 		return err
 	}
-	pg.OutsideTreated, pg.OutsideControl = outside(treated, pg.Low, pg.High), outside(control, pg.Low, pg.High)
+	pg.OutsideTreated, pg.OutsideControl = outside(treated), outside(control)
 	pg.Outside = pg.OutsideTreated + pg.OutsideControl
+	pg.Arms = positivity.Of(run.Layout.Treatment, treated, control)
+	pg.Problems = pg.Arms.Problems()
 	if len(treated)+len(control) == 0 {
 		pg.OverlapNote = "No scored row has a treatment of 0 or 1 in the table."
 	} else {
-		f, err := overlapHist(treated, control, pg.Low, pg.High)
+		f, err := overlapHist(treated, control, positivity.Low, positivity.High)
 		if err != nil {
 			return err
 		}
@@ -187,15 +192,22 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 	return err
 }
 
-// outside counts the propensities outside [low, high].
-func outside(ps []float64, low, high float64) int {
+// outside counts the propensities outside the positivity bounds.
+func outside(ps []float64) int {
 	n := 0
 	for _, p := range ps {
-		if p < low || p > high {
+		if positivity.IsOutside(p) {
 			n++
 		}
 	}
 	return n
+}
+
+// positivityRules states the rules of package positivity for the page.
+func positivityRules() string {
+	return fmt.Sprintf("The rules: each arm should hold at least %d rows and %g%% of the rows, and at most %g%% of the rows "+
+		"should have a propensity outside %s; below %d rows in an arm, crffd fit refuses to train.",
+		positivity.SoftArmRows, 100*positivity.SoftArmShare, 100*positivity.MaxOutsideShare, positivity.Bounds(), positivity.MinArmRows)
 }
 
 // newATERow formats an ATE for the table of ATEs.

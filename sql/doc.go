@@ -24,5 +24,8 @@
 // site configuration, such as crff_cate_records, which joins the user's
 // table to its CATE. [CateRecordsView] renders it with identifiers quoted by
 // [QuoteIdent]; [OverlapView] renders crff_overlap, the scored rows per
-// propensity bucket and treatment arm.
+// propensity bucket and treatment arm, and [PositivityView] crff_positivity,
+// the site's verdict by the rules of package positivity, whose thresholds
+// are rendered into both. The views use no SQL newer than SQLite 3.25, so
+// that older clients can still read the file's schema.
 package sqlfiles

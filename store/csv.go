@@ -31,6 +31,92 @@ type ImportResult struct {
 	Table   string
 	Columns []Column // with the inferred types
 	Rows    int
+	Text    []TextColumn // why each TEXT column is TEXT, in column order
+}
+
+// TextColumn says why ImportCSV stored a column as TEXT. It quotes the
+// first field that is not a number: the site's own data, for its own
+// operator's terminal, never for the network.
+type TextColumn struct {
+	Name    string
+	Values  int    // fields that are not empty (NULL)
+	Numbers int    // of those, fields that are numbers
+	Line    int    // the line of the first field that is not a number; 0 when there is none
+	Field   string // that field, as in the CSV
+}
+
+// Mixed reports whether the column holds numbers as well as values that
+// are not: most likely a numeric column with a few bad or missing-value
+// markers ("n/a", "?"), which crffd fit refuses as a covariate until they
+// are corrected, or skips their rows with on_invalid: skip.
+func (t TextColumn) Mixed() bool { return t.Numbers > 0 }
+
+// String says why the column is TEXT, for example
+//
+//	column score stored as TEXT: 1 of 300 values is not a number (line 18: "n/a")
+//	column name stored as TEXT: none of its 300 values is a number (line 2: "Ada")
+//	column zip stored as TEXT: 40 of 300 values are not numbers (line 3: "02139", a leading zero marks a code)
+//	column notes stored as TEXT: every field is empty
+func (t TextColumn) String() string {
+	var why string
+	bad := t.Values - t.Numbers
+	switch {
+	case t.Values == 0:
+		return fmt.Sprintf("column %s stored as TEXT: every field is empty", t.Name)
+	case t.Numbers == 0 && t.Values == 1:
+		why = "its only value is not a number"
+	case t.Numbers == 0:
+		why = fmt.Sprintf("none of its %d values is a number", t.Values)
+	case bad == 1:
+		why = fmt.Sprintf("1 of %d values is not a number", t.Values)
+	default:
+		why = fmt.Sprintf("%d of %d values are not numbers", bad, t.Values)
+	}
+	return fmt.Sprintf("column %s stored as TEXT: %s (line %d: %s%s)", t.Name, why, t.Line, quoteField(t.Field), textKind(t.Field))
+}
+
+// quoteField quotes a field for a message, shortened to 40 characters.
+func quoteField(f string) string {
+	r := []rune(f)
+	if len(r) > 40 {
+		return strconv.Quote(string(r[:40])) + "…"
+	}
+	return strconv.Quote(f)
+}
+
+// textKind explains a field that looks like a number but is kept as text.
+func textKind(f string) string {
+	tf := strings.TrimSpace(f)
+	body := strings.TrimLeft(tf, "+-")
+	switch {
+	case classify(f) == nanNumber:
+		return ", NaN: leave the field empty for a missing value"
+	case len(tf)-len(body) > 1:
+		return ""
+	case len(body) > 1 && body[0] == '0' && isDigit(body[1]):
+		return ", a leading zero marks a code"
+	case allDigits(body):
+		return ", an integer too long for 64 bits" // digits with one sign at most that classify refused
+	}
+	return ""
+}
+
+// textColumn describes why column j of recs is TEXT.
+func textColumn(name string, recs [][]string, lines []int, j int) TextColumn {
+	t := TextColumn{Name: name}
+	for i, rec := range recs {
+		f := rec[j]
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		t.Values++
+		if k := classify(f); k == intNumber || k == realNumber {
+			t.Numbers++
+		} else if t.Line == 0 {
+			t.Line, t.Field = lines[i], f
+		}
+	}
+	return t
 }
 
 // ImportError reports a fault of the CSV input, with its place.
@@ -91,6 +177,10 @@ func ImportCSV(ctx context.Context, path, table string, r io.Reader, opts Import
 // likely than numbers), make the column TEXT, so that they are kept
 // exactly. NaN is
 // refused: SQLite stores it as NULL, so leave the field empty instead.
+// Every TEXT column is described in ImportResult.Text, with the first
+// field that made it TEXT, so that the caller can say why: a column of
+// numbers with one "n/a" is imported as TEXT, and crffd fit then refuses
+// that value (or skips its row) when the column is a covariate.
 //
 // An existing table or view of the same name is refused (ErrTableExists)
 // unless opts.Replace is set. Errors name the CSV (opts.Name), the line and
@@ -112,6 +202,9 @@ func (s *Site) ImportCSV(ctx context.Context, table string, r io.Reader, opts Im
 	for j := range cols {
 		types[j] = inferType(recs, j)
 		cols[j].Type = types[j]
+		if types[j] == Text {
+			res.Text = append(res.Text, textColumn(cols[j].Name, recs, lines, j))
+		}
 	}
 	rows := make([][]any, len(recs))
 	for i, rec := range recs {

@@ -67,18 +67,27 @@ func TestImportCSVTypes(t *testing.T) {
 	tests := []struct {
 		name, csv string
 		want      string // column types
+		why       string // for a TEXT column: why, as TextColumn.String says it
 	}{
-		{"integers", "1\n-2\n+3\n", "INTEGER"},
-		{"reals", "1\n2.5\n.5\n1e3\n", "REAL"},
-		{"infinity", "1\ninf\n-Infinity\n", "REAL"},
-		{"text", "1\nabc\n", "TEXT"},
-		{"leading zero", "007\n8\n", "TEXT"},
-		{"huge integer", "123456789012345678901234567890\n", "TEXT"},
-		{"hex is text", "0x10\n", "TEXT"},
-		{"all empty", "\"\"\n \n", "TEXT"},
-		{"zero", "0\n0.0\n", "REAL"},
-		{"two signs", "+-1\n", "TEXT"},
-		{"exponent without digits", "1e\n", "TEXT"},
+		{"integers", "1\n-2\n+3\n", "INTEGER", ""},
+		{"reals", "1\n2.5\n.5\n1e3\n", "REAL", ""},
+		{"infinity", "1\ninf\n-Infinity\n", "REAL", ""},
+		{"text", "1\nabc\n", "TEXT", `column c1 stored as TEXT: 1 of 2 values is not a number (line 2: "abc")`},
+		{"leading zero", "007\n8\n", "TEXT", `column c1 stored as TEXT: 1 of 2 values is not a number (line 1: "007", a leading zero marks a code)`},
+		{"leading zero with decimals", "-007.5\n", "TEXT", `column c1 stored as TEXT: its only value is not a number (line 1: "-007.5", a leading zero marks a code)`},
+		{"huge integer", "123456789012345678901234567890\n", "TEXT",
+			`column c1 stored as TEXT: its only value is not a number (line 1: "123456789012345678901234567890", an integer too long for 64 bits)`},
+		{"hex is text", "0x10\n", "TEXT", `column c1 stored as TEXT: its only value is not a number (line 1: "0x10")`},
+		{"all empty", "\"\"\n \n", "TEXT", `column c1 stored as TEXT: every field is empty`},
+		{"zero", "0\n0.0\n", "REAL", ""},
+		{"two signs", "+-1\n", "TEXT", `column c1 stored as TEXT: its only value is not a number (line 1: "+-1")`},
+		{"exponent without digits", "1e\n", "TEXT", `column c1 stored as TEXT: its only value is not a number (line 1: "1e")`},
+		{"NaN beside a text", "nan\nabc\n", "TEXT",
+			`column c1 stored as TEXT: none of its 2 values is a number (line 1: "nan", NaN: leave the field empty for a missing value)`},
+		{"names", "Ada\n\nGrace\nBarbara\n", "TEXT", `column c1 stored as TEXT: none of its 3 values is a number (line 1: "Ada")`},
+		{"numbers with markers", "1.5\nn/a\n2\n?\n3\n", "TEXT", `column c1 stored as TEXT: 2 of 5 values are not numbers (line 2: "n/a")`},
+		{"long text shortened", strings.Repeat("x", 50) + "\n1\n", "TEXT",
+			`column c1 stored as TEXT: 1 of 2 values is not a number (line 1: "` + strings.Repeat("x", 40) + `"…)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +99,41 @@ func TestImportCSVTypes(t *testing.T) {
 			if got := string(res.Columns[0].Type); got != tt.want || res.Columns[0].Name != "c1" {
 				t.Errorf("column %s %s, want c1 %s", res.Columns[0].Name, got, tt.want)
 			}
+			switch {
+			case tt.why == "" && len(res.Text) != 0:
+				t.Errorf("Text = %+v for a %s column", res.Text, tt.want)
+			case tt.why != "" && (len(res.Text) != 1 || res.Text[0].String() != tt.why):
+				t.Errorf("Text = %+v\nwant %s", res.Text, tt.why)
+			}
 		})
+	}
+}
+
+// TestImportCSVTextColumns checks that every TEXT column is reported with
+// its line, and that only a column holding numbers is Mixed: the one crffd
+// import warns about.
+func TestImportCSVTextColumns(t *testing.T) {
+	csv := "id,score,name,empty\n1,1.5,Ada,\n2,0.25,Grace,\n3, n/a ,Linus,\n4,2,Barbara,\n"
+	res, err := store.ImportCSV(context.Background(), filepath.Join(t.TempDir(), "s.sqlite"), "t", strings.NewReader(csv),
+		store.ImportOptions{Header: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		line  string
+		mixed bool
+	}{
+		{`column score stored as TEXT: 1 of 4 values is not a number (line 4: " n/a ")`, true},
+		{`column name stored as TEXT: none of its 4 values is a number (line 2: "Ada")`, false},
+		{`column empty stored as TEXT: every field is empty`, false},
+	}
+	if len(res.Text) != len(want) {
+		t.Fatalf("Text = %+v, want %d columns", res.Text, len(want))
+	}
+	for i, w := range want {
+		if got := res.Text[i]; got.String() != w.line || got.Mixed() != w.mixed {
+			t.Errorf("Text[%d] = %q (mixed %v), want %q (mixed %v)", i, got.String(), got.Mixed(), w.line, w.mixed)
+		}
 	}
 }
 

@@ -45,8 +45,10 @@
 //	crff_rejected      row_id, column_name, reason, run, rejected_at
 //	crff_audit         id, at, direction, peer, kind, run, model, round, tensors, bytes, digest
 //	crff_cate_records  a view: every column of the user's table, then its CATE columns
-//	crff_overlap       a view: bucket, lower, upper, treated, control, extreme; scored rows
-//	                   per propensity bucket and arm, extreme for [0, 0.01) and [0.99, 1]
+//	crff_overlap       a view: bucket, lower, upper, treated, control, extreme, share; scored
+//	                   rows per propensity bucket and arm, extreme for [0, 0.01) and [0.99, 1]
+//	crff_positivity    a view: treated, control, outside, outside_share, warning; the
+//	                   verdict by the rules of package positivity (warning NULL when they hold)
 //	crff_loss          run, model, round, loss: the site's loss per round ([Site.AppendLoss])
 //	crff_run_rows      run, row_id, digest: the rows of every federated run the site took
 //	                   part in, as SHA-256 of their values ([Site.JoinRun])
@@ -59,7 +61,9 @@
 //
 // The store logs with log/slog to [Options.Logger], under the keys path,
 // run, rows, rejected, table, columns, from and to; never a record's value.
-// [Site.WriteResults] logs a warning with the keys path, run, rows, outside,
-// low and high when some propensities lie outside [low, high] = [0.01,
-// 0.99]: positivity looks violated, and crff_overlap shows where.
+// [Site.WriteResults] logs a warning with the keys path, run, treated,
+// control and outside when the published scores fail a rule of package
+// positivity (an arm below the soft minimum, or more than 5% of the
+// propensities outside [0.01, 0.99]); its message says which, as
+// crff_positivity does.
 package store

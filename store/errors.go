@@ -56,6 +56,9 @@ var (
 	ErrNoTreated = errors.New("no treated rows (treatment = 1)")
 	// ErrNoControl means that no row has treatment 0.
 	ErrNoControl = errors.New("no control rows (treatment = 0)")
+	// ErrFewArmRows means that a treatment arm has rows, but too few to
+	// train on ([Records.CheckArms]). It arrives in an *[ArmError].
+	ErrFewArmRows = errors.New("too few rows in a treatment arm")
 )
 
 // Errors of runs and results.
@@ -108,6 +111,7 @@ type ValidationError struct {
 	Err    error   // the fault: a sentinel such as ErrNull
 	RowIDs []RowID // the first (at most MaxRowIDs) offending rows, in read order
 	Rows   int     // how many rows have the fault; 0 when not about rows
+	Hint   string  // what to do about it, when there is more to say; appended after "; "
 }
 
 // Error formats the error as, for example,
@@ -141,6 +145,9 @@ func (e *ValidationError) Error() string {
 			b.WriteString(id.String())
 		}
 		b.WriteString(")")
+	}
+	if e.Hint != "" {
+		b.WriteString("; " + e.Hint)
 	}
 	return b.String()
 }

@@ -102,14 +102,16 @@ const (
 // covariate types are not yet.
 type plan struct {
 	Layout
-	types       []colType // per covariate, as configured
-	autoOutcome bool      // detect the outcome type from the values
+	types       []colType       // per covariate, as configured
+	autoOutcome bool            // detect the outcome type from the values
+	chosen      map[string]bool // covariates chosen by the rule of [Source], not listed
+	unused      []UnusedColumn  // the other columns the rule left out
 }
 
 // resolve matches src against the table's columns: it finds each configured
 // column (case-insensitively), chooses the covariates when none are listed,
 // and records each covariate's configured type. It reads values only to
-// classify untyped columns when choosing covariates.
+// choose the covariates, by the rule of [Source].
 func (s *Site) resolve(ctx context.Context, q querier, src Source) (*plan, error) {
 	cols, err := tableColumns(ctx, q, src.Table)
 	if err != nil {
@@ -180,13 +182,19 @@ func (s *Site) resolve(ctx context.Context, q querier, src Source) (*plan, error
 			if taken[strings.ToLower(c.name)] {
 				continue
 			}
-			ok, err := numericColumn(ctx, q, src.Table, c)
+			why, err := covariateColumn(ctx, q, src.Table, c)
 			if err != nil {
 				return nil, err
 			}
-			if ok {
-				p.Covariates = append(p.Covariates, c.name)
+			if why != "" {
+				p.unused = append(p.unused, UnusedColumn{Name: c.name, Reason: why})
+				continue
 			}
+			p.Covariates = append(p.Covariates, c.name)
+			if p.chosen == nil {
+				p.chosen = map[string]bool{}
+			}
+			p.chosen[c.name] = true
 		}
 		for c := range types {
 			if !slices.ContainsFunc(p.Covariates, func(n string) bool { return strings.EqualFold(n, c) }) {
@@ -210,27 +218,58 @@ func (s *Site) resolve(ctx context.Context, q querier, src Source) (*plan, error
 	return p, nil
 }
 
-// numericColumn says whether c is numeric by the rule of [Source]: by its
-// declared affinity, or by its values when the affinity does not decide.
-func numericColumn(ctx context.Context, q querier, table string, c column) (bool, error) {
+// covariateColumn applies the rule of [Source] to column c when the
+// covariates are chosen automatically: it returns "" when c is a covariate,
+// and otherwise why not. c is a covariate when it is declared with an
+// INTEGER or REAL affinity, or when at least one of its values is a number
+// (stored as an integer or a real, or a text that crffd import would have
+// read as a number); every value of a covariate must then be a finite
+// number, which reading the rows checks.
+func covariateColumn(ctx context.Context, q querier, table string, c column) (string, error) {
 	switch affinityOf(c.declType) {
 	case affInteger, affReal:
-		return true, nil
-	case affText:
-		return false, nil
+		return "", nil
 	}
 	qt, err := sqlfiles.QuoteIdent(table)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	qc, err := sqlfiles.QuoteIdent(c.name)
 	if err != nil {
-		return false, err
+		return "", err
 	}
-	var numeric bool
+	var values, numbers int
 	err = q.QueryRowContext(ctx, fmt.Sprintf(
-		`SELECT EXISTS (SELECT 1 FROM %[1]s WHERE %[2]s IS NOT NULL)
-		    AND NOT EXISTS (SELECT 1 FROM %[1]s WHERE typeof(%[2]s) NOT IN ('integer', 'real', 'null'))`,
-		qt, qc)).Scan(&numeric)
-	return numeric, err
+		`SELECT count(%[2]s), count(CASE WHEN typeof(%[2]s) IN ('integer', 'real') THEN 1 END) FROM %[1]s`,
+		qt, qc)).Scan(&values, &numbers)
+	if err != nil {
+		return "", err
+	}
+	if numbers > 0 {
+		return "", nil
+	}
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(`SELECT %[2]s FROM %[1]s WHERE typeof(%[2]s) = 'text'`, qt, qc))
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return "", err
+		}
+		if k := classify(v); k == intNumber || k == realNumber {
+			return "", nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	switch values {
+	case 0:
+		return "it holds no value (every one is NULL)", nil
+	case 1:
+		return "its only value is not a number", nil
+	}
+	return fmt.Sprintf("none of its %d values is a number", values), nil
 }

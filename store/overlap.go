@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/crffd/crffd/positivity"
 	sqlfiles "github.com/crffd/crffd/sql"
 )
 
@@ -17,7 +18,8 @@ type OverlapBucket struct {
 	Lower, Upper float64
 	Treated      int
 	Control      int
-	Extreme      bool // below sqlfiles.PositivityLow or above sqlfiles.PositivityHigh
+	Extreme      bool    // below positivity.Low or above positivity.High
+	Share        float64 // the bucket's share of the rows of all buckets; 0 when there are none
 }
 
 // ensureView makes the view name hold exactly the statement want, replacing
@@ -45,25 +47,32 @@ func ensureView(ctx context.Context, tx *sql.Tx, name, want string) (bool, error
 	return true, nil
 }
 
-// ensureOverlap makes crff_overlap the view of layout's table, id and
-// treatment columns.
+// ensureOverlap makes crff_overlap and crff_positivity the views of
+// layout's table, id and treatment columns.
 func (s *Site) ensureOverlap(ctx context.Context, tx *sql.Tx, l Layout) error {
-	want, err := sqlfiles.OverlapView(l.Table, l.ID, l.Treatment)
-	if err != nil {
-		return err
-	}
-	created, err := ensureView(ctx, tx, "crff_overlap", want)
-	if err != nil {
-		return err
-	}
-	if created {
-		s.log.InfoContext(ctx, "view crff_overlap created", "path", s.path, "table", l.Table)
+	for _, v := range []struct {
+		name   string
+		render func(table, id, treatment string) (string, error)
+	}{{"crff_overlap", sqlfiles.OverlapView}, {"crff_positivity", sqlfiles.PositivityView}} {
+		want, err := v.render(l.Table, l.ID, l.Treatment)
+		if err != nil {
+			return err
+		}
+		created, err := ensureView(ctx, tx, v.name, want)
+		if err != nil {
+			return err
+		}
+		if created {
+			s.log.InfoContext(ctx, "view "+v.name+" created", "path", s.path, "table", l.Table)
+		}
 	}
 	return nil
 }
 
 // ReadOverlap returns the crff_overlap view, bucket by bucket. It fails with
 // an error when no results were ever written (the view does not exist yet).
+// Share is computed from the counts, so that a view written by an earlier
+// crffd, without its share column, reads the same.
 func (s *Site) ReadOverlap(ctx context.Context) ([]OverlapBucket, error) {
 	var out []OverlapBucket
 	err := s.readTx(ctx, "read crff_overlap from", func(tx *sql.Tx) error {
@@ -82,32 +91,47 @@ func (s *Site) ReadOverlap(ctx context.Context) ([]OverlapBucket, error) {
 		}
 		return rows.Err()
 	})
+	total := 0
+	for _, b := range out {
+		total += b.Treated + b.Control
+	}
+	if total > 0 {
+		for i := range out {
+			out[i].Share = float64(out[i].Treated+out[i].Control) / float64(total)
+		}
+	}
 	return out, err
 }
 
-// outsideOverlap counts the scores whose propensity lies outside
-// [sqlfiles.PositivityLow, sqlfiles.PositivityHigh].
-func outsideOverlap(cs []CATE) int {
-	n := 0
-	for _, c := range cs {
-		if c.Propensity < sqlfiles.PositivityLow || c.Propensity > sqlfiles.PositivityHigh {
-			n++
-		}
-	}
-	return n
-}
-
-// warnPositivity logs a warning when some of the published scores have a
-// propensity outside the positivity bounds. It logs counts only, never a
-// row's values.
-func (s *Site) warnPositivity(ctx context.Context, run string, cs []CATE) {
-	n := outsideOverlap(cs)
-	if n == 0 {
+// warnPositivity logs a warning when the published scores fail the rules
+// of package positivity (an arm below the soft minimum, or too many
+// propensities outside the bounds), as crff_positivity says. It logs counts
+// only, never a row's values.
+func (s *Site) warnPositivity(ctx context.Context, run string) {
+	c, err := s.ReadPositivity(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "positivity not checked", "path", s.path, "run", run, "error", err.Error())
 		return
 	}
-	s.log.WarnContext(ctx, "positivity looks violated: rows with a propensity outside the bounds; see crff_overlap",
-		"path", s.path, "run", run, "rows", len(cs), "outside", n,
-		"low", sqlfiles.PositivityLow, "high", sqlfiles.PositivityHigh)
+	if w := c.Warning(); w != "" {
+		s.log.WarnContext(ctx, "positivity: "+w+"; see crff_positivity and crff_overlap",
+			"path", s.path, "run", run, "treated", c.Treated, "control", c.Control, "outside", c.Outside)
+	}
+}
+
+// ReadPositivity counts the current run's scored rows by arm and those of
+// them whose propensity lies outside the positivity bounds, as
+// crff_positivity does; [positivity.Counts.Problems] says what they fail.
+func (s *Site) ReadPositivity(ctx context.Context) (positivity.Counts, error) {
+	run, err := s.CurrentRun(ctx)
+	if err != nil {
+		return positivity.Counts{}, err
+	}
+	treated, control, err := s.ReadPropensities(ctx)
+	if err != nil {
+		return positivity.Counts{}, err
+	}
+	return positivity.Of(run.Layout.Treatment, treated, control), nil
 }
 
 // ReadPropensities returns the propensity of every scored row of the

@@ -91,20 +91,33 @@ func TestOverlap(t *testing.T) {
 	if warn == nil {
 		t.Fatalf("no positivity warning in the log:\n%s", logs.String())
 	}
-	if warn["outside"] != 4.0 || warn["rows"] != 12.0 || warn["run"] != "run-1" || warn["low"] != 0.01 || warn["high"] != 0.99 {
-		t.Errorf("positivity warning %v", warn)
+	// 12 rows: both arms are thin, and 4 propensities are extreme.
+	wantMsg := "positivity: 6 treated rows (treated = 1) among 12 (50.0%), below the 20 rows and 5% of the rows each arm should hold; " +
+		"6 control rows (treated = 0) among 12 (50.0%), below the 20 rows and 5% of the rows each arm should hold; " +
+		"4 of 12 rows (33.3%) have a propensity outside [0.01, 0.99], above the 5% limit; see crff_positivity and crff_overlap"
+	if warn["msg"] != wantMsg || warn["outside"] != 4.0 || warn["treated"] != 6.0 || warn["control"] != 6.0 || warn["run"] != "run-1" {
+		t.Errorf("positivity warning %v\nwant msg %s", warn, wantMsg)
+	}
+	c, err := s.ReadPositivity(ctx)
+	if err != nil || c.Treated != 6 || c.Control != 6 || c.Outside != 4 {
+		t.Errorf("ReadPositivity = %+v, %v", c, err)
+	}
+	var viewWarning string
+	if err := rawDB(t, path).QueryRow(`SELECT warning FROM crff_positivity`).Scan(&viewWarning); err != nil || viewWarning != c.Warning() {
+		t.Errorf("crff_positivity warns %q (%v), want %q", viewWarning, err, c.Warning())
 	}
 
-	// Propensities within the bounds publish without a warning.
+	// Propensities within the bounds publish without a warning about them
+	// (the arms stay thin).
 	logs.Reset()
 	if err := s.WriteResults(ctx, "run-1", fakeResults(recs.IDs, 2)); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(logs.String(), `"WARN"`) {
+	if strings.Contains(logs.String(), "propensity outside") || !strings.Contains(logs.String(), "6 control rows") {
 		t.Errorf("warning for propensities of 0.5:\n%s", logs.String())
 	}
 	got, _ = s.ReadOverlap(ctx)
-	if len(got) != 10 || got[5].Treated != 6 || got[5].Control != 6 {
+	if len(got) != 10 || got[5].Treated != 6 || got[5].Control != 6 || got[5].Share != 1 || got[0].Share != 0 {
 		t.Errorf("crff_overlap after the second publication: %+v", got)
 	}
 }

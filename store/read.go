@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/gonum/mat"
@@ -17,12 +18,25 @@ import (
 // Records are a site's rows as read through its Source and validated.
 // Row i of Data describes the record with id IDs[i].
 type Records struct {
+	File     string           // the site file the rows were read from
 	Layout   Layout           // the resolved configuration the rows were read with
 	Schema   estimator.Schema // Layout.Schema()
 	IDs      []RowID          // per kept row, in ascending id order
 	Data     *estimator.Data  // the kept rows; nil when there are none
 	Rejected []Rejection      // with on_invalid: skip, the faults of the rows left out
 	Read     int              // rows read, kept or not
+	// Unused lists, when the covariates are not configured, the other
+	// columns that are not covariates because they hold no number, with
+	// why (see [Source]); callers say so, so that no column is left out
+	// silently.
+	Unused []UnusedColumn
+}
+
+// UnusedColumn is a column of the table left out of the covariates when
+// they are chosen automatically.
+type UnusedColumn struct {
+	Name   string // as the table spells it
+	Reason string // why, such as "none of its 300 values is a number"
 }
 
 // Len returns the number of kept rows.
@@ -44,9 +58,12 @@ type Rejection struct {
 // Every fault has its own error, naming the file, the table, the column and
 // the first offending row ids (see [ValidationError]): a missing table or
 // column, an id that is NULL or not an integer or text, a duplicate id, a
-// covariate that is NULL, text, ±Inf or NaN (or not 0/1 when declared
-// binary), a treatment other than 0/1, a NULL or non-finite outcome, a
-// binary outcome other than 0/1, no rows, no treated or no control rows.
+// covariate that is NULL, a text or blob that is not a number, ±Inf or NaN
+// (or not 0/1 when declared binary), a treatment other than 0/1, a NULL or
+// non-finite outcome, a binary outcome other than 0/1, no rows, no treated
+// or no control rows. A text that spells a number is read as that number
+// (see [Source]). With the covariates chosen automatically, the columns
+// left out are listed in Records.Unused.
 //
 // With on_invalid: refuse, any fault fails the read; several faults come
 // back joined with errors.Join, each testable with errors.Is and errors.As.
@@ -167,14 +184,37 @@ func selectRows(l Layout, scoring bool) (string, error) {
 	return b.String(), nil
 }
 
-// number returns v as a float64 and true when SQLite stores it as an
-// integer or a real.
+// number returns v as a float64 and true when it is a number: stored by
+// SQLite as an integer or a real, or a text that spells a number as crffd
+// import reads one (see [numericText]), as in a column that was imported as
+// TEXT because of a few values that are not numbers.
 func number(v any) (float64, bool) {
 	switch v := v.(type) {
 	case int64:
 		return float64(v), true
 	case float64:
 		return v, true
+	case string:
+		return numericText(v)
+	}
+	return 0, false
+}
+
+// numericText reads a text as a number when crffd import would have stored
+// it as one: a decimal integer or real with an optional sign and
+// surrounding spaces, or inf, infinity or nan (which then fail as not
+// finite). A number with a leading zero such as 007, or an integer too
+// long for 64 bits, is a code, not a number, as on import.
+func numericText(s string) (float64, bool) {
+	switch classify(s) {
+	case intNumber, realNumber:
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, false
+		}
+		return f, true // out of range: ±Inf or 0, as SQLite itself would read it
+	case nanNumber:
+		return math.NaN(), true
 	}
 	return 0, false
 }

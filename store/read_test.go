@@ -10,6 +10,16 @@ import (
 	"github.com/crffd/crffd/store"
 )
 
+// chosenHint ends the message of a covariate chosen automatically that
+// holds values that are not numbers.
+const chosenHint = "it was chosen as a covariate because it is declared numeric or holds numbers (site.covariates is not set); " +
+	"correct them, set site.on_invalid: skip to leave their rows out, or list site.covariates without this column"
+
+// textScore adds the column score as crffd import makes it of numbers with
+// one "n/a": TEXT, holding the numbers as texts.
+var textScore = []string{`ALTER TABLE records ADD COLUMN score TEXT`,
+	`UPDATE records SET score = CASE patient_id WHEN 7 THEN 'n/a' ELSE CAST(patient_id * 1.5 AS TEXT) END`}
+
 // TestReadRecordsRefuses covers every validation case: each read fails with
 // the right sentinel and a message naming the file, the column and the
 // offending ids, and leaves the user's table byte for byte as it was.
@@ -63,13 +73,58 @@ func TestReadRecordsRefuses(t *testing.T) {
 			name:  "text covariate",
 			setup: []string{`UPDATE records SET bmi = 'n/a' WHERE patient_id = 4`},
 			want:  store.ErrNotNumeric,
-			msg:   `column "bmi": not a number in 1 row (id 4)`,
+			msg:   `column "bmi": not a number in 1 row (id 4); ` + chosenHint,
+		},
+		{
+			name:   "text covariate listed",
+			setup:  []string{`UPDATE records SET bmi = 'n/a' WHERE patient_id = 4`},
+			source: func(s *store.Source) { s.Covariates = []string{"age", "bmi"} },
+			want:   store.ErrNotNumeric,
+			msg:    `column "bmi": not a number in 1 row (id 4)`,
 		},
 		{
 			name:  "blob covariate",
 			setup: []string{`UPDATE records SET bmi = x'00ff' WHERE patient_id = 4`},
 			want:  store.ErrNotNumeric,
-			msg:   `column "bmi": not a number in 1 row (id 4)`,
+			msg:   `column "bmi": not a number in 1 row (id 4); ` + chosenHint,
+		},
+		{
+			// Issue 13: crffd import stores a column of numbers with one
+			// "n/a" as TEXT. Chosen automatically, it is a covariate, and
+			// only the "n/a" row is at fault, not every row.
+			name:  "numbers in a TEXT column with one n/a",
+			setup: textScore,
+			want:  store.ErrNotNumeric,
+			msg:   `column "score": not a number in 1 row (id 7); ` + chosenHint,
+		},
+		{
+			name:   "numbers in a TEXT column with one n/a, listed",
+			setup:  textScore,
+			source: func(s *store.Source) { s.Covariates = []string{"age", "score"} },
+			want:   store.ErrNotNumeric,
+			msg:    `column "score": not a number in 1 row (id 7)`,
+		},
+		{
+			name: "numbers in a TEXT column, a NaN and an infinity",
+			setup: []string{`ALTER TABLE records ADD COLUMN score TEXT`,
+				`UPDATE records SET score = CASE patient_id WHEN 2 THEN 'NaN' WHEN 3 THEN '-inf' ELSE ' ' || patient_id || '.5 ' END`},
+			want: store.ErrNotFinite,
+			msg:  `column "score": not a finite number in 2 rows (ids 2, 3)`,
+		},
+		{
+			name: "a code with a leading zero in a TEXT column",
+			setup: []string{`ALTER TABLE records ADD COLUMN zip TEXT`,
+				`UPDATE records SET zip = CASE patient_id WHEN 5 THEN '02139' ELSE '10001' END`},
+			want: store.ErrNotNumeric,
+			msg:  `column "zip": not a number in 1 row (id 5); ` + chosenHint,
+		},
+		{
+			name: "TEXT treatment with one n/a",
+			setup: []string{`CREATE TABLE t2 (patient_id INTEGER, treated TEXT, outcome REAL, age REAL)`,
+				`INSERT INTO t2 SELECT patient_id, CASE patient_id WHEN 8 THEN 'n/a' ELSE CAST(treated AS TEXT) END, outcome, age FROM records`},
+			source: func(s *store.Source) { s.Table = "t2" },
+			want:   store.ErrTreatment,
+			msg:    `column "treated": treatment is not 0 or 1 in 1 row (id 8)`,
 		},
 		{
 			name:  "+Inf covariate stored as 9e999",
@@ -435,4 +490,136 @@ func equalBools(a, b []bool) bool {
 		}
 	}
 	return true
+}
+
+// TestReadRecordsUnused checks the rule that chooses the covariates when
+// none are listed: a column holding a number is one, whatever its declared
+// type, and every other column is listed in Unused with why, so that none
+// is left out silently.
+func TestReadRecordsUnused(t *testing.T) {
+	path := newRecordsFile(t,
+		`ALTER TABLE records ADD COLUMN score TEXT`,
+		`UPDATE records SET score = ' ' || (patient_id * 0.5) || ' '`,
+		`ALTER TABLE records ADD COLUMN blank`,
+		`ALTER TABLE records ADD COLUMN code TEXT`,
+		`UPDATE records SET code = '0' || patient_id`,
+		`ALTER TABLE records ADD COLUMN remark TEXT`,
+		`UPDATE records SET remark = 'ok' WHERE patient_id = 3`)
+	s := openSite(t, path)
+	recs, err := s.ReadRecords(context.Background(), recordsSource(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(recs.Layout.Covariates, " "), "age smoker bmi recovered score"; got != want {
+		t.Errorf("covariates %q, want %q", got, want)
+	}
+	if x := recs.Data.X.RawRowView(1); x[4] != 1 { // patient 2: ' 1.0 '
+		t.Errorf("score of patient 2 read as %v, want 1", x[4])
+	}
+	var got []string
+	for _, u := range recs.Unused {
+		got = append(got, u.Name+": "+u.Reason)
+	}
+	want := []string{
+		"note: none of its 4 values is a number",
+		"visit: none of its 12 values is a number",
+		"blank: it holds no value (every one is NULL)",
+		"code: none of its 12 values is a number", // codes with a leading zero, as crffd import reads them
+		"remark: its only value is not a number",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("unused\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Listed covariates leave nothing to report.
+	src := recordsSource(path)
+	src.Covariates = []string{"age", "score"}
+	recs, err = s.ReadRecords(context.Background(), src)
+	if err != nil || len(recs.Unused) != 0 {
+		t.Errorf("listed covariates: unused %v, %v", recs.Unused, err)
+	}
+}
+
+// TestReadRecordsSkipTextColumn checks on_invalid: skip on a TEXT column
+// of numbers with one "n/a": that row alone is left out, with a reason and
+// the column, and the others are read as numbers.
+func TestReadRecordsSkipTextColumn(t *testing.T) {
+	path := newRecordsFile(t, textScore...)
+	s := openSite(t, path)
+	src := recordsSource(path)
+	src.OnInvalid = store.Skip
+	recs, err := s.ReadRecords(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs.Rejected) != 1 || recs.Rejected[0].Column != "score" || recs.Rejected[0].Reason != "not a number" {
+		t.Fatalf("rejected %+v, want row 7 for column score", recs.Rejected)
+	}
+	if id, _ := recs.Rejected[0].RowID.Int(); id != 7 || recs.Len() != 11 {
+		t.Errorf("rejected row %s, kept %d rows", recs.Rejected[0].RowID, recs.Len())
+	}
+	if x := recs.Data.X.RawRowView(0); x[len(x)-1] != 1.5 {
+		t.Errorf("score of patient 1 read as %v, want 1.5", x[len(x)-1])
+	}
+}
+
+// TestCheckArms checks the refusal of an arm with too few rows: each arm
+// below the minimum is named with its count, and rows left out by
+// on_invalid: skip are said to be.
+func TestCheckArms(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup []string
+		skip  bool
+		least int
+		want  []string // the messages after the file's name, joined
+	}{
+		{"enough", nil, false, 5, nil},
+		{"one control row", []string{`UPDATE records SET treated = patient_id <> 2`}, false, 5,
+			[]string{`table "records", column "treated": 1 control row (treated = 0) among 12; at least 5 are needed in each arm`}},
+		{"four treated rows", []string{`UPDATE records SET treated = 0 WHERE patient_id > 7`}, false, 5,
+			[]string{`column "treated": 4 treated rows (treated = 1) among 12; at least 5 are needed in each arm`}},
+		{"both arms", nil, false, 7, []string{
+			`column "treated": 6 treated rows (treated = 1) among 12; at least 7 are needed in each arm`,
+			`column "treated": 6 control rows (treated = 0) among 12; at least 7 are needed in each arm`}},
+		{"after skipping", []string{`UPDATE records SET age = NULL WHERE patient_id IN (2, 4)`}, true, 5, []string{
+			`column "treated": 4 control rows (treated = 0) among 10 kept (2 left out by on_invalid: skip); at least 5 are needed in each arm`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := newRecordsFile(t, tt.setup...)
+			s := openSite(t, path)
+			src := recordsSource(path)
+			if tt.skip {
+				src.OnInvalid = store.Skip
+			}
+			recs, err := s.ReadRecords(context.Background(), src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = recs.CheckArms(tt.least)
+			if tt.want == nil {
+				if err != nil {
+					t.Errorf("CheckArms(%d) = %v", tt.least, err)
+				}
+				return
+			}
+			if !errors.Is(err, store.ErrFewArmRows) {
+				t.Fatalf("CheckArms(%d) = %v, want ErrFewArmRows", tt.least, err)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.want) {
+				t.Fatalf("%d errors, want %d:\n%v", len(lines), len(tt.want), err)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(lines[i], `site "`+path+`", `) || !strings.HasSuffix(lines[i], w) {
+					t.Errorf("error %d\n got %s\nwant %s", i, lines[i], w)
+				}
+			}
+			var ae *store.ArmError
+			if !errors.As(err, &ae) || ae.Least != tt.least || ae.File != path {
+				t.Errorf("not an *ArmError naming the file: %#v", err)
+			}
+		})
+	}
 }

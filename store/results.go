@@ -134,7 +134,7 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 	}
 	s.log.InfoContext(ctx, "run published", "path", s.path, "run", run,
 		"rows", len(res.CATE), "rejected", len(res.Rejected))
-	s.warnPositivity(ctx, run, res.CATE)
+	s.warnPositivity(ctx, run)
 	return nil
 }
 

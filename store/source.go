@@ -46,16 +46,24 @@ const (
 //
 // When Covariates is empty, the covariates are the other columns of the
 // table or view (not the id, treatment, outcome or identity columns) that
-// are numeric: a column declared with an INTEGER or REAL affinity (a type
-// name containing INT, REAL, FLOA or DOUB) is numeric; one declared with a
-// TEXT or BLOB affinity (CHAR, CLOB, TEXT, BLOB) is not; any other column
-// (no declared type, as in most views, or a NUMERIC affinity such as
-// NUMERIC, DECIMAL, BOOLEAN or DATE) is numeric when it holds at least one
-// value and every value it holds is an integer or a real. A declared
-// numeric column is kept even when a value in it is not a number, so that
-// the value is reported rather than the column silently dropped. The
+// hold numbers, by this rule: a column is a covariate when it is declared
+// with an INTEGER or REAL affinity (a type name containing INT, REAL, FLOA
+// or DOUB), or when at least one of its values is a number: stored as an
+// integer or a real, or a text that crffd import would have read as a
+// number (a decimal integer or real, with an optional sign and spaces
+// around it, or inf; not a code with a leading zero such as 007). Every
+// value of a covariate must then be a finite number: a column that is
+// mostly numbers with a few texts such as "n/a" (as `crffd import` stores
+// as TEXT) is a covariate with bad values, refused or skipped by
+// OnInvalid, never dropped. The other columns, which hold no number at all
+// (names, codes, dates as text, or only NULLs), are left out and listed
+// with the reason in [Records.Unused], for the caller to report. The
 // resolved list is in [Layout.Covariates]; list covariates explicitly to
 // make the model independent of later changes to the table.
+//
+// A text that spells a number counts as that number wherever a number is
+// read (covariates, treatment, outcome), so a column stored as TEXT is read
+// by its values, and only the values that are not numbers are at fault.
 //
 // A covariate named in Binary is Bernoulli, and each of its values must be 0
 // or 1; one named in Continuous is Gaussian. Any other covariate is binary

@@ -6,6 +6,11 @@ import (
 	"github.com/crffd/crffd/estimator"
 )
 
+// chosenHint explains a covariate with values that are not numbers when the
+// covariates were chosen automatically: the user may not know it is one.
+const chosenHint = "it was chosen as a covariate because it is declared numeric or holds numbers (site.covariates is not set); " +
+	"correct them, set site.on_invalid: skip to leave their rows out, or list site.covariates without this column"
+
 // fault is one thing wrong with one row.
 type fault struct {
 	column string
@@ -106,6 +111,9 @@ func (v *validator) finish() (*Records, error) {
 			ve := byFault[f]
 			if ve == nil {
 				ve = &ValidationError{File: v.file, Table: p.Table, Column: f.column, Err: f.err}
+				if f.err == ErrNotNumeric && p.chosen[f.column] {
+					ve.Hint = chosenHint
+				}
 				byFault[f] = ve
 				errs = append(errs, ve)
 			}
@@ -120,7 +128,7 @@ func (v *validator) finish() (*Records, error) {
 		return nil, joinFaults(errs)
 	}
 
-	recs := &Records{Rejected: rejected, Read: n}
+	recs := &Records{File: v.file, Rejected: rejected, Read: n, Unused: p.unused}
 	m := len(keep)
 	if m == 0 && !v.scoring {
 		return nil, &ValidationError{File: v.file, Table: p.Table, Err: emptyError(n)}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/plugins/host"
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/synth"
 )
 
@@ -274,25 +274,18 @@ Look at the results with any SQLite client:
 	return err
 }
 
-// minorArm is the share of a site's rows below which the demo warns that
-// one arm is too thin to estimate its outcomes from the site's own rows.
-const minorArm = 0.05
-
-// positivityNote returns a warning line when site s has rows whose
-// propensity lies outside the positivity bounds, or an arm holding less
-// than minorArm of its rows, and "" otherwise: the demo's third site is
-// meant to be dissimilar, and this says what that does to its estimates.
+// positivityNote returns a warning line when site s fails the rules of
+// package positivity (an arm below the soft minimum, or too many rows with
+// a propensity outside the bounds), in the words crffd fit, crffd report
+// and crff_positivity use, and "" otherwise: the demo's third site is meant
+// to be dissimilar, and this says what that does to its estimates.
 func positivityNote(s demoSite) string {
-	n := s.treated + s.control
-	minor, arm := s.control, "control"
-	if s.treated < s.control {
-		minor, arm = s.treated, "treated"
-	}
-	if n == 0 || (s.extreme == 0 && float64(minor) >= minorArm*float64(n)) {
+	c := positivity.Counts{Treated: s.treated, Control: s.control, Outside: s.extreme}
+	w := c.Warning()
+	if w == "" {
 		return ""
 	}
-	return fmt.Sprintf("positivity: %s has %d %s rows of %d and %d with a propensity outside [%g, %g] (see crff_overlap); its effects rest on extrapolation",
-		s.name, minor, arm, n, s.extreme, sqlfiles.PositivityLow, sqlfiles.PositivityHigh)
+	return fmt.Sprintf("positivity: %s: %s; its effects rest on extrapolation (see crff_positivity and crff_overlap)", s.name, w)
 }
 
 // borrowSummary compares, for one model, the mean factor with which the

@@ -13,11 +13,13 @@ func TestPositivityNote(t *testing.T) {
 	}{
 		{"balanced", demoSite{name: "site1", treated: 140, control: 160}, ""},
 		{"few controls", demoSite{name: "site3", treated: 291, control: 9},
-			"positivity: site3 has 9 control rows of 300 and 0 with a propensity outside [0.01, 0.99]"},
-		{"few treated", demoSite{name: "site2", treated: 4, control: 296}, "site2 has 4 treated rows of 300"},
-		{"at the bound", demoSite{name: "site1", treated: 285, control: 15}, ""},
-		{"extreme propensities", demoSite{name: "site1", treated: 150, control: 150, extreme: 2},
-			"site1 has 150 control rows of 300 and 2 with a propensity outside"},
+			"positivity: site3: 9 control rows (w = 0) among 300 (3.0%), below the 20 rows and 5% of the rows each arm should hold; its effects rest on extrapolation"},
+		{"few treated", demoSite{name: "site2", treated: 4, control: 296}, "positivity: site2: 4 treated rows (w = 1) among 300"},
+		{"at the soft minimum", demoSite{name: "site1", treated: 280, control: 20}, ""},
+		{"below the soft minimum of rows, above the share", demoSite{name: "site1", treated: 285, control: 15}, "site1: 15 control rows"},
+		{"a few extreme propensities", demoSite{name: "site1", treated: 150, control: 150, extreme: 2}, ""},
+		{"too many extreme propensities", demoSite{name: "site1", treated: 150, control: 150, extreme: 16},
+			"positivity: site1: 16 of 300 rows (5.3%) have a propensity outside [0.01, 0.99], above the 5% limit"},
 		{"nothing scored", demoSite{name: "site1"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

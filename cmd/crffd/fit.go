@@ -55,6 +55,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if len(recs.Rejected) > 0 {
 		a.log.Warn("rows left out (on_invalid: skip); see crff_rejected", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, len(recs.Rejected)))
 	}
+	if err := checkFitRecords(a, src, recs); err != nil {
+		return err
+	}
 	kernel := a.kernelRef()
 	spectral, err := a.openSpectral(ctx, kernel)
 	if err != nil {
@@ -109,6 +112,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 	}
 	res := store.Results{CATE: cates, ATE: ates, Rejected: recs.Rejected}
 	if err := db.WriteResults(ctx, run, res); err != nil {
+		return err
+	}
+	if err := printPositivity(a, recs, eff); err != nil {
 		return err
 	}
 	a.log.Info("fitted", slog.String(logKeyRun, run), slog.Float64(logKeySeconds, time.Since(start).Seconds()),

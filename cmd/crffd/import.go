@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,17 @@ func newImportCmd(a *app) *cobra.Command {
 		Long: `import creates table NAME in the SQLite file FILE (created if missing) from a
 CSV file, inferring INTEGER, REAL or TEXT per column; empty fields become NULL.
 The whole import is one transaction. It refuses to overwrite an existing table
-unless --replace is given. Without --header the columns are named c1, c2, ...`,
+unless --replace is given. Without --header the columns are named c1, c2, ...
+
+A column is TEXT as soon as one of its fields is not a number (a code with a
+leading zero such as 007 counts as text), and import says why for every TEXT
+column, quoting the first such field and its line. It still imports the table,
+since columns of names or codes are meant to be TEXT, but a column of numbers
+with a few other values (such as "n/a") gets a "warning:" line: when crffd fit
+uses it as a covariate (every column holding a number is one unless
+site.covariates lists them), fit refuses those rows, naming them, or leaves
+them out with site.on_invalid: skip. Correct the values, or leave a missing
+value's field empty, which is NULL and is refused or skipped the same way.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := os.Open(csvPath)
@@ -32,8 +43,10 @@ unless --replace is given. Without --header the columns are named c1, c2, ...`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "imported %d rows into %s.%s (%s)\n", res.Rows, db, res.Table, describeColumns(res.Columns))
-			return err
+			if _, err := fmt.Fprintf(a.stdout, "imported %d rows into %s.%s (%s)\n", res.Rows, db, res.Table, describeColumns(res.Columns)); err != nil {
+				return err
+			}
+			return printTextColumns(a.stdout, res.Text)
 		},
 	}
 	f := cmd.Flags()
@@ -57,4 +70,24 @@ func describeColumns(cols []store.Column) string {
 		s += c.Name + " " + string(c.Type)
 	}
 	return s
+}
+
+// printTextColumns says why each TEXT column of an import is TEXT: a
+// "warning:" line for a column of numbers with some other values, which
+// crffd fit refuses as a covariate, and a plain line for the others.
+func printTextColumns(w io.Writer, cols []store.TextColumn) error {
+	for _, c := range cols {
+		line := c.String()
+		switch {
+		case c.Mixed():
+			line = "warning: " + line + "; as a covariate, crffd fit refuses these rows until the values are corrected" +
+				" (or leaves them out with site.on_invalid: skip)"
+		case c.Values > 0:
+			line += "; crffd fit does not choose it as a covariate"
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
 }

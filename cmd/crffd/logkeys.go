@@ -38,3 +38,12 @@ const (
 	logKeyBytesSent     = "payload_bytes_sent"
 	logKeyBytesReceived = "payload_bytes_received"
 )
+
+// Log keys of the checks of a site's records before and after training:
+// a column left out of the covariates and why, and a treatment arm with
+// few rows (counts, never values).
+const (
+	logKeyColumn = "column"
+	logKeyReason = "reason"
+	logKeyArm    = "arm"
+)

@@ -142,6 +142,7 @@ func readFederated(ctx context.Context, a *app, db *store.Site, src store.Source
 	if recs.Len() == 0 {
 		return nil, nil, fmt.Errorf("site %s: no valid rows to train on", src.DB)
 	}
+	warnUnused(a, src, recs)
 	if len(recs.Rejected) > 0 {
 		a.log.Warn("rows left out (on_invalid: skip); see crff_rejected", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, len(recs.Rejected)))
 	}

@@ -20,7 +20,7 @@ var siteSettings = []setting{
 	{"site.id_column", "id", "the row id column (INTEGER or TEXT, unique)"},
 	{"site.treatment_column", "w", "the treatment column (0 or 1)"},
 	{"site.outcome_column", "y", "the outcome column"},
-	{"site.covariates", []string{}, "covariate columns; empty means every other numeric column"},
+	{"site.covariates", []string{}, "covariate columns; empty means every other column holding a number (one value that is not is then an error; columns with no number are left out, and fit says so)"},
 	{"site.binary", []string{}, "covariates that are binary (0/1); others not listed here or in site.continuous are detected from their values"},
 	{"site.continuous", []string{}, "covariates that are continuous"},
 	{"site.outcome_type", "auto", "continuous, binary, or auto (binary when every outcome is 0 or 1)"},
