@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/positivity"
 )
 
 func TestPositivityNote(t *testing.T) {
@@ -28,5 +31,15 @@ func TestPositivityNote(t *testing.T) {
 				t.Errorf("positivityNote = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestClipMatchesPositivityBounds ties the propensity clipping of the AIPW
+// estimate to the bounds that the positivity warnings count outside of, so
+// that crff_ate's clipped rows are the rows crff_positivity calls extreme.
+func TestClipMatchesPositivityBounds(t *testing.T) {
+	if inference.DefaultClip != positivity.Low || 1-inference.DefaultClip != positivity.High {
+		t.Errorf("AIPW clips propensities to [%v, %v]; the positivity rules use [%v, %v]",
+			inference.DefaultClip, 1-inference.DefaultClip, positivity.Low, positivity.High)
 	}
 }
