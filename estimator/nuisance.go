@@ -84,13 +84,16 @@ func (m *Model) outcomeSD() float64 {
 }
 
 // standardizeX returns the covariates standardised with the pooled scaler.
-func (s *Setup) standardizeX(src *mat.Dense) *mat.Dense {
+func (s *Setup) standardizeX(src *mat.Dense) *mat.Dense { return s.Scaler.standardizeX(src) }
+
+// standardizeX returns the covariates standardised: (x − Mean)/Scale.
+func (s Scaler) standardizeX(src *mat.Dense) *mat.Dense {
 	n, dx := src.Dims()
 	x := mat.NewDense(n, dx, nil)
 	for i := range n {
 		in, out := src.RawRowView(i), x.RawRowView(i)
 		for j := range dx {
-			out[j] = (in[j] - s.Scaler.Mean[j]) / s.Scaler.Scale[j]
+			out[j] = (in[j] - s.Mean[j]) / s.Scale[j]
 		}
 	}
 	return x

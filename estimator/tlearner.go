@@ -111,15 +111,7 @@ func (t *TLearner) fitArm(arm int, x *mat.Dense, y []float64) error {
 }
 
 func (t *TLearner) features(x *mat.Dense) *mat.Dense {
-	n, dx := x.Dims()
-	u := mat.NewDense(n, dx, nil)
-	for i := range n {
-		src, dst := x.RawRowView(i), u.RawRowView(i)
-		for j := range dx {
-			dst[j] = (src[j] - t.scaler.Mean[j]) / t.scaler.Scale[j]
-		}
-	}
-	return t.fm.Map(nil, u, t.a)
+	return t.fm.Map(nil, t.scaler.standardizeX(x), t.a)
 }
 
 // CATE returns f₁(x) − f₀(x) for every row of d (only d.X is read).

@@ -163,23 +163,7 @@ func TestCateRecordsView(t *testing.T) {
 // estimate whose old se, which was not a standard error, is dropped.
 func TestMigrationATEEstimators(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite")+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ms, err := Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply := func(m Migration) {
-		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
-		}
-	}
-	for _, m := range ms[:4] {
-		apply(m)
-	}
+	db, ms := migrated(t, 4)
 	for _, q := range []string{
 		`INSERT INTO crff_run (run, state, layout, started_at) VALUES ('r1', 'current', '{}', '2026-01-01T00:00:00.000Z')`,
 		`INSERT INTO crff_ate (scope, ate, se, n, run, computed_at) VALUES ('local', 1.5, 0.01, 300, 'r1', '2026-01-01T00:00:00.000Z')`,
@@ -188,7 +172,7 @@ func TestMigrationATEEstimators(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply(ms[4])
+	apply(t, db, ms[4])
 	var scope, estimator string
 	var ate float64
 	var se, lower sql.NullFloat64
@@ -213,23 +197,12 @@ func TestMigrationATEEstimators(t *testing.T) {
 // 0006: the row keeps its figures as the latent ones, with no interval.
 func TestMigrationCATEIntervals(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite")+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ms, err := Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, ms := migrated(t, 5)
 	exec := func(q string) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%.60s: %v", q, err)
 		}
-	}
-	for _, m := range ms[:5] {
-		exec(m.SQL)
 	}
 	exec(`CREATE TABLE visits (id INTEGER PRIMARY KEY, w, y)`)
 	exec(`INSERT INTO visits VALUES (7, 1, 2.5)`)
@@ -238,7 +211,7 @@ func TestMigrationCATEIntervals(t *testing.T) {
 	exec(`INSERT INTO crff_run (run, state, layout, started_at) VALUES ('r1', 'current', '{}', 'x')`)
 	exec(`INSERT INTO crff_cate (row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at)
 		VALUES (7, 1.5, 0.25, 1.0, 2.0, 3, 4.5, 0.4, 'r1', 'x')`)
-	exec(ms[5].SQL)
+	apply(t, db, ms[5])
 	var cate, latent, sd, q025, q975 float64
 	var se, lower, upper sql.NullFloat64
 	if err := db.QueryRowContext(ctx, `SELECT cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975 FROM crff_cate WHERE row_id = 7`).
@@ -255,5 +228,32 @@ func TestMigrationCATEIntervals(t *testing.T) {
 	}
 	if _, err := db.ExecContext(ctx, `UPDATE crff_cate SET lower = 2, upper = 1`); err == nil {
 		t.Error("an interval with upper < lower was accepted")
+	}
+}
+
+// migrated returns a new database with the first n migrations applied, and
+// every migration.
+func migrated(t *testing.T, n int) (*sql.DB, []Migration) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite")+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:n] {
+		apply(t, db, m)
+	}
+	return db, ms
+}
+
+// apply runs migration m on db.
+func apply(t *testing.T, db *sql.DB, m Migration) {
+	t.Helper()
+	if _, err := db.Exec(m.SQL); err != nil {
+		t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
 	}
 }
