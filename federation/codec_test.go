@@ -2,6 +2,10 @@ package federation
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"github.com/crffd/crffd/inference"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -86,5 +90,42 @@ func TestScalerFieldsCovered(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, s) {
 		t.Errorf("scaler after the verdict:\n%+v\nwant\n%+v", got, s)
+	}
+}
+
+// TestDecodeATEs reads a site's ate envelope and the coordinator's
+// global-ate envelope, and refuses ones that lack a tensor or carry an
+// impossible count.
+func TestDecodeATEs(t *testing.T) {
+	envelope := func(kind wire.Kind, ts ...wire.Tensor) *wire.Envelope {
+		e, err := wire.New(wire.Header{RunID: "r", Round: 3, Kind: kind, Sender: "a", Recipient: "b"}, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	local := []wire.Tensor{wire.Scalar(tATE, 1.5), wire.Scalar(tN, 40), wire.Scalar(tAIPWSum, 60), wire.Scalar(tAIPWSumSq, 100), wire.Scalar(tClipped, 2)}
+	ate, sums, clipped, err := decodeLocal(envelope(wire.KindATE, local...))
+	if err != nil || ate != 1.5 || sums != (inference.Sums{N: 40, Sum: 60, SumSq: 100}) || clipped != 2 {
+		t.Errorf("decodeLocal: %v %+v %d %v", ate, sums, clipped, err)
+	}
+	for _, bad := range [][]wire.Tensor{
+		local[:4], // no clipped count
+		{local[0], local[1], local[2], local[3], wire.Scalar(tClipped, 41)}, // more clipped than rows
+		{local[0], wire.Scalar(tN, 40.5), local[2], local[3], local[4]},     // not a count
+	} {
+		if _, _, _, err := decodeLocal(envelope(wire.KindATE, bad...)); !errors.Is(err, ErrProtocol) {
+			t.Errorf("decodeLocal of %d tensors: error %v, want ErrProtocol", len(bad), err)
+		}
+	}
+	nan := math.NaN()
+	g := SiteATE{AIPW: inference.Estimate{Estimate: 2, SE: 0.1, Lower: 1.8, Upper: 2.2, N: 90}, Clipped: 3,
+		PlugIn: inference.Estimate{Estimate: 1.7, SE: nan, Lower: nan, Upper: nan, N: 90}}
+	got, err := decodeGlobal(envelope(wire.KindGlobalATE, globalTensors(g)...))
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(g) {
+		t.Errorf("decodeGlobal: %+v, %v; want %+v", got, err, g)
+	}
+	if _, err := decodeGlobal(envelope(wire.KindGlobalATE, globalTensors(g)[:5]...)); !errors.Is(err, ErrProtocol) {
+		t.Errorf("decodeGlobal without the clipped count: error %v, want ErrProtocol", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"gonum.org/v1/gonum/mat"
 )
 
 func TestScoresByHand(t *testing.T) {
@@ -267,5 +269,30 @@ func TestPlugIn(t *testing.T) {
 		if _, err := PlugIn(v); !errors.Is(err, ErrInput) {
 			t.Errorf("PlugIn(%v): error %v, want ErrInput", v, err)
 		}
+	}
+}
+
+func TestAnalyse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 2))
+	w, y, truth, xs := design(rng, 200, 2)
+	x := mat.NewDense(len(xs), 1, xs)
+	cate := constant(len(xs), 1.5)
+	a, err := Analyse(w, y, truth, cate, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	psi, _, _ := Scores(w, y, truth, DefaultClip)
+	want, _ := Accumulate(psi).Estimate()
+	if a.AIPW != want || a.Sums != Accumulate(psi) || a.Calibration == nil {
+		t.Errorf("Analyse: %+v, want AIPW %+v and a calibration", a, want)
+	}
+	// Two rows in one covariate are too few for a calibration: none, and
+	// no error, since the ATE stands without it.
+	small, err := Analyse(w[:2], y[:2], Nuisance{Propensity: truth.Propensity[:2], Mu0: truth.Mu0[:2], Mu1: truth.Mu1[:2]}, cate[:2], mat.NewDense(2, 1, xs[:2]))
+	if err != nil || small.Calibration != nil {
+		t.Errorf("Analyse of 2 rows: calibration %v, error %v; want none and no error", small.Calibration, err)
+	}
+	if _, err := Analyse(w, y[:3], truth, cate, x); !errors.Is(err, ErrInput) {
+		t.Errorf("short outcomes: error %v, want ErrInput", err)
 	}
 }
