@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/crffd/crffd/inference"
 	"math"
 	"reflect"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 )
 
 // TestConfigFieldsCoverConfig fails when estimator.Config gains a field
