@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -125,7 +128,9 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 	}
 	n := data.Rows()
 	out := inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n)}
-	for k := range folds {
+	// The folds are independent and write disjoint rows of out, so they
+	// run on every core without changing the result.
+	fit := func(k int) error {
 		var train, held []int
 		for i, f := range assign {
 			if f == k {
@@ -135,22 +140,39 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 			}
 		}
 		if len(held) == 0 {
-			continue
+			return nil
 		}
 		if len(train) == 0 {
-			return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %d rows are too few for %d folds", site, n, folds)
+			return fmt.Errorf("estimator: site %d: %d rows are too few for %d folds", site, n, folds)
 		}
 		model, err := fitNuisance(ctx, []*Data{data.rows(train)}, setup)
 		if err != nil {
-			return inference.Nuisance{}, fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %w", site, k+1, folds, err)
+			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %w", site, k+1, folds, err)
 		}
 		nu, err := model.Nuisance(0, data.rows(held))
 		if err != nil {
-			return inference.Nuisance{}, err
+			return err
 		}
 		for r, i := range held {
 			out.Propensity[i], out.Mu0[i], out.Mu1[i] = nu.Propensity[r], nu.Mu0[r], nu.Mu1[r]
 		}
+		return nil
+	}
+	errs := make([]error, folds)
+	var next atomic.Int64
+	work := func() {
+		for k := int(next.Add(1) - 1); k < folds; k = int(next.Add(1) - 1) {
+			errs[k] = fit(k)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(folds, runtime.GOMAXPROCS(0)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return inference.Nuisance{}, err
 	}
 	return out, nil
 }
