@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/internal/testbin"
 	"github.com/crffd/crffd/modelstore"
@@ -218,12 +219,12 @@ func checkSiteResults(t *testing.T, dir string, sites int) string {
 		}
 		var ate, n float64
 		var r string
-		if err := db.QueryRow(`SELECT ate, n, run FROM crff_ate WHERE scope = 'local'`).Scan(&ate, &n, &r); err != nil {
+		if err := db.QueryRow(`SELECT ate, n, run FROM crff_ate WHERE scope = 'local' AND estimator = 'aipw'`).Scan(&ate, &n, &r); err != nil {
 			t.Fatalf("site%d local ATE: %v", k, err)
 		}
 		num += n * ate
 		den += n
-		g := queryFloat(t, db, `SELECT ate FROM crff_ate WHERE scope = 'global'`)
+		g := queryFloat(t, db, `SELECT ate FROM crff_ate WHERE scope = 'global' AND estimator = 'aipw'`)
 		if k > 1 && (g != global || r != run) {
 			t.Errorf("site%d: global ATE %v run %s, site1 has %v run %s", k, g, r, global, run)
 		}
@@ -408,6 +409,36 @@ func checkEquivalence(t *testing.T, dir string, sites int, run string) {
 		t.Errorf("daemons' effective weights differ from the simulated federation's by up to %g", worst)
 	}
 	t.Logf("max abs difference of effective weights, daemons vs simulated federation: %g", worst)
+
+	// The global AIPW estimate and interval: each site's cross-fitted sums
+	// in the simulated federation, added, against what every daemon stored.
+	var sums inference.Sums
+	for s := range data {
+		nu, err := estimator.CrossFit(ctx, want.Setup, s, data[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		an, err := inference.Analyse(data[s].W, data[s].Y, nu, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = sums.Add(an.Sums)
+	}
+	g, err := sums.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= sites; k++ {
+		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
+		var ate, se, lo, hi float64
+		if err := db.QueryRow(`SELECT ate, se, lower, upper FROM crff_ate WHERE scope = 'global' AND estimator = 'aipw'`).Scan(&ate, &se, &lo, &hi); err != nil {
+			t.Fatal(err)
+		}
+		if d := math.Max(math.Max(math.Abs(ate-g.Estimate), math.Abs(se-g.SE)), math.Max(math.Abs(lo-g.Lower), math.Abs(hi-g.Upper))); d > 1e-9 {
+			t.Errorf("site%d's global AIPW %v ± %v [%v, %v] differs from the simulated federation's %+v by %g", k, ate, se, lo, hi, g, d)
+		}
+	}
+	t.Logf("global AIPW ATE %.4f, 95%% interval [%.4f, %.4f], equal to the simulated federation's", g.Estimate, g.Lower, g.Upper)
 }
 
 // TestSimulateFederationSandbox is issue 5's sandbox acceptance: the files
