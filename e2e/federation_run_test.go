@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/estimator"
-	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/internal/testbin"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/kernels"
