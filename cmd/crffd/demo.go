@@ -233,7 +233,7 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 	global, truth := sites[0].global, sumTrue/sumN
 	fmt.Fprintf(w, "\nglobal ATE %.4f (n-weighted mean of the local ATEs: %.4f); true %.4f; error %.4f; 95%% interval [%.4f, %.4f] %s\n",
 		global, sumATE/sumN, truth, math.Abs(global-truth), sites[0].globalLo, sites[0].globalHi, covers(sites[0].globalLo, sites[0].globalHi, truth))
-	fmt.Fprintln(w, "ATEs are doubly robust (AIPW) estimates with cross-fitted nuisance models; the plug-in ATE is the mean CausalRFF CATE, without a standard error; sqrt(PEHE) is of the CausalRFF CATEs.")
+	fmt.Fprintln(w, "ATEs are doubly robust (AIPW) estimates with cross-fitted nuisance models; the plug-in ATE is the mean CausalRFF CATE, without a standard error; sqrt(PEHE) is of the reported CATEs in crff_cate (the CausalRFF CATEs with their doubly robust calibration).")
 
 	for _, k := range estimator.Kinds {
 		m := k.String()
