@@ -73,8 +73,9 @@
 //   - A continuous outcome whose training values are all positive is
 //     modelled as log y when the Box–Cox profile likelihood of the pooled
 //     outcomes prefers λ = 0 to λ = 1 (Scaler.LogYPreferred; computed from
-//     shared sums of log y, never rows). Effects map decoder means back with
-//     exp. On IHDP replicates 9 and 10 the control surface is exp(xᵀβ), the
+//     shared sums of log y, never rows). Effects and Nuisance map a mean m on
+//     the log scale back as the log-normal mean exp(m + s²/2), with s the
+//     model's learned noise scale, not the median exp(m). On IHDP replicates 9 and 10 the control surface is exp(xᵀβ), the
 //     true CATE has a standard deviation of 10–25, and this is what brings
 //     them into reach.
 //
@@ -193,6 +194,15 @@
 // source 1's own rows by Metropolis–Hastings towards p(z|x,w,y) with each
 // row's observed w and y, rather than imputed ones, left it at 0.505 with
 // 20 and with 100 steps (a scratch change, not kept).
+//
+// # Nuisances and cross-fitting
+//
+// Model.Nuisance gives the propensity and the outcome model's means in the
+// outcome's units, the nuisances of the doubly robust estimates of package
+// inference. CrossFit refits the propensity and outcome models on folds of
+// one site's rows (Config.Folds) so that every row's nuisances come from
+// models that did not see it; it trains on the site's rows alone, so a
+// federation spends no rounds on it.
 //
 // Regularisers are added by the coordinator, which holds θ; SiteOutput.Loss
 // carries the data terms only, so Σ_s Loss plus the penalties is J.
