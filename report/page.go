@@ -78,7 +78,7 @@ const siteHTML = `<!DOCTYPE html>
 {{with .Transfer}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.TransferNote}}</p>{{end}}
 
 <h2>Conditional average treatment effects</h2>
-{{with .CATE}}<img {{.Src}} alt="{{.Alt}}"><p>Solid lines mark the ATEs; dashed lines the 95% intervals of the AIPW ones.</p>{{else}}<p class="note">{{.CATENote}}</p>{{end}}
+{{with .CATE}}<img {{.Src}} alt="{{.Alt}}"><p>The reported CATEs of crff_cate (the CausalRFF CATEs with their doubly robust calibration). Solid lines mark the AIPW ATEs, dashed lines their 95% intervals.</p>{{else}}<p class="note">{{.CATENote}}</p>{{end}}
 
 <h2>Propensity overlap</h2>
 {{with .Overlap}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.OverlapNote}}</p>{{end}}

@@ -149,7 +149,10 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 		if a.Scope == store.ScopeGlobal {
 			c = colGlobal
 		}
-		lines = append(lines, ateLine{name: string(a.Scope) + " " + a.Estimator, ate: a.ATE, lower: a.Lower, upper: a.Upper, color: c})
+		if a.Estimator != store.EstimatorAIPW {
+			continue // the plug-in ATE is in the table; the histogram is of the calibrated CATEs, whose mean is near the AIPW ATE
+		}
+		lines = append(lines, ateLine{name: string(a.Scope) + " AIPW", ate: a.ATE, lower: a.Lower, upper: a.Upper, color: c})
 	}
 	cates, err := s.ReadCATE(ctx)
 	if err != nil {
