@@ -3,6 +3,7 @@ package modelstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/store"
 )
@@ -53,7 +55,23 @@ func TestSaveLoad(t *testing.T) {
 	if err := db.BeginRun(ctx, "r1", layout); err != nil {
 		t.Fatal(err)
 	}
-	setup := modelstore.Setup{Kernel: modelstore.Kernel{Name: "gaussian"}, Config: cfg, Scaler: m.Setup.Scaler, Schema: schema, Site: 1, Sites: 2}
+	// A calibration of the site's CATEs, saved with the model: here from
+	// pseudo-outcomes that are the CATEs plus a linear bias.
+	fitted, err := m.Effects(ctx, 1, sites[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	psi := make([]float64, len(fitted.CATE))
+	for i, c := range fitted.CATE {
+		psi[i] = c + 0.5 + 0.25*sites[1].X.At(i, 0) + 0.1*float64(i%3)
+	}
+	cal, err := inference.FitCalibration(psi, fitted.CATE, sites[1].X)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := cal.Params()
+	setup := modelstore.Setup{Kernel: modelstore.Kernel{Name: "gaussian"}, Config: cfg, Scaler: m.Setup.Scaler, Schema: schema, Site: 1, Sites: 2,
+		Calibration: &params}
 	if err := modelstore.Save(ctx, db, "r1", setup, m); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +81,11 @@ func TestSaveLoad(t *testing.T) {
 	}
 	if got.Site != 1 || got.Sites != 2 || got.Config.Seed != cfg.Seed || got.Rounds["latent"] != m.Latent.Rounds {
 		t.Errorf("setup read back as %+v", got)
+	}
+	if got.Calibration == nil || fmt.Sprint(*got.Calibration) != fmt.Sprint(params) {
+		t.Errorf("calibration read back as %+v, saved %+v", got.Calibration, params)
+	} else if _, err := inference.NewCalibration(*got.Calibration); err != nil {
+		t.Errorf("the calibration read back does not rebuild: %v", err)
 	}
 	want, err := m.Effects(ctx, 1, sites[1])
 	if err != nil {
