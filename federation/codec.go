@@ -452,8 +452,14 @@ func decodeLocal(e *wire.Envelope) (plugin float64, sums inference.Sums, clipped
 	if clipped, err = integer(e, tClipped); err != nil {
 		return
 	}
-	if clipped < 0 || clipped > sums.N {
+	switch {
+	case clipped < 0 || clipped > sums.N:
 		err = fmt.Errorf("%w: %s: %d clipped rows of %d", ErrProtocol, e.Kind, clipped, sums.N)
+	case sums.N > 0 && sums.SumSq < sums.Sum*sums.Sum/float64(sums.N)*(1-1e-9):
+		// Σψ² ≥ (Σψ)²/n for any scores: sums that break it would make the
+		// global standard error too small. (Non-finite values never get
+		// this far: package wire refuses them.)
+		err = fmt.Errorf("%w: %s: AIPW sums with Σψ² < (Σψ)²/n", ErrProtocol, e.Kind)
 	}
 	return
 }

@@ -111,8 +111,9 @@ func TestDecodeATEs(t *testing.T) {
 	}
 	for _, bad := range [][]wire.Tensor{
 		local[:4], // no clipped count
-		{local[0], local[1], local[2], local[3], wire.Scalar(tClipped, 41)}, // more clipped than rows
-		{local[0], wire.Scalar(tN, 40.5), local[2], local[3], local[4]},     // not a count
+		{local[0], local[1], local[2], local[3], wire.Scalar(tClipped, 41)},                      // more clipped than rows
+		{local[0], wire.Scalar(tN, 40.5), local[2], local[3], local[4]},                          // not a count
+		{local[0], local[1], wire.Scalar(tAIPWSum, 400), wire.Scalar(tAIPWSumSq, 100), local[4]}, // Σψ² < (Σψ)²/n
 	} {
 		if _, _, _, err := decodeLocal(envelope(wire.KindATE, bad...)); !errors.Is(err, ErrProtocol) {
 			t.Errorf("decodeLocal of %d tensors: error %v, want ErrProtocol", len(bad), err)
