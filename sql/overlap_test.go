@@ -2,25 +2,13 @@ package sqlfiles
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"strings"
 	"testing"
 )
 
 func TestOverlapView(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "v.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ms, _ := Migrations()
-	for _, m := range ms {
-		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, _ := migrated(t, 0)
 	if _, err := db.ExecContext(ctx, `CREATE TABLE "my ""records""" ("patient id" INTEGER, "got it" INTEGER)`); err != nil {
 		t.Fatal(err)
 	}

@@ -17,17 +17,7 @@ import (
 // each threshold, and that crff_overlap's share column adds up.
 func TestPositivityView(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "v.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ms, _ := Migrations()
-	for _, m := range ms {
-		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, _ := migrated(t, 0)
 	// Names that need quoting, in SQL and in the warning's text.
 	if _, err := db.ExecContext(ctx, `CREATE TABLE "my ""records""" ("patient id" INTEGER, "got 'it'" INTEGER)`); err != nil {
 		t.Fatal(err)

@@ -118,17 +118,7 @@ func TestQuoteIdent(t *testing.T) {
 
 func TestCateRecordsView(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "v.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ms, _ := Migrations()
-	for _, m := range ms {
-		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, _ := migrated(t, 0)
 	const table, id = `my "records"`, "patient id"
 	if _, err := db.ExecContext(ctx, `CREATE TABLE "my ""records""" ("patient id" INTEGER, x REAL)`); err != nil {
 		t.Fatal(err)
@@ -231,8 +221,8 @@ func TestMigrationCATEIntervals(t *testing.T) {
 	}
 }
 
-// migrated returns a new database with the first n migrations applied, and
-// every migration.
+// migrated returns a new database with the first n migrations applied (all
+// of them for n = 0), and every migration.
 func migrated(t *testing.T, n int) (*sql.DB, []Migration) {
 	t.Helper()
 	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite")+"?_pragma=foreign_keys(1)")
@@ -243,6 +233,9 @@ func migrated(t *testing.T, n int) (*sql.DB, []Migration) {
 	ms, err := Migrations()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n == 0 {
+		n = len(ms)
 	}
 	for _, m := range ms[:n] {
 		apply(t, db, m)
