@@ -225,7 +225,7 @@ func TestMigrationCATEIntervals(t *testing.T) {
 // of them for n = 0), and every migration.
 func migrated(t *testing.T, n int) (*sql.DB, []Migration) {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite")+"?_pragma=foreign_keys(1)")
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "m.sqlite"))
 	if err != nil {
 		t.Fatal(err)
 	}
