@@ -50,6 +50,11 @@ type Plan struct {
 	// average each replicate's runs over the seeds first and take the
 	// standard error over replicates.
 	Seeds []uint64
+	// CrossFit, when set, takes the nuisances of the AIPW estimate and of
+	// the calibrated CATE from estimator.CrossFit on the scored rows
+	// themselves, as crffd fit and a site daemon do, instead of from the
+	// models fitted on the training rows (sample splitting).
+	CrossFit bool
 	// Progress, when set, is called after each run.
 	Progress func(done, total int, r Result)
 }
@@ -267,7 +272,7 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 			return r, err
 		}
 		cate = eff.CATE
-		if err := r.aipw(model, p.TestSource-1, test.Data(), cate, test.Tau()); err != nil {
+		if err := r.aipw(ctx, model, p.TestSource-1, test.Data(), cate, test.Tau(), p.CrossFit); err != nil {
 			return r, err
 		}
 	}
@@ -284,10 +289,14 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 }
 
 // aipw sets the AIPW estimate and interval of the rows d from the
-// nuisances of model's site, and the figures of the DR-calibrated CATE
-// against the true effects tau.
-func (r *Result) aipw(model *estimator.Model, site int, d *estimator.Data, cate, tau []float64) error {
+// nuisances of model's site, or with crossFit from nuisances cross-fitted
+// on d, and the figures of the DR-calibrated CATE against the true effects
+// tau.
+func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, d *estimator.Data, cate, tau []float64, crossFit bool) error {
 	nu, err := model.Nuisance(site, d)
+	if crossFit {
+		nu, err = estimator.CrossFit(ctx, model.Setup, site, d)
+	}
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crffd/crffd/dataset"
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/synth"
 )
 
@@ -316,5 +317,53 @@ func TestSummariseInference(t *testing.T) {
 	}
 	if tl := s[1]; tl.AIPWATEErrMean != nil || tl.CATECoverage != nil || math.Abs(tl.ATEBiasMean-0.2) > 1e-12 {
 		t.Errorf("tlearner summary %+v: want no AIPW figures and bias 0.2", tl)
+	}
+}
+
+// TestRunCrossFit checks that Plan.CrossFit takes the AIPW estimate from
+// nuisances cross-fitted on the scored rows, exactly as a site computes it.
+func TestRunCrossFit(t *testing.T) {
+	path := writeSynth(t, t.TempDir(), 1, 3)
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 40, 3, 15, 10
+	plan := Plan{
+		Replicates: []Replicate{{1, path}}, Sources: []int{1}, SourceSize: 200, Split: [3]int{100, 100, 0},
+		Modes: []string{"none"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg,
+	}
+	split, err := Run(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.CrossFit = true
+	cross, err := Run(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same computation by hand.
+	splits, schema, err := load(path, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg
+	c.Transfer = estimator.NoTransfer
+	m, err := estimator.Fit(context.Background(), []*estimator.Data{splits[0].train.Data()}, schema, estimator.GaussianSpectral{}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := splits[0].test.Data()
+	nu, err := estimator.CrossFit(context.Background(), m.Setup, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	an, err := inference.Analyse(d.W, d.Y, nu, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, other := cross.Runs[0], split.Runs[0]
+	if *got.AIPWATE != an.AIPW.Estimate || *got.AIPWUpper != an.AIPW.Upper {
+		t.Errorf("cross-fitted AIPW %v [.., %v], by hand %+v", *got.AIPWATE, *got.AIPWUpper, an.AIPW)
+	}
+	if *got.AIPWATE == *other.AIPWATE || got.SqrtPEHE != other.SqrtPEHE {
+		t.Errorf("cross-fitted AIPW %v, split %v: want them to differ, and the CATE (%v, %v) not to", *got.AIPWATE, *other.AIPWATE, got.SqrtPEHE, other.SqrtPEHE)
 	}
 }

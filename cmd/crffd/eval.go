@@ -22,6 +22,7 @@ import (
 type evalOptions struct {
 	data, sources, split, replicates, modes string
 	seeds                                   string
+	crossFit                                bool
 	sourceSize, testSource                  int
 	kernel                                  string
 	kernelParams                            []string
@@ -57,7 +58,9 @@ width of that interval). DR SQRT(PEHE) is that of the DR-calibrated CATE: the
 mode's CATE plus a ridge regression, on [1, x], of the test rows' doubly robust
 pseudo-outcomes minus that CATE; CATE COVERAGE is the mean share of test rows
 whose 95% interval of the calibrated CATE holds mu1 - mu0, CATE WIDTH its mean
-width.
+width. With --crossfit the nuisances of these figures are cross-fitted on the test
+rows themselves (model.folds folds), which is what crffd fit and a site daemon do
+with a site's rows.
 
 Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
 (per-arm ridge regression on the same random features, pooled).`,
@@ -87,6 +90,7 @@ Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
 	f.IntVar(&o.cfg.MHSteps, "mh-steps", o.cfg.MHSteps, "Metropolis–Hastings steps per sample (0: sample z from q)")
 	f.Uint64Var(&o.cfg.Seed, "seed", o.cfg.Seed, "seed of frequencies, initial weights and sampling")
 	f.StringVar(&o.seeds, "seeds", "", "repeat every run with each of these seeds, e.g. 0-4, and average them per replicate (instead of --seed)")
+	f.BoolVar(&o.crossFit, "crossfit", false, "cross-fit the AIPW nuisances on the scored rows, as crffd fit does, instead of taking them from the training fit")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
 }
@@ -108,7 +112,7 @@ func parseKernelParams(pairs []string) (kernels.Params, error) {
 func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	ctx := cmd.Context()
 	var err error
-	plan := evaluate.Plan{SourceSize: o.sourceSize, TestSource: o.testSource, Config: o.cfg}
+	plan := evaluate.Plan{SourceSize: o.sourceSize, TestSource: o.testSource, Config: o.cfg, CrossFit: o.crossFit}
 	switch o.optimizer {
 	case "lbfgs":
 		plan.Config.Method = estimator.LBFGS
