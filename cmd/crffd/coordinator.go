@@ -89,7 +89,8 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 			return err
 		}
 		s := metrics.Snapshot()
-		a.log.Info("run finished", slog.String(logKeyRun, res.RunID), slog.Float64(logKeyATE, res.GlobalATE),
+		a.log.Info("run finished", slog.String(logKeyRun, res.RunID), slog.Float64(logKeyATE, res.GlobalAIPW.Estimate),
+			slog.Float64(logKeySE, res.GlobalAIPW.SE), slog.Float64(logKeyPlugInATE, res.GlobalATE),
 			slog.Int(logKeyRounds, s.Rounds-before.Rounds), slog.Float64(logKeyRoundSeconds, s.RoundSeconds-before.RoundSeconds),
 			slog.Int64(logKeyBytesSent, s.BytesSent-before.BytesSent), slog.Int64(logKeyBytesReceived, s.BytesReceived-before.BytesReceived),
 			slog.Float64(logKeySeconds, time.Since(start).Seconds()))

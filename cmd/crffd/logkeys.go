@@ -24,10 +24,12 @@ const (
 
 // Log keys of the federation daemons.
 const (
-	logKeyAddress = "address"
-	logKeyName    = "name"
-	logKeySites   = "sites"
-	logKeyATE     = "ate"
+	logKeyAddress   = "address"
+	logKeyName      = "name"
+	logKeySites     = "sites"
+	logKeyATE       = "ate"        // the AIPW ATE
+	logKeySE        = "ate_se"     // its standard error
+	logKeyPlugInATE = "plugin_ate" // the mean CausalRFF CATE
 	// A run a site refused: the earlier run its rows are compared with,
 	// how many rows differ and the fewest allowed (counts, never values).
 	logKeyEarlierRun = "earlier_run"
