@@ -130,3 +130,38 @@ func TestDecodeATEs(t *testing.T) {
 		t.Errorf("decodeGlobal without the clipped count: error %v, want ErrProtocol", err)
 	}
 }
+
+// FuzzDecodeATEs feeds arbitrary bytes, as a site or a coordinator could
+// send them, to the decoders of the ate and global-ate envelopes. They must
+// never panic, and sums they accept must be possible sums of scores.
+// Run with: go test -fuzz FuzzDecodeATEs ./federation
+func FuzzDecodeATEs(f *testing.F) {
+	seed := func(kind wire.Kind, ts []wire.Tensor) {
+		e, err := wire.New(wire.Header{RunID: "r", Round: 3, Kind: kind, Sender: "a", Recipient: "b"}, ts)
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := e.Marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	seed(wire.KindATE, []wire.Tensor{wire.Scalar(tATE, 1.5), wire.Scalar(tN, 40), wire.Scalar(tAIPWSum, 60), wire.Scalar(tAIPWSumSq, 100), wire.Scalar(tClipped, 2)})
+	seed(wire.KindGlobalATE, globalTensors(SiteATE{AIPW: inference.Estimate{Estimate: 2, SE: 0.1, Lower: 1.8, Upper: 2.2, N: 90}, Clipped: 3,
+		PlugIn: inference.Estimate{Estimate: 1.7, N: 90}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := wire.Unmarshal(b)
+		if err != nil {
+			return
+		}
+		if _, sums, clipped, err := decodeLocal(e); err == nil {
+			if sums.N < 0 || clipped < 0 || clipped > sums.N || (sums.N > 0 && sums.SumSq < sums.Sum*sums.Sum/float64(sums.N)*(1-1e-9)) {
+				t.Fatalf("accepted impossible sums %+v with %d clipped", sums, clipped)
+			}
+		}
+		if g, err := decodeGlobal(e); err == nil && (g.Clipped < 0 || g.PlugIn.N < 0) {
+			t.Fatalf("accepted an impossible global ATE %+v", g)
+		}
+	})
+}
