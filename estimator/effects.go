@@ -275,12 +275,7 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 	for k := range R {
 		o := sc.out.RawRowView(k)
 		y0, y1 := o[decY0], o[decY1]
-		if binaryY {
-			y0, y1 = sigmoid(y0), sigmoid(y1)
-		} else {
-			y0, y1 = sc.setup.yMean(y0, sc.sdY), sc.setup.yMean(y1, sc.sdY)
-		}
-		sc.yhat0[k], sc.yhat1[k] = y0, y1
+		sc.yhat0[k], sc.yhat1[k] = sc.setup.yMean(y0, sc.sdY), sc.setup.yMean(y1, sc.sdY)
 	}
 }
 

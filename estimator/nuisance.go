@@ -43,13 +43,7 @@ func (m *Model) Nuisance(site int, data *Data) (inference.Nuisance, error) {
 	prop, mu0, mu1 := m.nuisanceModelUnits(site, m.Setup.standardizeX(data.X))
 	nu := inference.Nuisance{Propensity: prop, Mu0: mu0, Mu1: mu1}
 	sd := m.outcomeSD()
-	binary := m.Setup.Schema.BinaryOutcome
 	for i := range mu0 {
-		if binary {
-			// The outcome model's means of a binary outcome are logits.
-			nu.Mu0[i], nu.Mu1[i] = sigmoid(mu0[i]), sigmoid(mu1[i])
-			continue
-		}
 		nu.Mu0[i] = m.Setup.yMean(mu0[i], sd)
 		nu.Mu1[i] = m.Setup.yMean(mu1[i], sd)
 	}

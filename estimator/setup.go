@@ -202,14 +202,16 @@ func (s *Setup) yToModel(y float64) float64 {
 	return (y - c) / sc
 }
 
-// yMean maps the mean v of a Gaussian in model units, with standard
-// deviation sd in model units, to the mean of the outcome in its own units.
-// For a log outcome that is exp(m + s²/2), with m and s the log-scale mean
-// and standard deviation: the log-normal mean, not the median exp(m), which
-// would bias every effect low by the factor exp(−s²/2).
+// yMean maps a model's output v for the outcome to the mean of the
+// outcome in its own units. For a binary outcome v is a logit and the mean
+// is the probability σ(v). Otherwise v is the mean of a Gaussian in model
+// units with standard deviation sd; for a log outcome the mean is
+// exp(m + s²/2), with m and s the log-scale mean and standard deviation:
+// the log-normal mean, not the median exp(m), which would bias every
+// effect low by the factor exp(−s²/2).
 func (s *Setup) yMean(v, sd float64) float64 {
 	if s.Schema.BinaryOutcome {
-		return v
+		return sigmoid(v)
 	}
 	c, sc := s.yLoc()
 	v = c + sc*v
