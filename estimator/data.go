@@ -91,3 +91,18 @@ func (d *Data) Moments() Moments {
 	}
 	return m
 }
+
+// Subset returns the rows idx of d, in that order, as new Data.
+func (d *Data) Subset(idx []int) *Data {
+	_, dx := d.X.Dims()
+	out := &Data{X: &mat.Dense{}, W: make([]float64, len(idx)), Y: make([]float64, len(idx))}
+	if len(idx) == 0 {
+		return out
+	}
+	out.X = mat.NewDense(len(idx), dx, nil)
+	for r, i := range idx {
+		copy(out.X.RawRowView(r), d.X.RawRowView(i))
+		out.W[r], out.Y[r] = d.W[i], d.Y[i]
+	}
+	return out
+}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -93,24 +91,7 @@ func Round(ctx context.Context, c *Coordinator, sites []*Site, workers int, outs
 		return errors.New("estimator: training has finished")
 	}
 	errs := make([]error, len(sites))
-	// Workers take the next site until none is left; the calling goroutine
-	// is one of them.
-	var next atomic.Int64
-	work := func() {
-		for {
-			s := int(next.Add(1) - 1)
-			if s >= len(sites) {
-				return
-			}
-			outs[s], errs[s] = sites[s].Compute(ctx, ins[s])
-		}
-	}
-	var wg sync.WaitGroup
-	for range min(workers, len(sites)) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	forEach(len(sites), workers, func(s int) { outs[s], errs[s] = sites[s].Compute(ctx, ins[s]) })
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -168,19 +149,26 @@ func Fit(ctx context.Context, sites []*Data, schema Schema, spectral Spectral, c
 	if err != nil {
 		return nil, err
 	}
+	return fitKinds(ctx, sites, setup, Kinds...)
+}
+
+// fitKinds trains the models kinds, in turn, on the sites' rows under setup
+// by simulated federation. The models it does not train stay nil.
+func fitKinds(ctx context.Context, sites []*Data, setup *Setup, kinds ...Kind) (*Model, error) {
 	ss := make([]*Site, len(sites))
 	for s, d := range sites {
+		var err error
 		if ss[s], err = NewSite(s, d, setup); err != nil {
 			return nil, err
 		}
 	}
 	model := &Model{Setup: setup}
-	for _, k := range Kinds {
+	for _, k := range kinds {
 		c, err := NewCoordinator(k, len(ss), setup)
 		if err != nil {
 			return nil, err
 		}
-		t, err := Train(ctx, c, ss, cfg.Workers)
+		t, err := Train(ctx, c, ss, setup.Config.Workers)
 		if err != nil {
 			return nil, fmt.Errorf("estimator: training the %v model: %w", k, err)
 		}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -139,11 +137,11 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 		if len(train) == 0 {
 			return fmt.Errorf("estimator: site %d: %d rows are too few for %d folds", site, n, folds)
 		}
-		model, err := fitNuisance(ctx, []*Data{data.rows(train)}, setup)
+		model, err := fitKinds(ctx, []*Data{data.Subset(train)}, setup, Propensity, Outcome)
 		if err != nil {
 			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %w", site, k+1, folds, err)
 		}
-		nu, err := model.Nuisance(0, data.rows(held))
+		nu, err := model.Nuisance(0, data.Subset(held))
 		if err != nil {
 			return err
 		}
@@ -153,67 +151,9 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 		return nil
 	}
 	errs := make([]error, folds)
-	var next atomic.Int64
-	work := func() {
-		for k := int(next.Add(1) - 1); k < folds; k = int(next.Add(1) - 1) {
-			errs[k] = fit(k)
-		}
-	}
-	var wg sync.WaitGroup
-	for range min(folds, runtime.GOMAXPROCS(0)) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	forEach(folds, runtime.GOMAXPROCS(0), func(k int) { errs[k] = fit(k) })
 	if err := errors.Join(errs...); err != nil {
 		return inference.Nuisance{}, err
 	}
 	return out, nil
-}
-
-// fitNuisance trains the propensity and outcome models on the sites' rows
-// under setup.
-func fitNuisance(ctx context.Context, sites []*Data, setup *Setup) (*Model, error) {
-	ss := make([]*Site, len(sites))
-	for s, d := range sites {
-		var err error
-		if ss[s], err = NewSite(s, d, setup); err != nil {
-			return nil, err
-		}
-	}
-	model := &Model{Setup: setup}
-	for _, k := range []Kind{Propensity, Outcome} {
-		c, err := NewCoordinator(k, len(ss), setup)
-		if err != nil {
-			return nil, err
-		}
-		t, err := Train(ctx, c, ss, setup.Config.Workers)
-		if err != nil {
-			return nil, fmt.Errorf("training the %v model: %w", k, err)
-		}
-		for _, site := range ss {
-			site.Release()
-		}
-		if k == Propensity {
-			model.Propensity = t
-		} else {
-			model.Outcome = t
-		}
-	}
-	return model, nil
-}
-
-// rows returns the rows idx of d, in that order.
-func (d *Data) rows(idx []int) *Data {
-	_, dx := d.X.Dims()
-	out := &Data{X: &mat.Dense{}, W: make([]float64, len(idx)), Y: make([]float64, len(idx))}
-	if len(idx) == 0 {
-		return out
-	}
-	out.X = mat.NewDense(len(idx), dx, nil)
-	for r, i := range idx {
-		copy(out.X.RawRowView(r), d.X.RawRowView(i))
-		out.W[r], out.Y[r] = d.W[i], d.Y[i]
-	}
-	return out
 }

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"gonum.org/v1/gonum/mat"
-
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
 )
@@ -204,11 +202,5 @@ func subset(d *estimator.Data, keep []int) *estimator.Data {
 	if len(keep) == d.Rows() {
 		return d
 	}
-	_, dx := d.X.Dims()
-	out := &estimator.Data{X: mat.NewDense(len(keep), dx, nil), W: make([]float64, len(keep)), Y: make([]float64, len(keep))}
-	for i, k := range keep {
-		out.X.SetRow(i, d.X.RawRowView(k))
-		out.W[i], out.Y[i] = d.W[k], d.Y[k]
-	}
-	return out
+	return d.Subset(keep)
 }
