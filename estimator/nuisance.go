@@ -157,3 +157,14 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 	}
 	return out, nil
 }
+
+// Analyse cross-fits the nuisances of data, the rows of federation site
+// site (CrossFit), and returns the inference.Analysis of those rows and
+// their CATEs cate: what crffd fit and a site daemon report.
+func Analyse(ctx context.Context, setup *Setup, site int, data *Data, cate []float64) (*inference.Analysis, error) {
+	nu, err := CrossFit(ctx, setup, site, data)
+	if err != nil {
+		return nil, err
+	}
+	return inference.Analyse(data.W, data.Y, nu, cate, data.X)
+}

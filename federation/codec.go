@@ -399,7 +399,7 @@ func ints(v []int) []float64 {
 
 // globalTensors encodes the global ATEs of a run for the global-ate
 // envelope.
-func globalTensors(g SiteATE) []wire.Tensor {
+func globalTensors(g inference.ATEs) []wire.Tensor {
 	return []wire.Tensor{
 		wire.Scalar(tATE, g.PlugIn.Estimate), wire.Scalar(tN, float64(g.PlugIn.N)),
 		wire.Scalar(tAIPWATE, g.AIPW.Estimate), wire.Scalar(tAIPWSE, g.AIPW.SE),
@@ -409,13 +409,13 @@ func globalTensors(g SiteATE) []wire.Tensor {
 }
 
 // decodeGlobal reads the global ATEs of a global-ate envelope.
-func decodeGlobal(e *wire.Envelope) (SiteATE, error) {
-	var g SiteATE
+func decodeGlobal(e *wire.Envelope) (inference.ATEs, error) {
+	var g inference.ATEs
 	n, err := integer(e, tN)
 	if err != nil {
 		return g, err
 	}
-	g.PlugIn = inference.Estimate{N: n, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN()}
+	g.PlugIn = inference.PointEstimate(0, n)
 	g.AIPW.N = n
 	for _, f := range []struct {
 		name string

@@ -120,7 +120,7 @@ func TestDecodeATEs(t *testing.T) {
 		}
 	}
 	nan := math.NaN()
-	g := SiteATE{AIPW: inference.Estimate{Estimate: 2, SE: 0.1, Lower: 1.8, Upper: 2.2, N: 90}, Clipped: 3,
+	g := inference.ATEs{AIPW: inference.Estimate{Estimate: 2, SE: 0.1, Lower: 1.8, Upper: 2.2, N: 90}, Clipped: 3,
 		PlugIn: inference.Estimate{Estimate: 1.7, SE: nan, Lower: nan, Upper: nan, N: 90}}
 	got, err := decodeGlobal(envelope(wire.KindGlobalATE, globalTensors(g)...))
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(g) {
@@ -148,7 +148,7 @@ func FuzzDecodeATEs(f *testing.F) {
 		f.Add(b)
 	}
 	seed(wire.KindATE, []wire.Tensor{wire.Scalar(tATE, 1.5), wire.Scalar(tN, 40), wire.Scalar(tAIPWSum, 60), wire.Scalar(tAIPWSumSq, 100), wire.Scalar(tClipped, 2)})
-	seed(wire.KindGlobalATE, globalTensors(SiteATE{AIPW: inference.Estimate{Estimate: 2, SE: 0.1, Lower: 1.8, Upper: 2.2, N: 90}, Clipped: 3,
+	seed(wire.KindGlobalATE, globalTensors(inference.ATEs{AIPW: inference.Estimate{Estimate: 2, SE: 0.1, Lower: 1.8, Upper: 2.2, N: 90}, Clipped: 3,
 		PlugIn: inference.Estimate{Estimate: 1.7, N: 90}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := wire.Unmarshal(b)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 
 	"github.com/crffd/crffd/estimator"
@@ -155,10 +154,10 @@ func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
 // weighted by rows, and the AIPW estimate of the added sums, which is the
 // estimate over the pooled rows. It returns them as the global-ate
 // envelope carries them.
-func (r *Result) global() (SiteATE, error) {
+func (r *Result) global() (inference.ATEs, error) {
 	var err error
 	if r.GlobalATE, err = estimator.GlobalATE(r.LocalATE, r.Rows); err != nil {
-		return SiteATE{}, err
+		return inference.ATEs{}, err
 	}
 	var sums inference.Sums
 	clipped := 0
@@ -167,12 +166,7 @@ func (r *Result) global() (SiteATE, error) {
 		clipped += r.Clipped[s]
 	}
 	if r.GlobalAIPW, err = sums.Estimate(); err != nil {
-		return SiteATE{}, fmt.Errorf("global AIPW ATE: %w", err)
+		return inference.ATEs{}, fmt.Errorf("global AIPW ATE: %w", err)
 	}
-	nan := math.NaN()
-	return SiteATE{
-		AIPW:    r.GlobalAIPW,
-		Clipped: clipped,
-		PlugIn:  inference.Estimate{Estimate: r.GlobalATE, SE: nan, Lower: nan, Upper: nan, N: sums.N},
-	}, nil
+	return inference.ATEs{AIPW: r.GlobalAIPW, Clipped: clipped, PlugIn: inference.PointEstimate(r.GlobalATE, sums.N)}, nil
 }

@@ -554,4 +554,4 @@ func TestRecheckATELogsADifferenceWithoutValues(t *testing.T) {
 
 // sameATE reports whether a and b are identical, NaN fields included:
 // %v prints the shortest decimal that parses back to the same float64.
-func sameATE(a, b SiteATE) bool { return fmt.Sprintf("%v", a) == fmt.Sprintf("%v", b) }
+func sameATE(a, b inference.ATEs) bool { return fmt.Sprintf("%v", a) == fmt.Sprintf("%v", b) }

@@ -103,17 +103,6 @@ type SiteConfig struct {
 	Metrics *Metrics     // nil counts nothing
 }
 
-// SiteATE holds the average treatment effect of one scope (a site's kept
-// rows, or every site's): the doubly robust AIPW estimate with its standard
-// error and 95% interval, the number of rows whose propensity was clipped
-// in it, and the plug-in mean of the CausalRFF CATEs, which has no
-// standard error.
-type SiteATE struct {
-	AIPW    inference.Estimate
-	Clipped int
-	PlugIn  inference.Estimate
-}
-
 // SiteResult is what a site holds after a run.
 type SiteResult struct {
 	RunID        string
@@ -125,8 +114,8 @@ type SiteResult struct {
 	// Calibration corrects the CATEs in Effects and gives their intervals
 	// (inference.Calibration); nil when the site has too few rows for one.
 	Calibration *inference.Calibration
-	Local       SiteATE // over the kept rows
-	Global      SiteATE
+	Local       inference.ATEs // over the kept rows
+	Global      inference.ATEs
 	Lambda      map[estimator.Kind][]float64 // the site's row of each model's Λ
 	Peers       []string                     // every site's name, by index (Lambda's columns)
 	Rounds      map[estimator.Kind]int

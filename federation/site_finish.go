@@ -54,11 +54,7 @@ func (s *site) score(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	// The nuisances of the AIPW estimate, and of the calibration of the
 	// CATEs, are cross-fitted on the site's own kept rows: no rounds, and
 	// nothing leaves but the three sums.
-	nu, err := estimator.CrossFit(ctx, s.res.Setup, s.res.Index, s.kept)
-	if err != nil {
-		return nil, err
-	}
-	an, err := inference.Analyse(s.kept.W, s.kept.Y, nu, cate, s.kept.X)
+	an, err := estimator.Analyse(ctx, s.res.Setup, s.res.Index, s.kept, cate)
 	if err != nil {
 		return nil, err
 	}

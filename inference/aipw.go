@@ -131,29 +131,6 @@ func newEstimate(mean, se float64, n int) Estimate {
 	return Estimate{Estimate: mean, SE: se, Lower: mean - z*se, Upper: mean + z*se, N: n}
 }
 
-// Combine returns the inverse-variance weighted mean of independent
-// estimates, Σ e_k/se_k² / Σ 1/se_k², with standard error (Σ 1/se_k²)^(−½).
-// It weights each site by the precision of its own estimate rather than by
-// its rows, so it does not assume that the sites share one population; an
-// estimate with zero or unknown standard error is an error.
-func Combine(es []Estimate) (Estimate, error) {
-	if len(es) == 0 {
-		return Estimate{}, fmt.Errorf("%w: no estimates to combine", ErrInput)
-	}
-	var num, den float64
-	n := 0
-	for k, e := range es {
-		if !(e.SE > 0) || !finite(e.SE) || !finite(e.Estimate) {
-			return Estimate{}, fmt.Errorf("%w: estimate %d is %v with standard error %v", ErrInput, k, e.Estimate, e.SE)
-		}
-		p := 1 / (e.SE * e.SE)
-		num += p * e.Estimate
-		den += p
-		n += e.N
-	}
-	return newEstimate(num/den, 1/math.Sqrt(den), n), nil
-}
-
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // PlugIn returns the mean of the per-row effects cate, the plug-in ATE.
@@ -171,8 +148,24 @@ func PlugIn(cate []float64) (Estimate, error) {
 		}
 		s += v
 	}
+	return PointEstimate(s/float64(len(cate)), len(cate)), nil
+}
+
+// PointEstimate returns the estimate v over n rows without a standard
+// error: SE, Lower and Upper are NaN.
+func PointEstimate(v float64, n int) Estimate {
 	nan := math.NaN()
-	return Estimate{Estimate: s / float64(len(cate)), SE: nan, Lower: nan, Upper: nan, N: len(cate)}, nil
+	return Estimate{Estimate: v, SE: nan, Lower: nan, Upper: nan, N: n}
+}
+
+// ATEs are the average treatment effects of one scope (a site's rows, or
+// every site's): the AIPW estimate with its standard error and interval,
+// the number of rows whose propensity was clipped in it, and the plug-in
+// mean of the CausalRFF CATEs, which has no standard error.
+type ATEs struct {
+	AIPW    Estimate
+	Clipped int
+	PlugIn  Estimate
 }
 
 // Analysis is what a site computes from its rows' cross-fitted nuisances:

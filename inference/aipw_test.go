@@ -197,22 +197,6 @@ func TestCoverageFailsWithoutAdjustment(t *testing.T) {
 	}
 }
 
-func TestCombine(t *testing.T) {
-	got, err := Combine([]Estimate{{Estimate: 1, SE: 1, N: 10}, {Estimate: 4, SE: 2, N: 5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Weights 1 and 1/4: (1 + 1)/(1.25) = 1.6; se = 1/√1.25.
-	if math.Abs(got.Estimate-1.6) > 1e-15 || math.Abs(got.SE-1/math.Sqrt(1.25)) > 1e-15 || got.N != 15 {
-		t.Errorf("Combine = %+v", got)
-	}
-	for _, es := range [][]Estimate{nil, {{Estimate: 1, SE: 0}}, {{Estimate: 1, SE: math.NaN()}}} {
-		if _, err := Combine(es); !errors.Is(err, ErrInput) {
-			t.Errorf("Combine(%v): error %v, want ErrInput", es, err)
-		}
-	}
-}
-
 func TestFolds(t *testing.T) {
 	w := make([]float64, 103)
 	for i := range 37 {

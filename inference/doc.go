@@ -18,8 +18,7 @@
 // A site never sends ψ. It sends Sums (n, Σψ, Σψ²), and any set of sites'
 // Sums add up to those of their pooled rows, so a federation's estimate
 // (Sums.Estimate of the added Sums) equals the estimate on the pooled rows,
-// which pooling assumes one target population. Combine instead weights the
-// sites' own estimates by inverse variance.
+// which pooling assumes one target population.
 //
 // Calibration corrects a CATE estimate τ̂ with the same pseudo-outcomes: a
 // ridge regression of ψ − τ̂(x) on [1, x] (the DR-learner with τ̂ as offset),

@@ -82,26 +82,20 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return fmt.Errorf("score %q: %w", src.DB, err)
 	}
 	a.log.Info("cross-fitting the nuisance models of the AIPW ATE", slog.String(logKeyRun, run), slog.Int("folds", cfg.Folds))
-	nu, err := estimator.CrossFit(ctx, model.Setup, 0, recs.Data)
-	if err != nil {
-		return fmt.Errorf("cross-fit %q: %w", src.DB, err)
-	}
-	an, err := inference.Analyse(recs.Data.W, recs.Data.Y, nu, eff.CATE, recs.Data.X)
+	an, err := estimator.Analyse(ctx, model.Setup, 0, recs.Data, eff.CATE)
 	if err != nil {
 		return fmt.Errorf("ATE of %q: %w", src.DB, err)
 	}
-	ates, err := localATEs(an, eff)
+	plugin, err := inference.PlugIn(eff.CATE)
 	if err != nil {
 		return fmt.Errorf("ATE of %q: %w", src.DB, err)
 	}
+	local := inference.ATEs{AIPW: an.AIPW, Clipped: an.Clipped, PlugIn: plugin}
 	cates, err := cateRows(recs.IDs, eff, an.Calibration, recs.Data.X)
 	if err != nil {
 		return fmt.Errorf("CATE of %q: %w", src.DB, err)
 	}
-	if an.Calibration == nil {
-		a.log.Warn("too few rows to calibrate the CATEs; crff_cate holds the CausalRFF CATEs without intervals",
-			slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
-	}
+	warnUncalibrated(a, src, recs.Len(), an.Calibration)
 	setup := modelstore.Setup{Kernel: kernel, Config: cfg, Scaler: model.Setup.Scaler, Schema: recs.Schema, Site: 0, Sites: 1,
 		Calibration: calibrationParams(an.Calibration)}
 	if err := modelstore.Save(ctx, db, run, setup, model); err != nil {
@@ -110,7 +104,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err := db.AppendLoss(ctx, run, finiteLosses(losses)...); err != nil {
 		return err
 	}
-	res := store.Results{CATE: cates, ATE: ates, Rejected: recs.Rejected}
+	res := store.Results{CATE: cates, ATE: storeATEs(store.ScopeLocal, local), Rejected: recs.Rejected}
 	if err := db.WriteResults(ctx, run, res); err != nil {
 		return err
 	}
@@ -122,5 +116,5 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored, %d rejected\n", run, recs.Len(), len(recs.Rejected)); err != nil {
 		return err
 	}
-	return printATEs(a.stdout, "local", ates...)
+	return printATEs(a.stdout, store.ScopeLocal, local)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"time"
 
@@ -49,33 +50,31 @@ func cateRows(ids []store.RowID, e *estimator.Effects, cal *inference.Calibratio
 	return out, nil
 }
 
-// localATEs returns the site's AIPW ATE, from the analysis of its rows,
-// and its plug-in ATE, the mean of the CausalRFF CATEs in e, in that order.
-func localATEs(an *inference.Analysis, e *estimator.Effects) ([]store.ATE, error) {
-	plugin, err := inference.PlugIn(e.CATE)
-	if err != nil {
-		return nil, err
+// storeATEs returns the ATEs of scope as crff_ate rows: the AIPW estimate,
+// then the plug-in one.
+func storeATEs(scope store.Scope, a inference.ATEs) []store.ATE {
+	row := func(estimator string, e inference.Estimate, clipped int) store.ATE {
+		return store.ATE{Scope: scope, Estimator: estimator, ATE: e.Estimate, SE: e.SE, Lower: e.Lower, Upper: e.Upper, N: e.N, Clipped: clipped}
 	}
-	return []store.ATE{
-		storeATE(store.ScopeLocal, store.EstimatorAIPW, an.AIPW, an.Clipped),
-		storeATE(store.ScopeLocal, store.EstimatorPlugIn, plugin, -1),
-	}, nil
+	return []store.ATE{row(store.EstimatorAIPW, a.AIPW, a.Clipped), row(store.EstimatorPlugIn, a.PlugIn, -1)}
 }
 
-// storeATE is e as a crff_ate row; clipped is −1 for an estimator without
-// propensities.
-func storeATE(scope store.Scope, estimator string, e inference.Estimate, clipped int) store.ATE {
-	return store.ATE{Scope: scope, Estimator: estimator, ATE: e.Estimate, SE: e.SE, Lower: e.Lower, Upper: e.Upper, N: e.N, Clipped: clipped}
+// warnUncalibrated logs, at WARN, that a site had too few rows to calibrate
+// its CATEs (cal is nil), which crff_cate then holds without intervals.
+func warnUncalibrated(a *app, src store.Source, rows int, cal *inference.Calibration) {
+	if cal == nil {
+		a.log.Warn("too few rows to calibrate the CATEs; crff_cate holds the CausalRFF CATEs without intervals",
+			slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, rows))
+	}
 }
 
 // printATEs prints the AIPW ATE of scope with its interval, the headline,
-// then the plug-in ATE: ates as localATEs or siteATEs return them.
-func printATEs(w io.Writer, scope string, ates ...store.ATE) error {
-	aipw, plugin := ates[0], ates[1]
+// then the plug-in ATE.
+func printATEs(w io.Writer, scope store.Scope, a inference.ATEs) error {
 	_, err := fmt.Fprintf(w, "%s ATE %.4f, 95%% interval [%.4f, %.4f] (AIPW, se %.4f, %d rows, %d propensities clipped to [%g, %g])\n"+
 		"%s ATE %.4f (plug-in: mean CausalRFF CATE; no standard error)\n",
-		scope, aipw.ATE, aipw.Lower, aipw.Upper, aipw.SE, aipw.N, aipw.Clipped, inference.DefaultClip, 1-inference.DefaultClip,
-		scope, plugin.ATE)
+		scope, a.AIPW.Estimate, a.AIPW.Lower, a.AIPW.Upper, a.AIPW.SE, a.AIPW.N, a.Clipped, inference.DefaultClip, 1-inference.DefaultClip,
+		scope, a.PlugIn.Estimate)
 	return err
 }
 

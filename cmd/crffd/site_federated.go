@@ -118,13 +118,11 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored\n", r.RunID, len(r.Effects.CATE)); err != nil {
 			return err
 		}
-		for _, sc := range []struct {
-			scope store.Scope
-			ate   federation.SiteATE
-		}{{store.ScopeLocal, r.Local}, {store.ScopeGlobal, r.Global}} {
-			if err := printATEs(a.stdout, string(sc.scope), siteATEs(sc.scope, sc.ate)...); err != nil {
-				return err
-			}
+		if err := printATEs(a.stdout, store.ScopeLocal, r.Local); err != nil {
+			return err
+		}
+		if err := printATEs(a.stdout, store.ScopeGlobal, r.Global); err != nil {
+			return err
 		}
 		if once {
 			return nil
@@ -237,9 +235,10 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	if err != nil {
 		return err
 	}
+	warnUncalibrated(a, store.Source{DB: db.Path()}, len(r.Kept), r.Calibration)
 	res := store.Results{
 		CATE:     cates,
-		ATE:      append(siteATEs(store.ScopeLocal, r.Local), siteATEs(store.ScopeGlobal, r.Global)...),
+		ATE:      append(storeATEs(store.ScopeLocal, r.Local), storeATEs(store.ScopeGlobal, r.Global)...),
 		Rejected: recs.Rejected,
 	}
 	for _, k := range estimator.Kinds {
@@ -310,13 +309,4 @@ func finiteLosses(ls []store.Loss) []store.Loss {
 		}
 	}
 	return out
-}
-
-// siteATEs returns a federated site's ATEs of scope as crff_ate rows: the
-// AIPW estimate, then the plug-in one.
-func siteATEs(scope store.Scope, a federation.SiteATE) []store.ATE {
-	return []store.ATE{
-		storeATE(scope, store.EstimatorAIPW, a.AIPW, a.Clipped),
-		storeATE(scope, store.EstimatorPlugIn, a.PlugIn, -1),
-	}
 }
