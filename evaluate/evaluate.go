@@ -290,30 +290,28 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 
 // aipw sets the AIPW estimate and interval of the rows d from the
 // nuisances of model's site, or with crossFit from nuisances cross-fitted
-// on d, and the figures of the DR-calibrated CATE against the true effects
-// tau.
+// on d (estimator.Analyse, as a site computes them), and the figures of the
+// DR-calibrated CATE against the true effects tau; those stay absent when d
+// has too few rows for a calibration.
 func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, d *estimator.Data, cate, tau []float64, crossFit bool) error {
-	nu, err := model.Nuisance(site, d)
+	var an *inference.Analysis
+	var err error
 	if crossFit {
-		nu, err = estimator.CrossFit(ctx, model.Setup, site, d)
+		an, err = estimator.Analyse(ctx, model.Setup, site, d, cate)
+	} else {
+		var nu inference.Nuisance
+		if nu, err = model.Nuisance(site, d); err == nil {
+			an, err = inference.Analyse(d.W, d.Y, nu, cate, d.X)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	psi, _, err := inference.Scores(d.W, d.Y, nu, inference.DefaultClip)
-	if err != nil {
-		return err
+	r.AIPWATE, r.AIPWLower, r.AIPWUpper = &an.AIPW.Estimate, &an.AIPW.Lower, &an.AIPW.Upper
+	if an.Calibration == nil {
+		return nil
 	}
-	e, err := inference.Accumulate(psi).Estimate()
-	if err != nil {
-		return err
-	}
-	r.AIPWATE, r.AIPWLower, r.AIPWUpper = &e.Estimate, &e.Lower, &e.Upper
-	cal, err := inference.FitCalibration(psi, cate, d.X)
-	if err != nil {
-		return err
-	}
-	dr, _, lo, hi, err := cal.Interval(cate, d.X)
+	dr, _, lo, hi, err := an.Calibration.Interval(cate, d.X)
 	if err != nil {
 		return err
 	}
@@ -332,17 +330,54 @@ func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, d *
 	return nil
 }
 
+// Indices of a run's figures (Result.figures), each averaged over a
+// replicate's runs and then over the replicates by summarise.
+const (
+	figPEHE = iota
+	figATEErr
+	figATEBias
+	figAIPWErr // the AIPW figures, present or absent together
+	figAIPWBias
+	figAIPWCover
+	figAIPWWidth
+	figDR // the calibrated CATE's figures, present or absent together
+	figCATECover
+	figCATEWidth
+	numFigures
+)
+
+// figures returns the run's figures by the indices above, and which of
+// them it has.
+func (r Result) figures() (v [numFigures]float64, has [numFigures]bool) {
+	set := func(k int, x float64) { v[k], has[k] = x, true }
+	set(figPEHE, r.SqrtPEHE)
+	set(figATEErr, r.ATEErr)
+	set(figATEBias, r.ATE-r.ATETrue)
+	if r.AIPWATE != nil {
+		set(figAIPWErr, math.Abs(*r.AIPWATE-r.ATETrue))
+		set(figAIPWBias, *r.AIPWATE-r.ATETrue)
+		cover := 0.0
+		if *r.AIPWLower <= r.ATETrue && r.ATETrue <= *r.AIPWUpper {
+			cover = 1
+		}
+		set(figAIPWCover, cover)
+		set(figAIPWWidth, *r.AIPWUpper-*r.AIPWLower)
+	}
+	if r.DRSqrtPEHE != nil {
+		set(figDR, *r.DRSqrtPEHE)
+		set(figCATECover, *r.CATECoverage)
+		set(figCATEWidth, *r.CATEWidth)
+	}
+	return v, has
+}
+
 // summarise averages the runs of each mode and source count per replicate
 // (over the seeds), then over the replicates. Runs of one replicate share
 // its rows, so only replicates count as independent for the standard error.
 func summarise(runs []Result, modes []string, sources []int, seeds int) []Summary {
-	// Per replicate, the sums over its runs (its seeds) of each figure.
 	type sum struct {
-		pehe, ate, bias              float64
-		aipwErr, aipwBias, aipwCover float64
-		aipwWidth                    float64
-		dr, cover, width             float64
-		runs, aipwRuns               int
+		v [numFigures]float64
+		n [numFigures]int
 	}
 	var out []Summary
 	for _, mode := range modes {
@@ -359,55 +394,37 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 					sums[r.Replicate] = a
 					order = append(order, r.Replicate)
 				}
-				a.pehe += r.SqrtPEHE
-				a.ate += r.ATEErr
-				a.bias += r.ATE - r.ATETrue
-				a.runs++
-				if r.AIPWATE != nil {
-					a.aipwErr += math.Abs(*r.AIPWATE - r.ATETrue)
-					a.aipwBias += *r.AIPWATE - r.ATETrue
-					if *r.AIPWLower <= r.ATETrue && r.ATETrue <= *r.AIPWUpper {
-						a.aipwCover++
+				v, has := r.figures()
+				for f := range numFigures {
+					if has[f] {
+						a.v[f] += v[f]
+						a.n[f]++
 					}
-					a.aipwWidth += *r.AIPWUpper - *r.AIPWLower
-					a.dr += *r.DRSqrtPEHE
-					a.cover += *r.CATECoverage
-					a.width += *r.CATEWidth
-					a.aipwRuns++
 				}
 			}
-			var pehe, ate, bias, aErr, aBias, aCover, aWidth, dr, cCover, cWidth []float64
-			for _, n := range order {
-				a := sums[n]
-				runs := float64(a.runs)
-				pehe = append(pehe, a.pehe/runs)
-				ate = append(ate, a.ate/runs)
-				bias = append(bias, a.bias/runs)
-				if a.aipwRuns > 0 {
-					ar := float64(a.aipwRuns)
-					aErr = append(aErr, a.aipwErr/ar)
-					aBias = append(aBias, a.aipwBias/ar)
-					aCover = append(aCover, a.aipwCover/ar)
-					aWidth = append(aWidth, a.aipwWidth/ar)
-					dr = append(dr, a.dr/ar)
-					cCover = append(cCover, a.cover/ar)
-					cWidth = append(cWidth, a.width/ar)
+			var per [numFigures][]float64 // per figure, the replicates' means
+			for _, rep := range order {
+				a := sums[rep]
+				for f := range numFigures {
+					if a.n[f] > 0 {
+						per[f] = append(per[f], a.v[f]/float64(a.n[f]))
+					}
 				}
 			}
-			s := Summary{Mode: mode, Sources: k, N: len(pehe), Seeds: seeds}
-			s.SqrtPEHEMean, s.SqrtPEHESE = meanSE(pehe)
-			s.ATEErrMean, s.ATEErrSE = meanSE(ate)
-			s.ATEBiasMean, _ = meanSE(bias)
-			if len(aErr) > 0 {
-				m, se := meanSE(aErr)
+			s := Summary{Mode: mode, Sources: k, N: len(order), Seeds: seeds}
+			s.SqrtPEHEMean, s.SqrtPEHESE = meanSE(per[figPEHE])
+			s.ATEErrMean, s.ATEErrSE = meanSE(per[figATEErr])
+			s.ATEBiasMean, _ = meanSE(per[figATEBias])
+			mean := func(f int) *float64 { return ptr(stat.Mean(per[f], nil)) }
+			if len(per[figAIPWErr]) > 0 {
+				m, se := meanSE(per[figAIPWErr])
 				s.AIPWATEErrMean, s.AIPWATEErrSE = &m, &se
-				s.AIPWBiasMean = ptr(stat.Mean(aBias, nil))
-				s.AIPWCoverage = ptr(stat.Mean(aCover, nil))
-				s.AIPWWidthMean = ptr(stat.Mean(aWidth, nil))
-				dm, dse := meanSE(dr)
-				s.DRSqrtPEHEMean, s.DRSqrtPEHESE = &dm, &dse
-				s.CATECoverage = ptr(stat.Mean(cCover, nil))
-				s.CATEWidthMean = ptr(stat.Mean(cWidth, nil))
+				s.AIPWBiasMean, s.AIPWCoverage, s.AIPWWidthMean = mean(figAIPWBias), mean(figAIPWCover), mean(figAIPWWidth)
+			}
+			if len(per[figDR]) > 0 {
+				m, se := meanSE(per[figDR])
+				s.DRSqrtPEHEMean, s.DRSqrtPEHESE = &m, &se
+				s.CATECoverage, s.CATEWidthMean = mean(figCATECover), mean(figCATEWidth)
 			}
 			out = append(out, s)
 		}

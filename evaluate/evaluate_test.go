@@ -318,6 +318,14 @@ func TestSummariseInference(t *testing.T) {
 	if tl := s[1]; tl.AIPWATEErrMean != nil || tl.CATECoverage != nil || math.Abs(tl.ATEBiasMean-0.2) > 1e-12 {
 		t.Errorf("tlearner summary %+v: want no AIPW figures and bias 0.2", tl)
 	}
+	// A run too small for a calibration has the AIPW figures only: the
+	// calibrated CATE's figures average over the runs that have them.
+	noDR := run(3, 0, 2.0, 1.5, 2.5, 0, 0, 0)
+	noDR.DRSqrtPEHE, noDR.CATECoverage, noDR.CATEWidth = nil, nil, nil
+	s = summarise(append(runs[:3:3], noDR), []string{"learned"}, []int{1}, 2)
+	if l := s[0]; l.N != 3 || math.Abs(*l.AIPWCoverage-(0.5+0+1)/3) > 1e-12 || math.Abs(*l.DRSqrtPEHEMean-0.3) > 1e-12 {
+		t.Errorf("summary with a run without a calibration: %+v", l)
+	}
 }
 
 // TestRunCrossFit checks that Plan.CrossFit takes the AIPW estimate from

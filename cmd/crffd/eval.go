@@ -90,6 +90,7 @@ Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
 	f.IntVar(&o.cfg.MHSteps, "mh-steps", o.cfg.MHSteps, "Metropolis–Hastings steps per sample (0: sample z from q)")
 	f.Uint64Var(&o.cfg.Seed, "seed", o.cfg.Seed, "seed of frequencies, initial weights and sampling")
 	f.StringVar(&o.seeds, "seeds", "", "repeat every run with each of these seeds, e.g. 0-4, and average them per replicate (instead of --seed)")
+	f.IntVar(&o.cfg.Folds, "folds", o.cfg.Folds, "folds over which --crossfit cross-fits the nuisances")
 	f.BoolVar(&o.crossFit, "crossfit", false, "cross-fit the AIPW nuisances on the scored rows, as crffd fit does, instead of taking them from the training fit")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
@@ -199,13 +200,14 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	fmt.Fprintln(a.stdout, "\nDoubly robust figures on the same test rows (95% intervals):")
 	fmt.Fprintln(tw, "MODE\tSOURCES\tAIPW ERROR\tAIPW BIAS\tAIPW COVERAGE\tAIPW WIDTH\tDR SQRT(PEHE)\tCATE COVERAGE\tCATE WIDTH")
 	for _, s := range rep.Summary {
-		if s.AIPWATEErrMean == nil {
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\t-\t-\n", s.Mode, s.Sources)
-			continue
+		aipw, dr := "-\t-\t-\t-", "-\t-\t-"
+		if s.AIPWATEErrMean != nil {
+			aipw = fmt.Sprintf("%.3f ± %.3f\t%+.3f\t%.2f\t%.3f", *s.AIPWATEErrMean, *s.AIPWATEErrSE, *s.AIPWBiasMean, *s.AIPWCoverage, *s.AIPWWidthMean)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.3f ± %.3f\t%+.3f\t%.2f\t%.3f\t%.3f ± %.3f\t%.2f\t%.3f\n", s.Mode, s.Sources,
-			*s.AIPWATEErrMean, *s.AIPWATEErrSE, *s.AIPWBiasMean, *s.AIPWCoverage, *s.AIPWWidthMean,
-			*s.DRSqrtPEHEMean, *s.DRSqrtPEHESE, *s.CATECoverage, *s.CATEWidthMean)
+		if s.DRSqrtPEHEMean != nil {
+			dr = fmt.Sprintf("%.3f ± %.3f\t%.2f\t%.3f", *s.DRSqrtPEHEMean, *s.DRSqrtPEHESE, *s.CATECoverage, *s.CATEWidthMean)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Mode, s.Sources, aipw, dr)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
