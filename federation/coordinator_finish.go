@@ -41,7 +41,10 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	f := c.st.Finish
 	res := &Result{RunID: c.st.RunID, Setup: setup, Models: map[estimator.Kind]*estimator.Trained{},
 		LocalATE: slices.Clone(f.LocalATE), LocalAIPW: slices.Clone(f.AIPW), Clipped: slices.Clone(f.Clipped),
-		Rows: slices.Clone(f.Rows), Dropped: c.st.Dropped}
+		Rows: make([]int, m), Dropped: c.st.Dropped}
+	for s, a := range f.AIPW {
+		res.Rows[s] = a.N
+	}
 	for _, t := range c.st.Trained {
 		res.Models[t.Model] = t
 	}
@@ -139,13 +142,11 @@ func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FinishState{LocalATE: make([]float64, m), AIPW: make([]inference.Sums, m), Clipped: make([]int, m),
-		Rows: make([]int, m), Done: make([]bool, m)}
+	f := &FinishState{LocalATE: make([]float64, m), AIPW: make([]inference.Sums, m), Clipped: make([]int, m), Done: make([]bool, m)}
 	for s, name := range c.cfg.Sites {
 		if f.LocalATE[s], f.AIPW[s], f.Clipped[s], err = decodeLocal(got[s][wire.KindATE]); err != nil {
 			return nil, fmt.Errorf("site %s: %w", name, err)
 		}
-		f.Rows[s] = f.AIPW[s].N
 	}
 	return f, nil
 }

@@ -527,7 +527,7 @@ func TestRecheckATELogsADifferenceWithoutValues(t *testing.T) {
 		}})),
 		st: &State{RunID: "run-1", Finish: &FinishState{LocalATE: []float64{0.25, 1.5},
 			AIPW:    []inference.Sums{{N: 40, Sum: 10, SumSq: 30}, {N: 50, Sum: 75, SumSq: 200}},
-			Clipped: []int{0, 3}, Rows: []int{40, 50}, Done: []bool{true, false}}}}
+			Clipped: []int{0, 3}, Done: []bool{true, false}}}}
 	for _, tc := range []struct {
 		ate  float64
 		n    float64

@@ -85,7 +85,7 @@ func TestStateDBRoundTrip(t *testing.T) {
 	st := &State{RunID: "r", Sites: []string{"a"}, Step: 9, Trained: []*estimator.Trained{tr},
 		Checkpoint: &estimator.Checkpoint{X: []float64{1.0 / 3}},
 		Finish: &FinishState{LocalATE: []float64{0.1}, AIPW: []inference.Sums{{N: 7, Sum: 0.7, SumSq: 1e-17}}, Clipped: []int{2},
-			Rows: []int{7}, Done: []bool{true}}}
+			Done: []bool{true}}}
 	if err := db.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestStateDBRoundTrip(t *testing.T) {
 	if got.Step != 9 || got.Checkpoint.X[0] != 1.0/3 || got.Trained[0].Weights[0]["b"].At(0, 1) != -1e-300 || got.Trained[0].Shared["a"][0] != math.Pi {
 		t.Fatalf("round trip: %+v", got)
 	}
-	if f := got.Finish; f == nil || f.LocalATE[0] != 0.1 || f.AIPW[0].SumSq != 1e-17 || f.Clipped[0] != 2 || f.Rows[0] != 7 || !f.Done[0] {
+	if f := got.Finish; f == nil || f.LocalATE[0] != 0.1 || f.AIPW[0].SumSq != 1e-17 || f.Clipped[0] != 2 || f.AIPW[0].N != 7 || !f.Done[0] {
 		t.Fatalf("round trip of the finish phase: %+v", got.Finish)
 	}
 	if err := db.Clear(ctx); err != nil {

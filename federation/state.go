@@ -40,8 +40,7 @@ type State struct {
 type FinishState struct {
 	LocalATE []float64        // the plug-in ATE each site answered
 	AIPW     []inference.Sums // the sums of each site's AIPW scores
-	Clipped  []int            // the rows whose propensity each site clipped
-	Rows     []int            // the rows behind each local ATE
+	Clipped  []int            // the rows whose propensity each site clipped; AIPW[s].N counts its rows
 	// Done marks the sites that confirmed the run. A site started with
 	// --once leaves once it has, so a resumed coordinator must neither
 	// send to it nor wait for it.
@@ -51,13 +50,13 @@ type FinishState struct {
 // check returns an error unless every list of f holds one entry for each of
 // m sites and no row count is negative.
 func (f *FinishState) check(m int) error {
-	if len(f.LocalATE) != m || len(f.AIPW) != m || len(f.Clipped) != m || len(f.Rows) != m || len(f.Done) != m {
-		return fmt.Errorf("finish phase of %d sites has %d local ATEs, %d AIPW sums, %d clipped counts, %d row counts and %d confirmations",
-			m, len(f.LocalATE), len(f.AIPW), len(f.Clipped), len(f.Rows), len(f.Done))
+	if len(f.LocalATE) != m || len(f.AIPW) != m || len(f.Clipped) != m || len(f.Done) != m {
+		return fmt.Errorf("finish phase of %d sites has %d local ATEs, %d AIPW sums, %d clipped counts and %d confirmations",
+			m, len(f.LocalATE), len(f.AIPW), len(f.Clipped), len(f.Done))
 	}
-	for s, n := range f.Rows {
-		if n < 0 || f.AIPW[s].N != n || f.Clipped[s] < 0 || f.Clipped[s] > n {
-			return fmt.Errorf("finish phase has site %d with %d rows, AIPW sums over %d and %d clipped", s, n, f.AIPW[s].N, f.Clipped[s])
+	for s, a := range f.AIPW {
+		if a.N < 0 || f.Clipped[s] < 0 || f.Clipped[s] > a.N {
+			return fmt.Errorf("finish phase has site %d with AIPW sums over %d rows and %d clipped", s, a.N, f.Clipped[s])
 		}
 	}
 	return nil

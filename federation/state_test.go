@@ -11,12 +11,12 @@ var stateSeeds = []struct {
 	ok         bool
 }{
 	{"saved before the finish phase was kept", `{"RunID":"r","Sites":["a","b"],"Step":3,"Kind":3}`, true},
-	{"finish phase", `{"RunID":"r","Sites":["a","b"],"Step":40,"Kind":3,"Finish":{"LocalATE":[1.5,-2],"AIPW":[{"N":40,"Sum":60,"SumSq":100},{"N":50,"Sum":-100,"SumSq":300}],"Clipped":[0,1],"Rows":[40,50],"Done":[true,false]}}`, true},
+	{"finish phase", `{"RunID":"r","Sites":["a","b"],"Step":40,"Kind":3,"Finish":{"LocalATE":[1.5,-2],"AIPW":[{"N":40,"Sum":60,"SumSq":100},{"N":50,"Sum":-100,"SumSq":300}],"Clipped":[0,1],"Done":[true,false]}}`, true},
 	{"finish phase of an old coordinator", `{"RunID":"r","Sites":["a","b"],"Step":40,"Kind":3,"Finish":{"LocalATE":[1.5,-2],"LocalSE":[0.1,0.2],"Rows":[40,50],"Done":[true,false]}}`, false},
-	{"AIPW sums over other rows", `{"RunID":"r","Sites":["a"],"Step":40,"Kind":3,"Finish":{"LocalATE":[1.5],"AIPW":[{"N":39,"Sum":60,"SumSq":100}],"Clipped":[0],"Rows":[40],"Done":[true]}}`, false},
-	{"finish phase of another site count", `{"Sites":["a","b"],"Finish":{"LocalATE":[1.5],"AIPW":[{"N":40}],"Clipped":[0],"Rows":[40],"Done":[true]}}`, false},
-	{"finish phase without confirmations", `{"Sites":["a"],"Finish":{"LocalATE":[1.5],"AIPW":[{"N":40}],"Clipped":[0],"Rows":[40]}}`, false},
-	{"negative row count", `{"Sites":["a"],"Finish":{"LocalATE":[1.5],"AIPW":[{"N":-1}],"Clipped":[0],"Rows":[-1],"Done":[false]}}`, false},
+	{"more clipped rows than rows", `{"RunID":"r","Sites":["a"],"Step":40,"Kind":3,"Finish":{"LocalATE":[1.5],"AIPW":[{"N":39,"Sum":60,"SumSq":100}],"Clipped":[40],"Done":[true]}}`, false},
+	{"finish phase of another site count", `{"Sites":["a","b"],"Finish":{"LocalATE":[1.5],"AIPW":[{"N":40}],"Clipped":[0],"Done":[true]}}`, false},
+	{"finish phase without confirmations", `{"Sites":["a"],"Finish":{"LocalATE":[1.5],"AIPW":[{"N":40}],"Clipped":[0]}}`, false},
+	{"negative row count", `{"Sites":["a"],"Finish":{"LocalATE":[1.5],"AIPW":[{"N":-1}],"Clipped":[0],"Done":[false]}}`, false},
 	{"negative transfer matrix", `{"Trained":[{"Lambda":{"Rows":-1,"Cols":-1,"Data":[1]}}]}`, false},
 	{"negative weight block", `{"Trained":[{"Lambda":{"Rows":1,"Cols":1,"Data":[1]},"Weights":[{"b":{"Rows":-1,"Cols":-2,"Data":[1,2]}}]}]}`, false},
 	{"overflowing weight block", `{"Trained":[{"Lambda":{"Rows":1,"Cols":1,"Data":[1]},"Weights":[{"b":{"Rows":4294967296,"Cols":4294967296,"Data":[]}}]}]}`, false},
