@@ -6,11 +6,13 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
+	"github.com/crffd/crffd/inference"
 	sqlfiles "github.com/crffd/crffd/sql"
 )
 
@@ -58,37 +60,114 @@ func OpenStateDB(ctx context.Context, path string, busy time.Duration) (*StateDB
 	return &StateDB{db: db}, nil
 }
 
-// addRunColumns adds to crff_coordinator_runs of a file written before the
-// AIPW estimate the columns it lacks. Its old rows keep NULL there, which
-// is how a reader (the coordinator report) tells that their global_ate is
-// the plug-in ATE and their global_se not a standard error.
-func addRunColumns(ctx context.Context, db *sql.DB) error {
+// newRunColumns are the columns of crff_coordinator_runs that files
+// written before the AIPW estimate lack.
+var newRunColumns = []string{"global_lower", "global_upper", "plugin_ate"}
+
+// missingRunColumns returns the newRunColumns that q's
+// crff_coordinator_runs lacks.
+func missingRunColumns(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) ([]string, error) {
 	have := map[string]bool{}
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('crff_coordinator_runs')`)
+	rows, err := q.QueryContext(ctx, `SELECT name FROM pragma_table_info('crff_coordinator_runs')`)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return err
+			return nil, err
 		}
 		have[name] = true
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, c := range newRunColumns {
+		if !have[c] {
+			missing = append(missing, c)
+		}
+	}
+	return missing, nil
+}
+
+// addRunColumns adds to crff_coordinator_runs of a file written before the
+// AIPW estimate the columns it lacks. Its old rows keep NULL there, which
+// is how ReadRuns tells that their global_ate is the plug-in ATE and their
+// global_se not a standard error.
+func addRunColumns(ctx context.Context, db *sql.DB) error {
+	missing, err := missingRunColumns(ctx, db)
+	if err != nil {
 		return err
 	}
-	for _, col := range []string{"global_lower", "global_upper", "plugin_ate"} {
-		if !have[col] {
-			// col is one of the names above, never input.
-			if _, err := db.ExecContext(ctx, `ALTER TABLE crff_coordinator_runs ADD COLUMN `+col+` REAL`); err != nil {
-				return err
-			}
+	for _, col := range missing {
+		// col is one of newRunColumns, never input.
+		if _, err := db.ExecContext(ctx, `ALTER TABLE crff_coordinator_runs ADD COLUMN `+col+` REAL`); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// FinishedRun is one row of crff_coordinator_runs: a run the coordinator
+// completed.
+type FinishedRun struct {
+	Run, Finished string
+	// AIPW is the global AIPW estimate with its standard error and
+	// interval. For a run recorded before the AIPW estimate it is NaN
+	// throughout, and PlugIn holds what such a run recorded.
+	AIPW   inference.Estimate
+	PlugIn float64 // the global plug-in ATE
+	Rows   int
+}
+
+// ReadRuns returns the finished runs recorded in a coordinator's state
+// file open as db (read-only is enough), newest first; a file written
+// before the AIPW estimate reads too.
+func ReadRuns(ctx context.Context, db *sql.DB) ([]FinishedRun, error) {
+	missing, err := missingRunColumns(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	q := `SELECT run, finished_at, global_ate, global_se, global_lower, global_upper, plugin_ate, rows FROM crff_coordinator_runs ORDER BY finished_at DESC`
+	if len(missing) > 0 {
+		q = `SELECT run, finished_at, global_ate, global_se, NULL, NULL, NULL, rows FROM crff_coordinator_runs ORDER BY finished_at DESC`
+	}
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []FinishedRun
+	for rows.Next() {
+		var r FinishedRun
+		var ate float64
+		var se, lower, upper, plugin sql.NullFloat64
+		if err := rows.Scan(&r.Run, &r.Finished, &ate, &se, &lower, &upper, &plugin, &r.Rows); err != nil {
+			return nil, err
+		}
+		if !plugin.Valid {
+			// Recorded before the AIPW estimate: global_ate was the
+			// plug-in ATE and global_se not a standard error.
+			r.AIPW, r.PlugIn = inference.PointEstimate(math.NaN(), r.Rows), ate
+		} else {
+			r.AIPW = inference.Estimate{Estimate: ate, SE: orNaN(se), Lower: orNaN(lower), Upper: orNaN(upper), N: r.Rows}
+			r.PlugIn = plugin.Float64
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// orNaN returns v's value, or NaN for NULL.
+func orNaN(v sql.NullFloat64) float64 {
+	if !v.Valid {
+		return math.NaN()
+	}
+	return v.Float64
 }
 
 // Close closes the file.

@@ -96,43 +96,19 @@ func (pg *coordinatorPage) read(ctx context.Context, db *sql.DB) error {
 	if n != 2 {
 		return errors.New("not a coordinator state file (no crff_coordinator_state and crff_coordinator_runs tables)")
 	}
-	// A file written before the AIPW estimate lacks the newer columns.
-	var cols int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('crff_coordinator_runs')
-		WHERE name IN ('global_lower', 'global_upper', 'plugin_ate')`).Scan(&cols); err != nil {
-		return err
-	}
-	q := `SELECT run, finished_at, global_ate, global_se, global_lower, global_upper, plugin_ate, rows FROM crff_coordinator_runs ORDER BY finished_at DESC`
-	if cols != 3 {
-		q = `SELECT run, finished_at, global_ate, global_se, NULL, NULL, NULL, rows FROM crff_coordinator_runs ORDER BY finished_at DESC`
-	}
-	rows, err := db.QueryContext(ctx, q)
+	runs, err := federation.ReadRuns(ctx, db)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var r runRow
-		var ate float64
-		var se, lower, upper, plugin sql.NullFloat64
-		if err := rows.Scan(&r.Run, &r.Finished, &ate, &se, &lower, &upper, &plugin, &r.Rows); err != nil {
-			return err
+	for _, fr := range runs {
+		r := runRow{Run: fr.Run, Finished: fr.Finished, Rows: fr.Rows, PlugIn: fmt.Sprintf("%.4f", fr.PlugIn)}
+		fa := newATERow(store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorAIPW, ATE: fr.AIPW.Estimate,
+			SE: fr.AIPW.SE, Lower: fr.AIPW.Lower, Upper: fr.AIPW.Upper, N: fr.Rows, Clipped: -1})
+		r.ATE, r.SE, r.Interval = fa.ATE, fa.SE, fa.Interval
+		if math.IsNaN(fr.AIPW.Estimate) {
+			r.ATE = "none" // recorded before the AIPW estimate
 		}
-		if !plugin.Valid {
-			// A run finished before the AIPW estimate: its global_ate is
-			// the plug-in ATE and its global_se not a standard error.
-			r.ATE, r.SE, r.Interval, r.PlugIn = "none", "none", "none", fmt.Sprintf("%.4f", ate)
-			pg.Runs = append(pg.Runs, r)
-			continue
-		}
-		a := store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorAIPW, ATE: ate,
-			SE: nullFloat(se), Lower: nullFloat(lower), Upper: nullFloat(upper), N: r.Rows, Clipped: -1}
-		fa := newATERow(a)
-		r.ATE, r.SE, r.Interval, r.PlugIn = fa.ATE, fa.SE, fa.Interval, fmt.Sprintf("%.4f", plugin.Float64)
 		pg.Runs = append(pg.Runs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 
 	var b []byte
@@ -191,12 +167,4 @@ func (pg *coordinatorPage) state(st *federation.State, saved string) error {
 	}
 	pg.State = si
 	return nil
-}
-
-// nullFloat returns v's value, or NaN for NULL.
-func nullFloat(v sql.NullFloat64) float64 {
-	if !v.Valid {
-		return math.NaN()
-	}
-	return v.Float64
 }
