@@ -153,7 +153,13 @@ func TestPlanErrors(t *testing.T) {
 // writeSynth writes a small two-source synthetic replicate and returns its path.
 func writeSynth(t *testing.T, dir string, replicate int, seed uint64) string {
 	t.Helper()
-	tables, err := synth.Generate(synth.Design{Sources: 2, Rows: 200, Seed: seed})
+	return writeDesign(t, dir, synth.Design{Sources: 2, Rows: 200, Seed: seed}, replicate)
+}
+
+// writeDesign writes design d as replicate replicate's file in dir.
+func writeDesign(t *testing.T, dir string, d synth.Design, replicate int) string {
+	t.Helper()
+	tables, err := synth.Generate(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,5 +379,41 @@ func TestRunCrossFit(t *testing.T) {
 	}
 	if *got.AIPWATE == *other.AIPWATE || got.SqrtPEHE != other.SqrtPEHE {
 		t.Errorf("cross-fitted AIPW %v, split %v: want them to differ, and the CATE (%v, %v) not to", *got.AIPWATE, *other.AIPWATE, got.SqrtPEHE, other.SqrtPEHE)
+	}
+}
+
+// TestReportedFiguresAgainstTruth compares what a site reports, computed as
+// crffd fit computes it (Plan.CrossFit: nuisances cross-fitted on the
+// scored rows), with the truth of simple simulated designs: the AIPW ATE
+// and its interval, and the calibrated CATE and its per-row intervals.
+func TestReportedFiguresAgainstTruth(t *testing.T) {
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples, cfg.LearningRate = 50, 5, 150, 20, 0.02
+	for _, design := range []string{synth.DesignLinearConstant, synth.DesignLinearVarying} {
+		t.Run(design, func(t *testing.T) {
+			dir := t.TempDir()
+			var reps []Replicate
+			for r := 1; r <= 8; r++ {
+				reps = append(reps, Replicate{r, writeDesign(t, dir, synth.Design{Name: design, Sources: 1, Rows: 1000, Seed: uint64(100 + r)}, r)})
+			}
+			rep, err := Run(context.Background(), Plan{
+				Replicates: reps, Sources: []int{1}, SourceSize: 1000, Split: [3]int{500, 500, 0},
+				Modes: []string{"learned"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg, CrossFit: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := rep.Summary[0]
+			t.Logf("AIPW error %.3f, bias %+.3f, coverage %.2f, width %.3f; calibrated CATE sqrt(PEHE) %.3f (latent %.3f), coverage %.2f, width %.3f",
+				*s.AIPWATEErrMean, *s.AIPWBiasMean, *s.AIPWCoverage, *s.AIPWWidthMean, *s.DRSqrtPEHEMean, s.SqrtPEHEMean, *s.CATECoverage, *s.CATEWidthMean)
+			if *s.AIPWCoverage < 0.75 || *s.AIPWATEErrMean > 0.2 || math.Abs(*s.AIPWBiasMean) > 0.15 {
+				t.Errorf("AIPW ATE: coverage %.2f, mean error %.3f, bias %+.3f; want ≥ 0.75, ≤ 0.2 and within ±0.15",
+					*s.AIPWCoverage, *s.AIPWATEErrMean, *s.AIPWBiasMean)
+			}
+			if *s.CATECoverage < 0.7 || *s.DRSqrtPEHEMean >= s.SqrtPEHEMean || *s.DRSqrtPEHEMean > 0.6 {
+				t.Errorf("calibrated CATE: coverage %.2f, sqrt(PEHE) %.3f against the latent CATE's %.3f; want ≥ 0.7, below the latent's and ≤ 0.6",
+					*s.CATECoverage, *s.DRSqrtPEHEMean, s.SqrtPEHEMean)
+			}
+		})
 	}
 }
