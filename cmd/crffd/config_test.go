@@ -105,3 +105,40 @@ func TestEnvName(t *testing.T) {
 		}
 	}
 }
+
+// TestModelFolds sets model.folds through the file and the environment,
+// which overrides the file, and refuses a value the estimator would.
+func TestModelFolds(t *testing.T) {
+	file := writeConfig(t, "model:\n  folds: 3\n")
+	for _, tc := range []struct {
+		name, env string
+		args      []string
+		want      int
+		err       string
+	}{
+		{"default", "", []string{"version"}, 5, ""},
+		{"file", "", []string{"version", "--config", file}, 3, ""},
+		{"environment over file", "7", []string{"version", "--config", file}, 7, ""},
+		{"one fold", "1", []string{"version"}, 0, "model.folds: 1 folds: want 0 (the default, 5) or at least 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("CRFFD_MODEL_FOLDS", tc.env)
+			}
+			a, err := execute(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := a.modelConfig()
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Errorf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || cfg.Folds != tc.want {
+				t.Errorf("folds %d, %v; want %d", cfg.Folds, err, tc.want)
+			}
+		})
+	}
+}

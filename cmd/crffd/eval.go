@@ -114,6 +114,9 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	ctx := cmd.Context()
 	var err error
 	plan := evaluate.Plan{SourceSize: o.sourceSize, TestSource: o.testSource, Config: o.cfg, CrossFit: o.crossFit}
+	if err := checkFolds(o.cfg.Folds); err != nil {
+		return fmt.Errorf("--folds: %w", err)
+	}
 	switch o.optimizer {
 	case "lbfgs":
 		plan.Config.Method = estimator.LBFGS

@@ -96,6 +96,7 @@ func TestEvalErrors(t *testing.T) {
 		{[]string{"eval", "--data", data, "--replicates", "2-1"}, `--replicates`},
 		{[]string{"eval", "--data", data, "--seeds", "-1"}, `--seeds: list "-1": "-1" is not a non-negative integer or range`},
 		{[]string{"eval", "--data", data, "--seed", "3", "--seeds", "1-2"}, `--seed and --seeds: give one of them`},
+		{[]string{"eval", "--data", data, "--crossfit", "--folds", "1"}, `--folds: 1 folds: want 0 (the default, 5) or at least 2`},
 		{[]string{"eval", "--data", data}, `data "` + data + `"`},
 	} {
 		_, err := execute(t, tc.args...)

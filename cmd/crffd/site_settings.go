@@ -82,6 +82,9 @@ func (a *app) modelConfig() (estimator.Config, error) {
 	c.Samples = a.v.GetInt("model.samples")
 	c.MHSteps = a.v.GetInt("model.mh_steps")
 	c.Folds = a.v.GetInt("model.folds")
+	if err := checkFolds(c.Folds); err != nil {
+		return c, fmt.Errorf("model.folds: %w", err)
+	}
 	c.Seed = a.v.GetUint64("model.seed")
 	c.TransferPrior = a.v.GetFloat64("model.transfer_prior")
 	switch m := a.v.GetString("model.optimizer"); m {
@@ -140,4 +143,13 @@ func (a *app) openSite(ctx context.Context, src store.Source) (*store.Site, erro
 		return nil, err
 	}
 	return store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
+}
+
+// checkFolds refuses a number of cross-fitting folds that the estimator
+// would refuse, before any work: 0 (the default) or at least 2.
+func checkFolds(k int) error {
+	if k < 0 || k == 1 {
+		return fmt.Errorf("%d folds: want 0 (the default, %d) or at least 2", k, estimator.DefaultFolds)
+	}
+	return nil
 }
