@@ -24,12 +24,7 @@ import (
 func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "site.sqlite")
-	s, err := store.Open(ctx, path, store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := newSite(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 200
 	rows := make([][]any, n)
@@ -41,7 +36,7 @@ func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 	if err := s.CreateTable(ctx, "visits", cols, rows, false); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := s.ReadRecords(ctx, store.Source{DB: path, Table: "visits", IDColumn: "id",
+	recs, err := s.ReadRecords(ctx, store.Source{DB: s.Path(), Table: "visits", IDColumn: "id",
 		TreatmentColumn: "w", OutcomeColumn: "y", OutcomeType: store.OutcomeContinuous})
 	if err != nil {
 		t.Fatal(err)
@@ -196,12 +191,7 @@ func TestSiteWithoutResults(t *testing.T) {
 func verdictSite(t *testing.T, treated, control, outside int) *store.Site {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "site.sqlite")
-	s, err := store.Open(ctx, path, store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := newSite(t)
 	n := treated + control
 	rows := make([][]any, n)
 	for i := range rows {
@@ -216,7 +206,7 @@ func verdictSite(t *testing.T, treated, control, outside int) *store.Site {
 	if err := s.CreateTable(ctx, "visits", cols, rows, false); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := s.ReadRecords(ctx, store.Source{DB: path, Table: "visits", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y"})
+	recs, err := s.ReadRecords(ctx, store.Source{DB: s.Path(), Table: "visits", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,4 +297,15 @@ func TestSitePositivityWithoutArms(t *testing.T) {
 	if strings.Contains(section, `class="ok"`) || !strings.Contains(section, "No scored row has a treatment of 0 or 1 in the table.") {
 		t.Errorf("overlap section:\n%s", section)
 	}
+}
+
+// newSite creates an empty site file, open until the test ends.
+func newSite(t testing.TB) *store.Site {
+	t.Helper()
+	s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "site.sqlite"), store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
