@@ -114,6 +114,9 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 	if err := data.validate(setup.Schema); err != nil {
 		return inference.Nuisance{}, err
 	}
+	if err := setup.checkOutcomes(data); err != nil {
+		return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %w", site, err)
+	}
 	assign, err := inference.Folds(data.W, folds, mix(streamFolds, setup.Config.Seed, uint64(site)))
 	if err != nil {
 		return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %w", site, err)
@@ -167,4 +170,35 @@ func Analyse(ctx context.Context, setup *Setup, site int, data *Data, cate []flo
 		return nil, err
 	}
 	return inference.Analyse(data.W, data.Y, nu, cate, data.X)
+}
+
+// OutcomeCATE returns the outcome model's own effect μ̂1(x) − μ̂0(x) of
+// data's rows (only data.X is read), in the outcome's units: the
+// "outcome" candidate of model selection.
+func (m *Model) OutcomeCATE(site int, data *Data) ([]float64, error) {
+	nu, err := m.Nuisance(site, data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(nu.Mu0))
+	for i := range out {
+		out[i] = nu.Mu1[i] - nu.Mu0[i]
+	}
+	return out, nil
+}
+
+// OutcomeFeatures returns the outcome model's random features φ(x) of
+// data's rows at the model's learned scale: the features on which the
+// DR-learner and T-learner candidates of model selection regress.
+func (m *Model) OutcomeFeatures(data *Data) (*mat.Dense, error) {
+	if m == nil || m.Setup == nil || m.Outcome == nil {
+		return nil, errors.New("estimator: outcome model is not fitted")
+	}
+	if data == nil || data.X == nil {
+		return nil, errors.New("estimator: nil data")
+	}
+	if _, dx := data.X.Dims(); dx != len(m.Setup.Schema.Binary) {
+		return nil, fmt.Errorf("estimator: %d covariates, want %d", dx, len(m.Setup.Schema.Binary))
+	}
+	return m.Setup.Maps[mapOutcome].Map(nil, m.Setup.standardizeX(data.X), m.Outcome.Shared["a"][0]), nil
 }

@@ -162,6 +162,21 @@ func (s *Setup) standardize(d *Data) (x *mat.Dense, y []float64) {
 	return s.standardizeX(d.X), y
 }
 
+// checkOutcomes refuses rows whose outcome the models cannot take: a
+// non-positive outcome when the models are fitted to log y (the setup was
+// agreed on other rows, all positive).
+func (s *Setup) checkOutcomes(d *Data) error {
+	if !s.LogY() {
+		return nil
+	}
+	for i, y := range d.Y {
+		if y <= 0 {
+			return fmt.Errorf("estimator: row %d: outcome %v is not positive, but the models are fitted to log y", i, y)
+		}
+	}
+	return nil
+}
+
 // LogY reports whether the models are fitted to log y: the outcome is
 // continuous and positive, and Config.LogOutcome is LogAlways, or LogAuto
 // and the Box–Cox criterion of the Scaler prefers log y.

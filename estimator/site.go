@@ -64,6 +64,9 @@ func NewSite(index int, data *Data, setup *Setup) (*Site, error) {
 	if err := data.validate(setup.Schema); err != nil {
 		return nil, err
 	}
+	if err := setup.checkOutcomes(data); err != nil {
+		return nil, fmt.Errorf("site %d: %w", index, err)
+	}
 	n := data.Rows()
 	if n == 0 {
 		return nil, fmt.Errorf("estimator: site %d has no rows", index)

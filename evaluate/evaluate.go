@@ -1,9 +1,11 @@
 package evaluate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,13 +18,14 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/crffd/crffd/dataset"
+	"github.com/crffd/crffd/dataset/ihdp"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
 )
 
 // Modes are the methods a plan can compare: the three transfer modes of
 // CausalRFF and the T-learner baseline.
-var Modes = []string{"learned", "none", "full", "tlearner"}
+var Modes = []string{"learned", "none", "full", "tlearner", "auto"}
 
 // ErrPlan reports a plan that cannot be run as given.
 var ErrPlan = errors.New("invalid evaluation plan")
@@ -31,6 +34,9 @@ var ErrPlan = errors.New("invalid evaluation plan")
 type Replicate struct {
 	Number int    // the replicate's number, from the file name when it ends in one
 	Path   string // the CSV file
+	// FS, when set, holds Path (the embedded IHDP replicates); otherwise
+	// Path is a file of the operating system.
+	FS fs.FS
 }
 
 // Plan says what to run.
@@ -55,6 +61,12 @@ type Plan struct {
 	// themselves, as crffd fit and a site daemon do, instead of from the
 	// models fitted on the training rows (sample splitting).
 	CrossFit bool
+	// Kernels are the kernels whose latent and outcome models the auto
+	// mode fits as candidates, the first being the reference; empty means
+	// Spectral alone.
+	Kernels []Kernel
+	// SelectionZ, when set, replaces selection.DefaultZ in the auto mode.
+	SelectionZ *float64
 	// Progress, when set, is called after each run.
 	Progress func(done, total int, r Result)
 }
@@ -87,6 +99,10 @@ type Result struct {
 	DRSqrtPEHE   *float64 `json:"dr_sqrt_pehe,omitempty"`
 	CATECoverage *float64 `json:"cate_coverage,omitempty"`
 	CATEWidth    *float64 `json:"cate_width,omitempty"`
+
+	// The auto mode's chosen candidate and every candidate's figures.
+	Chosen     string      `json:"chosen,omitempty"`
+	Candidates []Candidate `json:"candidates,omitempty"`
 }
 
 // Summary is the mean and standard error of the results of one mode and
@@ -172,7 +188,7 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	}
 	total := len(p.Replicates) * len(p.Modes) * len(p.Sources) * len(seeds)
 	for _, rp := range p.Replicates {
-		splits, schema, err := load(rp.Path, p)
+		splits, schema, err := load(rp, p)
 		if err != nil {
 			return nil, err
 		}
@@ -205,8 +221,18 @@ type split struct{ train, test, val *dataset.Table }
 // load reads a replicate and splits every source of it. The schema is
 // inferred from the whole file, so that a column does not change type
 // between sources.
-func load(path string, p Plan) ([]split, estimator.Schema, error) {
-	t, err := dataset.ReadFile(path)
+func load(rp Replicate, p Plan) ([]split, estimator.Schema, error) {
+	path := rp.Path
+	var t *dataset.Table
+	var err error
+	if rp.FS != nil {
+		var b []byte
+		if b, err = fs.ReadFile(rp.FS, path); err == nil {
+			t, err = dataset.Read(bytes.NewReader(b), path)
+		}
+	} else {
+		t, err = dataset.ReadFile(path)
+	}
 	if err != nil {
 		return nil, estimator.Schema{}, err
 	}
@@ -246,7 +272,13 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 	test := sources[p.TestSource-1].test
 	start := time.Now()
 	var cate []float64
-	if mode == "tlearner" {
+	if mode == "auto" {
+		var err error
+		if r, cate, err = runAuto(ctx, p, sources, schema); err != nil {
+			return r, err
+		}
+		r.TrainSeconds = time.Since(start).Seconds()
+	} else if mode == "tlearner" {
 		tl, err := estimator.FitTLearner(ctx, train, schema, p.Spectral, p.Config)
 		if err != nil {
 			return r, err
@@ -450,17 +482,21 @@ func meanSE(x []float64) (mean, se float64) {
 var trailingNumber = regexp.MustCompile(`(\d+)\.csv$`)
 
 // FindReplicates lists the replicate files at path: the file itself, or
-// every .csv file in the directory. A file whose name ends in a number
+// every .csv file in the directory; path "ihdp" (ihdp.Name) names the
+// embedded IHDP replicates. A file whose name ends in a number
 // (ihdp_npci_7.csv) is replicate 7; otherwise files are numbered by their
 // order. With a non-empty selection only those replicates are returned, and
 // a selected replicate without a file is an error.
 func FindReplicates(path string, selection []int) ([]Replicate, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("data %q: %w", path, err)
-	}
+	var fsys fs.FS
 	files := []string{path}
-	if info.IsDir() {
+	if path == ihdp.Name {
+		fsys = ihdp.Files
+		files, _ = fs.Glob(fsys, "*.csv")
+	} else if info, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("data %q: %w", path, err)
+	} else if info.IsDir() {
+		var err error
 		if files, err = filepath.Glob(filepath.Join(path, "*.csv")); err != nil {
 			return nil, err
 		}
@@ -471,7 +507,7 @@ func FindReplicates(path string, selection []int) ([]Replicate, error) {
 	all := make([]Replicate, len(files))
 	numbered := true
 	for i, f := range files {
-		all[i] = Replicate{Number: i + 1, Path: f}
+		all[i] = Replicate{Number: i + 1, Path: f, FS: fsys}
 		if m := trailingNumber.FindStringSubmatch(filepath.Base(f)); m != nil {
 			all[i].Number, _ = strconv.Atoi(m[1])
 		} else {

@@ -127,7 +127,7 @@ func TestMeanSE(t *testing.T) {
 
 func TestPlanErrors(t *testing.T) {
 	base := Plan{
-		Replicates: []Replicate{{1, "x.csv"}}, Sources: []int{1, 2}, SourceSize: 10,
+		Replicates: []Replicate{{Number: 1, Path: "x.csv"}}, Sources: []int{1, 2}, SourceSize: 10,
 		Split: [3]int{4, 3, 3}, Modes: []string{"learned"}, TestSource: 1, Spectral: estimator.GaussianSpectral{},
 	}
 	for _, tc := range []struct {
@@ -184,7 +184,7 @@ func writeDesign(t *testing.T, dir string, d synth.Design, replicate int) string
 // replicates.
 func TestRunSeeds(t *testing.T) {
 	dir := t.TempDir()
-	reps := []Replicate{{1, writeSynth(t, dir, 1, 3)}, {2, writeSynth(t, dir, 2, 4)}}
+	reps := []Replicate{{Number: 1, Path: writeSynth(t, dir, 1, 3)}, {Number: 2, Path: writeSynth(t, dir, 2, 4)}}
 	cfg := estimator.DefaultConfig()
 	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 50, 3, 10, 10
 	rep, err := Run(context.Background(), Plan{
@@ -229,7 +229,7 @@ func TestRunSmall(t *testing.T) {
 	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 100, 3, 20, 10
 	var calls int
 	rep, err := Run(context.Background(), Plan{
-		Replicates: []Replicate{{1, path}}, Sources: []int{1, 2}, SourceSize: 200, Split: [3]int{100, 60, 40},
+		Replicates: []Replicate{{Number: 1, Path: path}}, Sources: []int{1, 2}, SourceSize: 200, Split: [3]int{100, 60, 40},
 		Modes: []string{"full", "tlearner"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg,
 		Progress: func(done, total int, r Result) {
 			calls++
@@ -270,7 +270,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	// Runs are deterministic: a second evaluation gives the same errors.
 	again, err := Run(context.Background(), Plan{
-		Replicates: []Replicate{{1, path}}, Sources: []int{1, 2}, SourceSize: 200, Split: [3]int{100, 60, 40},
+		Replicates: []Replicate{{Number: 1, Path: path}}, Sources: []int{1, 2}, SourceSize: 200, Split: [3]int{100, 60, 40},
 		Modes: []string{"full", "tlearner"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg,
 	})
 	if err != nil {
@@ -341,7 +341,7 @@ func TestRunCrossFit(t *testing.T) {
 	cfg := estimator.DefaultConfig()
 	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 40, 3, 15, 10
 	plan := Plan{
-		Replicates: []Replicate{{1, path}}, Sources: []int{1}, SourceSize: 200, Split: [3]int{100, 100, 0},
+		Replicates: []Replicate{{Number: 1, Path: path}}, Sources: []int{1}, SourceSize: 200, Split: [3]int{100, 100, 0},
 		Modes: []string{"none"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg,
 	}
 	split, err := Run(context.Background(), plan)
@@ -354,7 +354,7 @@ func TestRunCrossFit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same computation by hand.
-	splits, schema, err := load(path, plan)
+	splits, schema, err := load(Replicate{Path: path}, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestReportedFiguresAgainstTruth(t *testing.T) {
 			dir := t.TempDir()
 			var reps []Replicate
 			for r := 1; r <= 8; r++ {
-				reps = append(reps, Replicate{r, writeDesign(t, dir, synth.Design{Name: design, Sources: 1, Rows: 1000, Seed: uint64(100 + r)}, r)})
+				reps = append(reps, Replicate{Number: r, Path: writeDesign(t, dir, synth.Design{Name: design, Sources: 1, Rows: 1000, Seed: uint64(100 + r)}, r)})
 			}
 			rep, err := Run(context.Background(), Plan{
 				Replicates: reps, Sources: []int{1}, SourceSize: 1000, Split: [3]int{500, 500, 0},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 	"github.com/crffd/crffd/evaluate"
 	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/progress"
+	"github.com/crffd/crffd/selection"
 )
 
 // evalOptions are the flags of crffd eval.
@@ -26,6 +28,8 @@ type evalOptions struct {
 	sourceSize, testSource                  int
 	kernel                                  string
 	kernelParams                            []string
+	autoKernels                             string
+	selectionZ                              float64
 	jsonOut                                 bool
 	optimizer                               string
 	cfg                                     estimator.Config
@@ -35,6 +39,7 @@ func newEvalCmd(a *app) *cobra.Command {
 	o := evalOptions{
 		sources: "1,2,3", sourceSize: 249, split: "50,100,99", modes: "learned",
 		testSource: 1, kernel: "gaussian", cfg: estimator.DefaultConfig(),
+		autoKernels: defaultAutoKernels, selectionZ: selection.DefaultZ,
 	}
 	o.optimizer = o.cfg.Method.String()
 	cmd := &cobra.Command{
@@ -63,7 +68,19 @@ rows themselves (model.folds folds), which is what crffd fit and a site daemon d
 with a site's rows.
 
 Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
-(per-arm ridge regression on the same random features, pooled).`,
+(per-arm ridge regression on the same random features, pooled), and auto: model
+selection on the validation rows of every source (never the test rows). auto
+fits learned CausalRFF with each kernel of --auto-kernels and scores, by the
+doubly robust loss with nuisances cross-fitted on the validation rows, each
+kernel's latent CATE and outcome-model CATE, and the T-learner and DR-learner on
+the first kernel's outcome features with ridge penalties 1, 10 and 100. The
+first kernel's latent CATE is the reference; another candidate replaces it when
+it beats it by more than --selection-z standard errors of the paired
+difference. --json lists every candidate's validation loss and, for the record,
+its test-row errors.
+
+--data ihdp reads the ten IHDP replicates embedded in crffd (Hill 2011, as
+published with CEVAE); write ./ihdp for a folder of that name.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runEval(cmd, a, o)
@@ -75,7 +92,9 @@ Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
 	f.IntVar(&o.sourceSize, "source-size", o.sourceSize, "rows per source")
 	f.StringVar(&o.split, "split", o.split, "training, test and validation rows per source")
 	f.StringVar(&o.replicates, "replicates", "", "replicates to run, e.g. 1-10 (default: every file)")
-	f.StringVar(&o.modes, "modes", o.modes, "comma-separated: learned, none, full, tlearner")
+	f.StringVar(&o.modes, "modes", o.modes, "comma-separated: learned, none, full, tlearner, auto")
+	f.StringVar(&o.autoKernels, "auto-kernels", o.autoKernels, "kernels of the auto mode's candidates, the first the reference: NAME or NAME:PARAM=VALUE, comma-separated")
+	f.Float64Var(&o.selectionZ, "selection-z", o.selectionZ, "standard errors by which an auto candidate must beat the reference")
 	f.IntVar(&o.testSource, "test-source", o.testSource, "source whose test rows are scored")
 	f.StringVar(&o.kernel, "kernel", o.kernel, "kernel plugin name")
 	f.StringArrayVar(&o.kernelParams, "kernel-param", nil, "kernel parameter NAME=VALUE, e.g. nu=2.5 (repeatable)")
@@ -167,6 +186,17 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	}
 	defer kernel.Close()
 	plan.Spectral = kernel
+	if slices.Contains(plan.Modes, "auto") {
+		closeAll, err := a.openAutoKernels(cmd, dir, o.autoKernels, &plan)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		if o.selectionZ < 0 {
+			return fmt.Errorf("--selection-z %v: must not be negative", o.selectionZ)
+		}
+		plan.SelectionZ = &o.selectionZ
+	}
 	bar := progress.New(os.Stderr, a.log)
 	plan.Progress = func(done, total int, r evaluate.Result) {
 		bar.Update("eval", done, total, fmt.Sprintf("runs (last: replicate %d, %s, %d sources, seed %d, sqrt(PEHE) %.3f)", r.Replicate, r.Mode, r.Sources, r.Seed, r.SqrtPEHE))
@@ -215,8 +245,91 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printChoices(a, rep); err != nil {
+		return err
+	}
 	_, err = fmt.Fprintf(a.stdout, "\n%d runs in %.1f s\n", len(rep.Runs), rep.Seconds)
 	return err
+}
+
+// defaultAutoKernels are the installed kernels with the parameters the
+// issue names: Gaussian, Laplacian and Matérn ν = ½, 3/2, 5/2.
+const defaultAutoKernels = "gaussian,laplacian,matern:nu=0.5,matern:nu=1.5,matern:nu=2.5"
+
+// openAutoKernels opens the kernels of a --auto-kernels list into
+// plan.Kernels, each plugin once, and returns what closes them.
+func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evaluate.Plan) (func(), error) {
+	open := map[string]*kernels.Client{}
+	closeAll := func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}
+	for _, item := range strings.Split(list, ",") {
+		fields := strings.Split(strings.TrimSpace(item), ":")
+		name := fields[0]
+		params, err := parseKernelParams(fields[1:])
+		if err != nil || name == "" {
+			closeAll()
+			return nil, fmt.Errorf("--auto-kernels %q: %q is not NAME or NAME:PARAM=VALUE", list, item)
+		}
+		c, ok := open[name]
+		if !ok {
+			if c, err = a.openKernel(cmd, dir, name, nil); err != nil {
+				closeAll()
+				return nil, fmt.Errorf("--auto-kernels: %w", err)
+			}
+			open[name] = c
+		}
+		bound, err := c.WithParams(params)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("--auto-kernels %q: %w", item, err)
+		}
+		label := name
+		if len(params) > 0 {
+			label = fmt.Sprintf("%s(%s)", name, params)
+		}
+		plan.Kernels = append(plan.Kernels, evaluate.Kernel{Name: label, Spectral: bound})
+	}
+	return closeAll, nil
+}
+
+// printChoices prints how often each candidate won the auto mode's
+// selection, per source count.
+func printChoices(a *app, rep *evaluate.Report) error {
+	type key struct {
+		sources int
+		name    string
+	}
+	wins := map[key]int{}
+	var keys []key
+	for _, r := range rep.Runs {
+		if r.Mode != "auto" {
+			continue
+		}
+		k := key{r.Sources, r.Chosen}
+		if wins[k] == 0 {
+			keys = append(keys, k)
+		}
+		wins[k]++
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		if x.sources != y.sources {
+			return x.sources - y.sources
+		}
+		return strings.Compare(x.name, y.name)
+	})
+	fmt.Fprintln(a.stdout, "\nauto: the candidate chosen on the validation rows, and in how many runs:")
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCES\tCHOSEN\tRUNS")
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%d\t%s\t%d\n", k.sources, k.name, wins[k])
+	}
+	return tw.Flush()
 }
 
 // parseInts parses exactly n comma-separated non-negative integers.

@@ -1,0 +1,27 @@
+// Package selection chooses a CATE estimator on held-out rows without
+// counterfactuals, from sums that sites can share.
+//
+// On a validation row i with treatment w_i, outcome y_i and doubly robust
+// pseudo-outcome ψ_i (inference.Scores, with nuisances cross-fitted on the
+// validation rows themselves, so that they are the same for every
+// candidate), the loss of a candidate CATE τ̂ is
+//
+//	l_i(τ̂) = (ψ_i − τ̂(x_i))².
+//
+// Because E[ψ | x] = τ(x) when either nuisance model is right, the mean
+// of l over rows estimates E[(τ − τ̂)²] (the PEHE) plus a constant that is
+// the same for every candidate, so differences between candidates estimate
+// differences in PEHE (the DR-learner loss of Kennedy 2023; the R-loss of
+// Nie and Wager 2021 is the other common choice, but its weights
+// (w − ê)² favour rows with extreme propensities, and its value is not in
+// the units of the effect).
+//
+// The constant is large: it carries the variance of ψ, which dwarfs the
+// differences between good candidates on a few hundred rows. So Choose
+// compares each candidate with a reference (the configured default) row by
+// row: the paired difference d_i = l_i(τ̂) − l_i(τ̂_ref) cancels the
+// shared noise, and a candidate replaces the reference only when the mean
+// of d is below zero by more than Z standard errors. Sites send, per
+// candidate, the Sums n, Σl, Σl², Σd and Σd², which add up over sites to
+// the sums of the pooled rows.
+package selection
