@@ -93,7 +93,7 @@ func simulateSite(t *testing.T, rows int, extra string) (dir, cfg string) {
 	return dir, cfg
 }
 
-var fitLine = regexp.MustCompile(`run \S+: (\d+) rows scored, 0 rejected\nlocal ATE (-?[0-9.]+), 95% interval \[(-?[0-9.]+), (-?[0-9.]+)\] \(AIPW, se ([0-9.]+), (\d+) rows, (\d+) propensities clipped to \[0.01, 0.99\]\)\nlocal ATE (-?[0-9.]+) \(plug-in: mean CausalRFF CATE; no standard error\)`)
+var fitLine = regexp.MustCompile(`run \S+: (\d+) rows scored, 0 rejected\nlocal ATE (-?[0-9.]+), 95% interval \[(-?[0-9.]+), (-?[0-9.]+)\] \(AIPW, se ([0-9.]+), (\d+) rows, (\d+) propensities clipped to \[0.01, 0.99\]\)\nlocal ATE (-?[0-9.]+) \(plug-in: mean of the CATEs before calibration; no standard error\)`)
 
 // TestFitAndScoreNewRows is issue 4's acceptance: fit one simulated site,
 // check the views, then keep crffd site running while another process

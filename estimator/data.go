@@ -106,3 +106,21 @@ func (d *Data) Subset(idx []int) *Data {
 	}
 	return out
 }
+
+// Append returns the rows of d followed by those of o, as new Data.
+func (d *Data) Append(o *Data) *Data {
+	n, dx := d.X.Dims()
+	m := o.Rows()
+	out := &Data{X: mat.NewDense(max(n+m, 1), dx, nil), W: append(append([]float64{}, d.W...), o.W...), Y: append(append([]float64{}, d.Y...), o.Y...)}
+	if n+m == 0 {
+		out.X = &mat.Dense{}
+		return out
+	}
+	for i := range n {
+		copy(out.X.RawRowView(i), d.X.RawRowView(i))
+	}
+	for i := range m {
+		copy(out.X.RawRowView(n+i), o.X.RawRowView(i))
+	}
+	return out
+}

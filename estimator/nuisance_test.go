@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -78,6 +79,27 @@ func TestNuisanceUnits(t *testing.T) {
 			}
 			if tc.log && !(s > 0.05) {
 				t.Errorf("log-scale noise %v: the log-normal term is not exercised", s)
+			}
+			oc, err := m.OutcomeCATE(0, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range oc {
+				if oc[i] != nu.Mu1[i]-nu.Mu0[i] {
+					t.Fatalf("row %d: outcome CATE %v, want μ̂1 − μ̂0 = %v", i, oc[i], nu.Mu1[i]-nu.Mu0[i])
+				}
+			}
+			if tc.log {
+				// Rows agreed on elsewhere may hold an outcome the log
+				// cannot take: refused by name, not trained on as NaN.
+				bad := d.Subset([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+				bad.Y[3] = -1
+				if _, err := CrossFit(ctx, m.Setup, 0, bad); err == nil || !strings.Contains(err.Error(), "row 3: outcome -1 is not positive") {
+					t.Errorf("CrossFit of a negative outcome under log y: %v", err)
+				}
+				if _, err := NewSite(0, bad, m.Setup); err == nil || !strings.Contains(err.Error(), "row 3: outcome -1 is not positive") {
+					t.Errorf("NewSite of a negative outcome under log y: %v", err)
+				}
 			}
 		})
 	}

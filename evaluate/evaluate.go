@@ -21,6 +21,7 @@ import (
 	"github.com/crffd/crffd/dataset/ihdp"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/selection"
 )
 
 // Modes are the methods a plan can compare: the three transfer modes of
@@ -64,7 +65,7 @@ type Plan struct {
 	// Kernels are the kernels whose latent and outcome models the auto
 	// mode fits as candidates, the first being the reference; empty means
 	// Spectral alone.
-	Kernels []Kernel
+	Kernels []selection.Kernel
 	// SelectionZ, when set, replaces selection.DefaultZ in the auto mode.
 	SelectionZ *float64
 	// Progress, when set, is called after each run.

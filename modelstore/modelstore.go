@@ -15,6 +15,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -37,6 +38,10 @@ type Setup struct {
 	// (inference.Calibration), for rows scored later too; nil for a model
 	// saved before it existed or fitted on too few rows for one.
 	Calibration *inference.CalibrationParams `json:"calibration,omitempty"`
+	// Estimator is the candidate model selection chose, whose CATE the
+	// model gives (selection.Estimator); nil, as for models saved before
+	// selection existed, means the latent CATE.
+	Estimator *selection.Estimator `json:"estimator,omitempty"`
 }
 
 // Save stores site s's part of m under run: the setup and one model state

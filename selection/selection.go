@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // ErrInput reports inputs that cannot be scored.
@@ -119,4 +120,45 @@ func meanSE(sum, sumSq, n float64) float64 {
 		v = 0
 	}
 	return math.Sqrt(v / n)
+}
+
+// Holdout splits rows with treatments w into training and validation
+// rows: in each arm, a share of the rows (rounded, at least one when the arm
+// has two or more) drawn with a PCG keyed by seed goes to validation. Both
+// lists are in row order.
+func Holdout(w []float64, share float64, seed uint64) (train, val []int, err error) {
+	if !(share > 0 && share < 1) {
+		return nil, nil, fmt.Errorf("%w: validation share %v, want one in (0, 1)", ErrInput, share)
+	}
+	var arms [2][]int
+	for i, v := range w {
+		switch v {
+		case 0, 1:
+			arms[int(v)] = append(arms[int(v)], i)
+		default:
+			return nil, nil, fmt.Errorf("%w: row %d: treatment %v is not 0 or 1", ErrInput, i, v)
+		}
+	}
+	held := make([]bool, len(w))
+	rng := rand.New(rand.NewPCG(seed, 0x686f6c646f7574)) // "holdout"
+	for _, rows := range arms {
+		k := int(math.Round(share * float64(len(rows))))
+		if k == 0 && len(rows) >= 2 {
+			k = 1
+		}
+		if k >= len(rows) {
+			k = len(rows) - 1
+		}
+		for _, j := range rng.Perm(len(rows))[:max(k, 0)] {
+			held[rows[j]] = true
+		}
+	}
+	for i, h := range held {
+		if h {
+			val = append(val, i)
+		} else {
+			train = append(train, i)
+		}
+	}
+	return train, val, nil
 }

@@ -123,3 +123,25 @@ func (s *Site) ReadRejected(ctx context.Context) ([]Rejection, error) {
 	})
 	return out, err
 }
+
+// ReadSelection returns crff_model_selection, in candidate order.
+func (s *Site) ReadSelection(ctx context.Context) ([]Selection, error) {
+	var out []Selection
+	err := s.readTx(ctx, "read crff_model_selection from", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT candidate, kind, COALESCE(kernel, ''), COALESCE(ridge, 0), loss, se, diff, diff_se, chosen, n
+			FROM crff_model_selection ORDER BY rowid`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c Selection
+			if err := rows.Scan(&c.Candidate, &c.Kind, &c.Kernel, &c.Ridge, &c.Loss, &c.SE, &c.Diff, &c.DiffSE, &c.Chosen, &c.N); err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -71,16 +71,31 @@ type Transfer struct {
 	Run string // set when read back; ignored when writing
 }
 
+// Selection is one candidate of a run's model selection, a row of
+// crff_model_selection (migration 0007 documents the columns).
+type Selection struct {
+	Candidate    string
+	Kind         string
+	Kernel       string  // empty for candidates without a kernel of their own
+	Ridge        float64 // the ridge penalty, or 0 for none
+	Loss, SE     float64
+	Diff, DiffSE float64
+	Chosen       bool
+	N            int // validation rows
+}
+
 // Results are everything a run publishes at a site.
 type Results struct {
-	CATE     []CATE      // one per scored row, each id once
-	ATE      []ATE       // at most one per scope and estimator
-	Transfer []Transfer  // at most one per (peer, model)
-	Rejected []Rejection // the rows left out of the run (Records.Rejected)
+	CATE      []CATE      // one per scored row, each id once
+	ATE       []ATE       // at most one per scope and estimator
+	Transfer  []Transfer  // at most one per (peer, model)
+	Rejected  []Rejection // the rows left out of the run (Records.Rejected)
+	Selection []Selection // the candidates of the run's model selection, if any
 }
 
 // WriteResults publishes run's results: in one transaction it replaces
-// everything in crff_cate, crff_ate, crff_transfer and crff_rejected with
+// everything in crff_cate, crff_ate, crff_transfer, crff_rejected and
+// crff_model_selection with
 // res, makes run the current run, deletes every other run together with its
 // model state, and (re)creates the crff_cate_records view over the run's
 // table, and the crff_overlap view of its propensities; it logs a warning
@@ -98,7 +113,7 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		if err != nil {
 			return fmt.Errorf("run %q: %w", run, err)
 		}
-		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected"} {
+		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection"} {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 				return err
 			}
@@ -122,6 +137,9 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 			return err
 		}
 		if err := insertRejected(ctx, tx, run, res.Rejected); err != nil {
+			return err
+		}
+		if err := insertSelection(ctx, tx, run, res.Selection); err != nil {
 			return err
 		}
 		if err := s.ensureCateRecords(ctx, tx, r.Layout); err != nil {
@@ -248,6 +266,30 @@ func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {
 			     run = excluded.run, computed_at = excluded.computed_at`,
 			string(a.Scope), a.Estimator, a.ATE, nullable(a.SE), nullable(a.Lower), nullable(a.Upper), a.N, clipped, run, at); err != nil {
 			return fmt.Errorf("%s %s ATE: %w", a.Scope, a.Estimator, err)
+		}
+	}
+	return nil
+}
+
+func insertSelection(ctx context.Context, tx *sql.Tx, run string, ss []Selection) error {
+	at := now()
+	for _, c := range ss {
+		var kernel, ridge any
+		if c.Kernel != "" {
+			kernel = c.Kernel
+		}
+		if c.Ridge > 0 {
+			ridge = c.Ridge
+		}
+		chosen := 0
+		if c.Chosen {
+			chosen = 1
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO crff_model_selection (candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, n, run, computed_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.Candidate, c.Kind, kernel, ridge, c.Loss, c.SE, c.Diff, c.DiffSE, chosen, c.N, run, at); err != nil {
+			return fmt.Errorf("model selection candidate %q: %w", c.Candidate, err)
 		}
 	}
 	return nil

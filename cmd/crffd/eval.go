@@ -290,7 +290,7 @@ func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evalua
 		if len(params) > 0 {
 			label = fmt.Sprintf("%s(%s)", name, params)
 		}
-		plan.Kernels = append(plan.Kernels, evaluate.Kernel{Name: label, Spectral: bound})
+		plan.Kernels = append(plan.Kernels, selection.Kernel{Name: label, Spectral: bound})
 	}
 	return closeAll, nil
 }

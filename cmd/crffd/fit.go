@@ -12,6 +12,7 @@ import (
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/progress"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -58,8 +59,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err := checkFitRecords(a, src, recs); err != nil {
 		return err
 	}
-	kernel := a.kernelRef()
-	spectral, err := a.openSpectral(ctx, kernel)
+	ch, err := a.choiceSettings(ctx)
 	if err != nil {
 		return err
 	}
@@ -71,33 +71,57 @@ func runFit(cmd *cobra.Command, a *app) error {
 	a.log.Info("training", slog.String(logKeyRun, run), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
 	bar := progress.New(os.Stderr, a.log)
 	var losses []store.Loss
-	model, err := estimator.Fit(trainingProgress(ctx, bar, &losses), []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
-	bar.Done()
-	if err != nil {
-		return fmt.Errorf("fit %q: %w", src.DB, err)
+	var model *estimator.Model
+	var sel *selected
+	kernel := ch.kernels[0]
+	est := selection.Estimator{Kind: selection.KindLatent}
+	if ch.single() {
+		spectral, err := a.openSpectral(ctx, kernel)
+		if err != nil {
+			return err
+		}
+		est.Kind = ch.kinds[0]
+		model, err = estimator.Fit(trainingProgress(ctx, bar, &losses), []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
+		bar.Done()
+		if err != nil {
+			return fmt.Errorf("fit %q: %w", src.DB, err)
+		}
+	} else {
+		a.log.Info("fitting the candidates of model selection", slog.String(logKeyRun, run), slog.Int("kernels", len(ch.kernels)),
+			slog.Float64("validation_share", ch.share))
+		sel, err = a.selectModel(trainingProgress(ctx, bar, &losses), ch, recs.Data, recs.Schema, cfg)
+		bar.Done()
+		if err != nil {
+			return fmt.Errorf("fit %q: %w", src.DB, err)
+		}
+		model, kernel, est = sel.model, sel.kernel, sel.est
 	}
 	eff, err := model.Effects(scoringProgress(ctx, bar), 0, recs.Data)
 	bar.Done()
 	if err != nil {
 		return fmt.Errorf("score %q: %w", src.DB, err)
 	}
+	cate, err := est.CATE(ctx, model, 0, recs.Data, eff.CATE)
+	if err != nil {
+		return fmt.Errorf("score %q: %w", src.DB, err)
+	}
 	a.log.Info("cross-fitting the nuisance models of the AIPW ATE", slog.String(logKeyRun, run), slog.Int("folds", cfg.Folds))
-	an, err := estimator.Analyse(ctx, model.Setup, 0, recs.Data, eff.CATE)
+	an, err := estimator.Analyse(ctx, model.Setup, 0, recs.Data, cate)
 	if err != nil {
 		return fmt.Errorf("ATE of %q: %w", src.DB, err)
 	}
-	plugin, err := inference.PlugIn(eff.CATE)
+	plugin, err := inference.PlugIn(cate)
 	if err != nil {
 		return fmt.Errorf("ATE of %q: %w", src.DB, err)
 	}
 	local := inference.ATEs{AIPW: an.AIPW, Clipped: an.Clipped, PlugIn: plugin}
-	cates, err := cateRows(recs.IDs, eff, an.Calibration, recs.Data.X)
+	cates, err := cateRows(recs.IDs, eff, cate, an.Calibration, recs.Data.X)
 	if err != nil {
 		return fmt.Errorf("CATE of %q: %w", src.DB, err)
 	}
 	warnUncalibrated(a, src, recs.Len(), an.Calibration)
 	setup := modelstore.Setup{Kernel: kernel, Config: cfg, Scaler: model.Setup.Scaler, Schema: recs.Schema, Site: 0, Sites: 1,
-		Calibration: calibrationParams(an.Calibration)}
+		Calibration: calibrationParams(an.Calibration), Estimator: &est}
 	if err := modelstore.Save(ctx, db, run, setup, model); err != nil {
 		return err
 	}
@@ -105,6 +129,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return err
 	}
 	res := store.Results{CATE: cates, ATE: storeATEs(store.ScopeLocal, local), Rejected: recs.Rejected}
+	if sel != nil {
+		res.Selection = sel.rows
+	}
 	if err := db.WriteResults(ctx, run, res); err != nil {
 		return err
 	}
@@ -115,6 +142,11 @@ func runFit(cmd *cobra.Command, a *app) error {
 		slog.Int(logKeyRounds, model.Propensity.Rounds+model.Outcome.Rounds+model.Latent.Rounds))
 	if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored, %d rejected\n", run, recs.Len(), len(recs.Rejected)); err != nil {
 		return err
+	}
+	if sel != nil {
+		if err := printSelection(a.stdout, sel); err != nil {
+			return err
+		}
 	}
 	return printATEs(a.stdout, store.ScopeLocal, local)
 }

@@ -26,21 +26,23 @@ func newRunID() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
-// cateRows pairs row ids with their estimated effects: the CausalRFF CATE
-// corrected by cal, with its interval, for the rows whose covariates are
-// x; with a nil cal the CausalRFF CATE without an interval.
-func cateRows(ids []store.RowID, e *estimator.Effects, cal *inference.Calibration, x mat.Matrix) ([]store.CATE, error) {
+// cateRows pairs row ids with their estimated effects: the chosen
+// estimator's CATE (cate; e.CATE, the CausalRFF CATE, unless model
+// selection chose another) corrected by cal, with its interval, for the
+// rows whose covariates are x; with a nil cal that CATE without an
+// interval. The latent_* columns are e's.
+func cateRows(ids []store.RowID, e *estimator.Effects, cate []float64, cal *inference.Calibration, x mat.Matrix) ([]store.CATE, error) {
 	out := make([]store.CATE, len(ids))
 	nan := math.NaN()
 	for i, id := range ids {
-		out[i] = store.CATE{RowID: id, CATE: e.CATE[i], SE: nan, Lower: nan, Upper: nan,
+		out[i] = store.CATE{RowID: id, CATE: cate[i], SE: nan, Lower: nan, Upper: nan,
 			Latent: e.CATE[i], LatentSD: e.SD[i], LatentQ025: e.Lower[i], LatentQ975: e.Upper[i],
 			Y0: e.Y0[i], Y1: e.Y1[i], Propensity: e.Propensity[i]}
 	}
 	if cal == nil || len(ids) == 0 {
 		return out, nil
 	}
-	tau, se, lo, hi, err := cal.Interval(e.CATE, x)
+	tau, se, lo, hi, err := cal.Interval(cate, x)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +74,7 @@ func warnUncalibrated(a *app, src store.Source, rows int, cal *inference.Calibra
 // then the plug-in ATE.
 func printATEs(w io.Writer, scope store.Scope, a inference.ATEs) error {
 	_, err := fmt.Fprintf(w, "%s ATE %.4f, 95%% interval [%.4f, %.4f] (AIPW, se %.4f, %d rows, %d propensities clipped to [%g, %g])\n"+
-		"%s ATE %.4f (plug-in: mean CausalRFF CATE; no standard error)\n",
+		"%s ATE %.4f (plug-in: mean of the CATEs before calibration; no standard error)\n",
 		scope, a.AIPW.Estimate, a.AIPW.Lower, a.AIPW.Upper, a.AIPW.SE, a.AIPW.N, a.Clipped, inference.DefaultClip, 1-inference.DefaultClip,
 		scope, a.PlugIn.Estimate)
 	return err

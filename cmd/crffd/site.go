@@ -12,6 +12,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -157,7 +158,15 @@ func (s *scorer) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if scores, err = cateRows(recs.IDs, eff, s.cal, recs.Data.X); err != nil {
+		var est selection.Estimator
+		if s.setup.Estimator != nil {
+			est = *s.setup.Estimator
+		}
+		cate, err := est.CATE(ctx, s.model, s.setup.Site, recs.Data, eff.CATE)
+		if err != nil {
+			return err
+		}
+		if scores, err = cateRows(recs.IDs, eff, cate, s.cal, recs.Data.X); err != nil {
 			return err
 		}
 	}

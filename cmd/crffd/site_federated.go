@@ -231,7 +231,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model); err != nil {
 		return err
 	}
-	cates, err := cateRows(recs.IDs, r.Effects, r.Calibration, recs.Data.X)
+	cates, err := cateRows(recs.IDs, r.Effects, r.Effects.CATE, r.Calibration, recs.Data.X)
 	if err != nil {
 		return err
 	}

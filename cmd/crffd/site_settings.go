@@ -8,6 +8,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -34,7 +35,7 @@ var siteSettings = []setting{
 var modelSettings = func() []setting {
 	d := estimator.DefaultConfig()
 	return []setting{
-		{"kernel.name", "gaussian", "kernel plugin: crff-kernel-<name> in plugin_dir"},
+		{"kernel.name", "gaussian", "kernel plugin: crff-kernel-<name> in plugin_dir, or auto: choose among every installed kernel on held-out rows (crffd fit)"},
 		{"kernel.params", map[string]float64{}, "kernel parameters, e.g. nu: 2.5 for matern"},
 		{"model.features", d.Features, "random frequencies D per feature map"},
 		{"model.latent", d.Latent, "latent dimension dz"},
@@ -47,6 +48,9 @@ var modelSettings = func() []setting {
 		{"model.transfer", d.Transfer.String(), "learned, none or full (federations only)"},
 		{"model.transfer_prior", d.TransferPrior, "κ of the Beta(1+κ,1) prior on every learned transfer factor λ"},
 		{"model.seed", int(d.Seed), "seed of the frequencies, initial weights and sampling"},
+		{"model.estimator", selection.KindLatent, "the CATE crff_cate reports: latent (CausalRFF's), outcome, tlearner, dr, or auto: the best on held-out rows (crffd fit; crff_model_selection lists the candidates)"},
+		{"model.validation", 0.2, "share of each arm's rows held out of training to choose the estimator and kernel on, when there is a choice"},
+		{"model.selection_z", selection.DefaultZ, "standard errors of the paired difference by which a candidate must beat the reference (the first kernel's latent CATE) to be chosen"},
 	}
 }()
 

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/plugins/host"
+	"github.com/crffd/crffd/plugins/kernels"
+	"github.com/crffd/crffd/selection"
+	"github.com/crffd/crffd/store"
+)
+
+// estimatorNames are the values of model.estimator.
+var estimatorNames = []string{"auto", selection.KindLatent, selection.KindOutcome, selection.KindTLearner, selection.KindDR}
+
+// choice is what model.estimator, kernel.name and model.validation ask
+// for: the candidate kinds and kernels to choose among, and the share of
+// rows held out to choose on.
+type choice struct {
+	kinds   []string // empty: every kind
+	kernels []modelstore.Kernel
+	share   float64
+	z       float64
+}
+
+// single reports whether the choice leaves one candidate, which needs no
+// held-out rows: the latent or outcome CATE of one kernel.
+func (c choice) single() bool {
+	return len(c.kernels) == 1 && len(c.kinds) == 1 && (c.kinds[0] == selection.KindLatent || c.kinds[0] == selection.KindOutcome)
+}
+
+// choiceSettings reads model.estimator, kernel.name (auto: every installed
+// kernel plugin, each parameter value its self-test lists, the Gaussian
+// first as the reference), model.validation and model.selection_z.
+func (a *app) choiceSettings(ctx context.Context) (choice, error) {
+	c := choice{share: a.v.GetFloat64("model.validation"), z: a.v.GetFloat64("model.selection_z")}
+	switch est := a.v.GetString("model.estimator"); {
+	case est == "auto":
+	case slices.Contains(estimatorNames, est):
+		c.kinds = []string{est}
+	default:
+		return c, fmt.Errorf("model.estimator %q: want one of %s", est, strings.Join(estimatorNames, ", "))
+	}
+	if !(c.share > 0 && c.share < 1) {
+		return c, fmt.Errorf("model.validation %v: want a share of the rows in (0, 1)", c.share)
+	}
+	if !(c.z >= 0) {
+		return c, fmt.Errorf("model.selection_z %v: want a number of standard errors ≥ 0", c.z)
+	}
+	if a.v.GetString("kernel.name") != "auto" {
+		c.kernels = []modelstore.Kernel{a.kernelRef()}
+		return c, nil
+	}
+	dir, err := a.pluginDir()
+	if err != nil {
+		return c, err
+	}
+	bins, err := host.List(dir, kernels.Kind)
+	if err != nil {
+		return c, err
+	}
+	if len(bins) == 0 {
+		return c, fmt.Errorf("kernel.name auto: no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
+	}
+	slices.SortStableFunc(bins, func(x, y host.Binary) int {
+		return boolRank(x.Name != "gaussian") - boolRank(y.Name != "gaussian")
+	})
+	for _, b := range bins {
+		k, err := a.openKernelCtx(ctx, dir, b.Name, nil)
+		if err != nil {
+			return c, err
+		}
+		info := k.Info()
+		k.Close()
+		added := false
+		for _, p := range info.Params {
+			for _, v := range p.Values {
+				c.kernels = append(c.kernels, modelstore.Kernel{Name: b.Name, Params: map[string]float64{p.Name: v}})
+				added = true
+			}
+		}
+		if !added {
+			c.kernels = append(c.kernels, modelstore.Kernel{Name: b.Name, Params: map[string]float64{}})
+		}
+	}
+	return c, nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// kernelLabel names a kernel in candidate names: matern(nu=1.5).
+func kernelLabel(k modelstore.Kernel) string {
+	if len(k.Params) == 0 {
+		return k.Name
+	}
+	return fmt.Sprintf("%s(%s)", k.Name, kernels.Params(k.Params))
+}
+
+// selected is the outcome of fitting with model selection.
+type selected struct {
+	model  *estimator.Model
+	kernel modelstore.Kernel
+	est    selection.Estimator
+	rows   []store.Selection
+	result *selection.Result
+	name   string // the chosen candidate
+	val    int    // validation rows
+}
+
+// selectModel holds c.share of the rows out, fits every candidate of c on
+// the others, and chooses one on the held-out rows (package selection).
+func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, schema estimator.Schema, cfg estimator.Config) (*selected, error) {
+	trainRows, valRows, err := selection.Holdout(data.W, c.share, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	opt := selection.Options{Kinds: c.kinds, Z: c.z}
+	for _, k := range c.kernels {
+		sp, err := a.openSpectral(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: kernelLabel(k), Spectral: sp})
+	}
+	res, err := selection.Run(ctx, []*estimator.Data{data.Subset(trainRows)}, []*estimator.Data{data.Subset(valRows)}, schema, cfg, opt)
+	if err != nil {
+		return nil, fmt.Errorf("model selection: %w", err)
+	}
+	est, ki, err := res.Estimator(res.Chosen)
+	if err != nil {
+		return nil, err
+	}
+	out := &selected{model: res.Models[ki], kernel: c.kernels[ki], est: est, result: res,
+		name: res.Candidates[res.Chosen].Name, val: len(valRows)}
+	for _, cand := range res.Candidates {
+		row := store.Selection{Candidate: cand.Name, Kind: cand.Kind, Ridge: cand.Ridge, Loss: cand.Loss, SE: cand.SE,
+			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, N: len(valRows)}
+		if cand.Kind == selection.KindLatent || cand.Kind == selection.KindOutcome {
+			row.Kernel = kernelLabel(c.kernels[cand.Kernel])
+		}
+		out.rows = append(out.rows, row)
+	}
+	return out, nil
+}
+
+// printSelection prints which candidate won and by how much.
+func printSelection(w io.Writer, s *selected) error {
+	ref := s.result.Candidates[0]
+	won := s.result.Candidates[s.result.Chosen]
+	if s.result.Chosen == 0 {
+		_, err := fmt.Fprintf(w, "model selection: %s (the reference) kept among %d candidates on %d held-out rows: no candidate's doubly robust loss was lower by more than %.3g standard errors\n",
+			won.Name, len(s.result.Candidates), s.val, s.result.Z)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "model selection: %s chosen among %d candidates on %d held-out rows: doubly robust loss %.4g against the reference %s's %.4g (difference %.4g ± %.4g)\n",
+		won.Name, len(s.result.Candidates), s.val, won.Loss, ref.Name, ref.Loss, won.Diff, won.DiffSE)
+	return err
+}

@@ -1,0 +1,113 @@
+package estimator
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// TestRidgeStatsMatchesDirect fits a ridge regression from two sites'
+// sums and compares it with the normal equations of the pooled, centred
+// rows.
+func TestRidgeStatsMatchesDirect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n, p, lambda = 60, 5, 2.5
+	phi := mat.NewDense(n, p, nil)
+	v := make([]float64, n)
+	for i := range n {
+		for j := range p {
+			phi.Set(i, j, rng.NormFloat64()+float64(j))
+		}
+		v[i] = 3 + phi.At(i, 0) - 2*phi.At(i, 3) + 0.1*rng.NormFloat64()
+	}
+	a, b := NewRidgeStats(p), NewRidgeStats(p)
+	var lo, hi []int
+	for i := range n {
+		if i%3 == 0 {
+			lo = append(lo, i)
+		} else {
+			hi = append(hi, i)
+		}
+	}
+	if err := a.AddRows(phi, v, lo); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AddRows(phi, v, hi); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Add(b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Solve(lambda)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Direct: centre, then (ΦcᵀΦc + λI)β = Φcᵀ(v − v̄).
+	mean := make([]float64, p)
+	var vbar float64
+	for i := range n {
+		for j := range p {
+			mean[j] += phi.At(i, j) / n
+		}
+		vbar += v[i] / n
+	}
+	c := mat.NewDense(n, p, nil)
+	vc := mat.NewVecDense(n, nil)
+	for i := range n {
+		for j := range p {
+			c.Set(i, j, phi.At(i, j)-mean[j])
+		}
+		vc.SetVec(i, v[i]-vbar)
+	}
+	var g mat.Dense
+	g.Mul(c.T(), c)
+	for j := range p {
+		g.Set(j, j, g.At(j, j)+lambda)
+	}
+	var rhs, beta mat.VecDense
+	rhs.MulVec(c.T(), vc)
+	if err := beta.SolveVec(&g, &rhs); err != nil {
+		t.Fatal(err)
+	}
+	for j := range p {
+		if math.Abs(got.Beta[j]-beta.AtVec(j)) > 1e-9 {
+			t.Errorf("beta[%d] = %v, want %v", j, got.Beta[j], beta.AtVec(j))
+		}
+	}
+	pred := got.Predict(phi)
+	for i := range n {
+		want := vbar + mat.Dot(c.RowView(i), &beta)
+		if math.Abs(pred[i]-want) > 1e-9 {
+			t.Fatalf("row %d: predicted %v, want %v", i, pred[i], want)
+		}
+	}
+}
+
+func TestRidgeStatsErrors(t *testing.T) {
+	s := NewRidgeStats(2)
+	if _, err := s.Solve(1); err == nil {
+		t.Error("solved a regression of no rows")
+	}
+	phi := mat.NewDense(2, 2, []float64{1, 2, 3, 4})
+	if err := s.AddRows(phi, []float64{1}, nil); err == nil {
+		t.Error("took 2 rows with 1 target")
+	}
+	if err := s.AddRows(phi, []float64{1, math.NaN()}, nil); err == nil {
+		t.Error("took a NaN target")
+	}
+	if err := s.AddRows(phi, []float64{1, 2}, []int{5}); err == nil {
+		t.Error("took row 5 of 2")
+	}
+	if err := s.Add(NewRidgeStats(3)); err == nil {
+		t.Error("added statistics of 3 features to 2")
+	}
+	if err := s.AddRows(phi, []float64{1, 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Solve(0); err == nil {
+		t.Error("solved with penalty 0")
+	}
+}
