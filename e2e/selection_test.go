@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/crffd/crffd/internal/testbin"
+)
+
+// TestFitModelSelection fits with model.estimator and kernel.name auto,
+// checks crff_model_selection and what fit prints, then forces the
+// T-learner and checks that crffd site applies the kept estimator to rows
+// added later.
+func TestFitModelSelection(t *testing.T) {
+	const small = "  features: 20\n  latent: 3\n  rounds: 30\n  samples: 20\n"
+	dir, cfg := simulateSite(t, 300, "model:\n  estimator: auto\n"+small)
+	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
+	r := crffd(t, []string{"CRFFD_KERNEL_NAME=auto"}, "fit", "--config", cfg).mustSucceed(t)
+	if !strings.Contains(r.stdout, "model selection: ") || !strings.Contains(r.stdout, "among 16 candidates on ") {
+		t.Errorf("fit does not say what model selection chose:\n%s", r.stdout)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection"); n != 16 {
+		t.Errorf("crff_model_selection has %v candidates, want 16 (5 kernels × latent, outcome; 3 penalties × tlearner, dr)", n)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection WHERE chosen = 1"); n != 1 {
+		t.Errorf("%v candidates chosen, want 1", n)
+	}
+	if n := queryFloat(t, db, "SELECT count(DISTINCT kernel) FROM crff_model_selection"); n != 5 {
+		t.Errorf("%v kernels among the candidates, want gaussian, laplacian and matern with nu 0.5, 1.5, 2.5", n)
+	}
+	// 20% of each arm is held out: about 60 of 300 rows.
+	if n := queryFloat(t, db, "SELECT min(n) FROM crff_model_selection"); n < 55 || n > 65 {
+		t.Errorf("%v validation rows, want about 60", n)
+	}
+	if d := queryFloat(t, db, "SELECT diff FROM crff_model_selection WHERE candidate = 'latent/gaussian'"); d != 0 {
+		t.Errorf("the reference's difference from itself is %v", d)
+	}
+
+	// Forced to the T-learner, with no kernel choice: three penalties.
+	b, _ := os.ReadFile(cfg)
+	b = bytes.Replace(b, []byte("estimator: auto"), []byte("estimator: tlearner"), 1)
+	b = bytes.Replace(b, []byte("  on_invalid: refuse\n"), []byte("  on_invalid: refuse\n  poll_interval: 200ms\n"), 1)
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crffd(t, nil, "fit", "--config", cfg).mustSucceed(t)
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection WHERE kind = 'tlearner'"); n != 3 {
+		t.Errorf("%v T-learner candidates, want 3", n)
+	}
+	plugin := queryFloat(t, db, "SELECT ate FROM crff_ate WHERE scope = 'local' AND estimator = 'plugin'")
+	if latent := queryFloat(t, db, "SELECT avg(latent_cate) FROM crff_cate"); math.Abs(plugin-latent) < 1e-6 {
+		t.Errorf("plug-in ATE %v is the mean latent CATE: the T-learner's CATEs were not used", plugin)
+	}
+
+	cmd := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "site", "--config", cfg)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, `INSERT INTO records SELECT id + 1000, w, y, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10,
+		x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30
+		FROM records WHERE id <= 5`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for queryFloat(t, db, "SELECT count(*) FROM crff_cate") < 305 {
+		if time.Now().After(deadline) {
+			t.Fatalf("new rows not scored within 15 s; crffd site log:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A copy of a row gets the row's CATE, which fit computed with the
+	// T-learner: crffd site applied the kept T-learner and its calibration
+	// (the latent CATE, calibrated, would differ).
+	if d := queryFloat(t, db, `SELECT max(abs(a.cate - b.cate)) FROM crff_cate a JOIN crff_cate b ON b.row_id = a.row_id + 1000`); d > 1e-9 {
+		t.Errorf("new copies of rows differ from the rows by %v in their CATE", d)
+	}
+}
+
+func TestFitSelectionSettingsRefused(t *testing.T) {
+	for _, tc := range []struct{ extra, want string }{
+		{"model:\n  estimator: forest\n", `model.estimator "forest": want one of auto, latent, outcome, tlearner, dr`},
+		{"model:\n  estimator: auto\n  validation: 1.5\n", "model.validation 1.5: want a share of the rows in (0, 1)"},
+		{"model:\n  estimator: auto\n  selection_z: -1\n", "model.selection_z -1"},
+	} {
+		_, cfg := simulateSite(t, 50, tc.extra)
+		crffd(t, nil, "fit", "--config", cfg).mustFail(t, tc.want)
+	}
+}

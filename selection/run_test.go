@@ -1,0 +1,224 @@
+package selection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
+)
+
+// narrow is the Gaussian kernel at a third of the unit lengthscale: a
+// second kernel for the tests.
+type narrow struct{}
+
+func (narrow) Sample(ctx context.Context, d, D int, seed uint64) (*mat.Dense, error) {
+	m, err := estimator.GaussianSpectral{}.Sample(ctx, d, D, seed)
+	if err != nil {
+		return nil, err
+	}
+	m.Scale(3, m)
+	return m, nil
+}
+
+// linearSites returns the training and validation rows of sites sites of
+// a confounded design with effect 2 + x1.
+func linearSites(seed uint64, sites, rows int) (train, val []*estimator.Data) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	for range sites {
+		d := &estimator.Data{X: mat.NewDense(rows, 2, nil), W: make([]float64, rows), Y: make([]float64, rows)}
+		for i := range rows {
+			x0, x1 := rng.NormFloat64(), rng.NormFloat64()
+			d.X.Set(i, 0, x0)
+			d.X.Set(i, 1, x1)
+			if rng.Float64() < 1/(1+math.Exp(-x0)) {
+				d.W[i] = 1
+			}
+			d.Y[i] = x0 + d.W[i]*(2+x1) + 0.5*rng.NormFloat64()
+		}
+		tr, va, _ := Holdout(d.W, 0.3, seed)
+		train, val = append(train, d.Subset(tr)), append(val, d.Subset(va))
+	}
+	return train, val
+}
+
+func smallConfig() estimator.Config {
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 16, 2, 20, 8
+	return cfg
+}
+
+var schema2 = estimator.Schema{Binary: []bool{false, false}}
+
+func TestRun(t *testing.T) {
+	ctx := context.Background()
+	train, val := linearSites(1, 2, 120)
+	opt := Options{Kernels: []Kernel{{"gaussian", estimator.GaussianSpectral{}}, {"narrow", narrow{}}}, Z: DefaultZ}
+	res, err := Run(ctx, train, val, schema2, smallConfig(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"latent/gaussian", "outcome/gaussian", "latent/narrow", "outcome/narrow",
+		"tlearner/1", "dr/1", "tlearner/10", "dr/10", "tlearner/100", "dr/100"}
+	if len(res.Candidates) != len(want) {
+		t.Fatalf("%d candidates, want %d", len(res.Candidates), len(want))
+	}
+	chosen := 0
+	for c, cand := range res.Candidates {
+		if cand.Name != want[c] {
+			t.Errorf("candidate %d is %s, want %s", c, cand.Name, want[c])
+		}
+		if cand.Chosen {
+			chosen++
+			if c != res.Chosen {
+				t.Errorf("candidate %d marked chosen, Result.Chosen %d", c, res.Chosen)
+			}
+		}
+	}
+	if chosen != 1 || res.Candidates[0].Diff != 0 || res.Candidates[0].DiffSE != 0 {
+		t.Errorf("%d chosen; reference difference %v ± %v", chosen, res.Candidates[0].Diff, res.Candidates[0].DiffSE)
+	}
+
+	// The scores are the losses of the candidates' CATEs against the
+	// criterion's pseudo-outcomes, recomputed here from the pieces.
+	psi, err := validationScores(ctx, estimator.GaussianSpectral{}, schema2, smallConfig(), train, val)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range res.Candidates {
+		var sum, n float64
+		for s := range val {
+			cate, err := res.CATE(ctx, c, s, val[s])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range psi[s] {
+				sum += (p - cate[i]) * (p - cate[i])
+				n++
+			}
+		}
+		if got := res.Candidates[c].Loss; math.Abs(got-sum/n) > 1e-9*sum/n {
+			t.Errorf("%s: loss %v, recomputed %v", res.Candidates[c].Name, got, sum/n)
+		}
+	}
+
+	// A kept Estimator, through JSON, gives the candidate's CATE.
+	for c := range res.Candidates {
+		e, k, err := res.Estimator(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Estimator
+		if err := json.Unmarshal(js, &back); err != nil {
+			t.Fatal(err)
+		}
+		got, err := back.CATE(ctx, res.Models[k], 1, val[1], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := res.CATE(ctx, c, 1, val[1])
+		for i := range want {
+			if math.Abs(got[i]-want[i]) > 1e-12*math.Max(1, math.Abs(want[i])) {
+				t.Fatalf("%s: kept estimator gives %v for row %d, want %v", res.Candidates[c].Name, got[i], i, want[i])
+			}
+		}
+	}
+}
+
+func TestRunKinds(t *testing.T) {
+	ctx := context.Background()
+	train, val := linearSites(2, 1, 100)
+	opt := Options{Kernels: []Kernel{{"gaussian", estimator.GaussianSpectral{}}}, Kinds: []string{KindTLearner}, Z: DefaultZ}
+	res, err := Run(ctx, train, val, schema2, smallConfig(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Candidates) != 3 || res.Candidates[0].Name != "tlearner/1" {
+		t.Errorf("candidates %+v, want the three T-learners, tlearner/1 first", res.Candidates)
+	}
+	opt.Kinds = []string{"forest"}
+	if _, err := Run(ctx, train, val, schema2, smallConfig(), opt); !errors.Is(err, ErrInput) {
+		t.Errorf("unknown kind: %v, want ErrInput", err)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	ctx := context.Background()
+	train, val := linearSites(3, 2, 40)
+	kernels := []Kernel{{"gaussian", estimator.GaussianSpectral{}}}
+	tiny := val[1].Subset([]int{0})
+	for _, tc := range []struct {
+		name       string
+		train, val []*estimator.Data
+		opt        Options
+	}{
+		{"no kernel", train, val, Options{}},
+		{"unequal sites", train, val[:1], Options{Kernels: kernels}},
+		{"one validation row", train, []*estimator.Data{val[0], tiny}, Options{Kernels: kernels}},
+	} {
+		if _, err := Run(ctx, tc.train, tc.val, schema2, smallConfig(), tc.opt); !errors.Is(err, ErrInput) {
+			t.Errorf("%s: %v, want ErrInput", tc.name, err)
+		}
+	}
+	if _, err := (Estimator{Kind: KindDR}).CATE(ctx, nil, 0, val[0], nil); !errors.Is(err, ErrInput) {
+		t.Errorf("dr estimator without its regression: %v", err)
+	}
+	if _, err := (Estimator{Kind: "forest"}).CATE(ctx, nil, 0, val[0], nil); !errors.Is(err, ErrInput) {
+		t.Errorf("unknown kind: %v", err)
+	}
+}
+
+func TestHoldout(t *testing.T) {
+	w := make([]float64, 103)
+	for i := range w {
+		if i%4 == 0 {
+			w[i] = 1
+		}
+	}
+	train, val, err := Holdout(w, 0.2, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arms [2]int
+	for _, i := range val {
+		arms[int(w[i])]++
+	}
+	// 26 treated and 77 control rows: 5 and 15 held out.
+	if arms != [2]int{15, 5} || len(train)+len(val) != len(w) {
+		t.Errorf("held out %v (control, treated) of %d rows, train %d", arms, len(w), len(train))
+	}
+	again, _, _ := Holdout(w, 0.2, 7)
+	other, _, _ := Holdout(w, 0.2, 8)
+	if !equalInts(train, again) || equalInts(train, other) {
+		t.Error("Holdout is not a function of its seed")
+	}
+	for _, tc := range []struct {
+		w     []float64
+		share float64
+	}{{w, 0}, {w, 1}, {w, math.NaN()}, {[]float64{0, 2}, 0.5}} {
+		if _, _, err := Holdout(tc.w, tc.share, 1); !errors.Is(err, ErrInput) {
+			t.Errorf("Holdout(%v, %v): %v, want ErrInput", tc.w, tc.share, err)
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
