@@ -142,3 +142,23 @@ func TestModelFolds(t *testing.T) {
 		})
 	}
 }
+
+// TestFederatedSelectionRefused: a federation cannot honour model
+// selection yet, so its daemons refuse the settings instead of ignoring
+// them.
+func TestFederatedSelectionRefused(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"model:\n  estimator: latent\n", ""},
+		{"model:\n  estimator: auto\n", `model.estimator "auto": model selection runs in crffd fit only`},
+		{"kernel:\n  name: auto\n", "kernel.name auto: model selection runs in crffd fit only"},
+	} {
+		a, err := execute(t, "version", "--config", writeConfig(t, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.refuseFederatedSelection()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q: %v, want %q", tc.file, err, tc.want)
+		}
+	}
+}

@@ -39,6 +39,9 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if len(sites) == 0 {
 		return errors.New("coordinator.sites is empty: list the sites' federation names")
 	}
+	if err := a.refuseFederatedSelection(); err != nil {
+		return err
+	}
 	cfg, err := a.modelConfig()
 	if err != nil {
 		return err

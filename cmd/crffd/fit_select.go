@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -165,4 +166,19 @@ func printSelection(w io.Writer, s *selected) error {
 	_, err := fmt.Fprintf(w, "model selection: %s chosen among %d candidates on %d held-out rows: doubly robust loss %.4g against the reference %s's %.4g (difference %.4g ± %.4g)\n",
 		won.Name, len(s.result.Candidates), s.val, won.Loss, ref.Name, ref.Loss, won.Diff, won.DiffSE)
 	return err
+}
+
+// errNoFederatedSelection reports model selection asked of a federation.
+var errNoFederatedSelection = errors.New("model selection runs in crffd fit only: a federation reports the latent CATE of one kernel")
+
+// refuseFederatedSelection refuses model.estimator other than latent and
+// kernel.name auto in a federation, which would otherwise be ignored.
+func (a *app) refuseFederatedSelection() error {
+	if est := a.v.GetString("model.estimator"); est != selection.KindLatent {
+		return fmt.Errorf("model.estimator %q: %w (set latent, or fit the site alone)", est, errNoFederatedSelection)
+	}
+	if a.v.GetString("kernel.name") == "auto" {
+		return fmt.Errorf("kernel.name auto: %w (name one kernel)", errNoFederatedSelection)
+	}
+	return nil
 }

@@ -23,6 +23,9 @@ import (
 // with the federation's weights and the global ATE.
 func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	ctx := cmd.Context()
+	if err := a.refuseFederatedSelection(); err != nil {
+		return err
+	}
 	src, err := a.siteSource()
 	if err != nil {
 		return err
