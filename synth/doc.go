@@ -49,7 +49,7 @@
 //
 // # Simple designs
 //
-// The designs linear-constant, linear-varying, lognormal and binary have
+// The designs linear-constant, linear-varying, lognormal, binary and rough have
 // three covariates, in this order: age (years), sex (0 or 1) and score,
 // drawn independently as
 //
@@ -122,6 +122,19 @@
 // ATE is ½ Σ_sex E[σ(η + 1) - σ(η) | sex], a one-dimensional integral: by
 // Gauss–Hermite quadrature it is 0.206024 at Δ = 0 (0.2060236556). It has
 // no closed form in Δ.
+//
+// rough: the linear designs' y(0), and an effect that is a rough random
+// function of score,
+//
+//	τ(x) = 2 + r(score),   mu1 = mu0 + τ(x),   y(1) = mu1 + ε1
+//
+// where r is drawn once per seed (the same function in every source): a
+// random-feature draw, with 2000 features, of the Gaussian process with the
+// Matérn-½ (exponential) kernel exp(−|u − u'|/0.25), so that r has
+// variance 1 and a path that is continuous but nowhere smooth at the scale
+// of the data. It is the design on which a rough kernel (Laplacian,
+// Matérn ν = ½) should be chosen over the Gaussian. Its ATE depends on the
+// seed: take the mean of Table.Tau.
 //
 // # Randomness
 //

@@ -28,10 +28,13 @@ const (
 	DesignLogNormal = "lognormal"
 	// DesignBinary is a binary outcome from a logistic model.
 	DesignBinary = "binary"
+	// DesignRough is the linear outcome plus an effect that is a rough
+	// (Matérn-½) random function of score, drawn from the seed.
+	DesignRough = "rough"
 )
 
 // designNames lists the valid design names, the paper's first.
-var designNames = []string{DesignPaper, DesignLinearConstant, DesignLinearVarying, DesignLogNormal, DesignBinary}
+var designNames = []string{DesignPaper, DesignLinearConstant, DesignLinearVarying, DesignLogNormal, DesignBinary, DesignRough}
 
 // DesignNames returns the names that Design.Name accepts, in a new slice,
 // the paper's design first.
@@ -80,6 +83,13 @@ const (
 	binarySex       = 0.3
 	binaryScore     = 0.8
 	binaryEffect    = 1.0
+
+	// rough: τ(x) = roughIntercept + roughScale·r(score), r a Matérn-½
+	// path of unit variance and lengthscale roughLength (see roughPath).
+	roughIntercept = 2.0
+	roughScale     = 1.0
+	roughLength    = 0.25
+	roughFeatures  = 2000
 )
 
 // Second PCG seed words of the simple designs: one stream per source for
@@ -91,6 +101,7 @@ const (
 const (
 	simpleXStream = 0x785f73696d706c65 // "x_simple"
 	simpleYStream = 0x795f73696d706c65 // "y_simple"
+	roughStream   = 0x726f7567685f6670 // "rough_fp": the rough design's function
 )
 
 // hermitePoints is the number of Gauss–Hermite nodes of PopulationATE's
@@ -184,8 +195,8 @@ func PopulationATE(name string, delta float64) (float64, error) {
 			}
 			ate += p * quad.Fixed(f, math.Inf(-1), math.Inf(1), hermitePoints, quad.Hermite{}, 0) / math.SqrtPi
 		}
-	case "", DesignPaper:
-		return 0, fmt.Errorf("%w: the ATE of the paper's design depends on the seed; take the mean of Table.Tau", ErrDesign)
+	case "", DesignPaper, DesignRough:
+		return 0, fmt.Errorf("%w: the ATE of design %q depends on the seed; take the mean of Table.Tau", ErrDesign, name)
 	default:
 		return 0, unknownDesign(name)
 	}
@@ -198,6 +209,10 @@ func PopulationATE(name string, delta float64) (float64, error) {
 // generateSimple draws the simple design d, already validated.
 func generateSimple(d Design) ([]*dataset.Table, error) {
 	out := make([]*dataset.Table, d.Sources)
+	var rough func(float64) float64
+	if d.Name == DesignRough {
+		rough = roughPath(rand.NewPCG(d.Seed, mix(roughStream)))
+	}
 	for s := range out {
 		var delta float64
 		if d.Delta != nil {
@@ -205,7 +220,7 @@ func generateSimple(d Design) ([]*dataset.Table, error) {
 		}
 		t := simpleSource(d.Name, d.Rows, delta,
 			rand.NewPCG(d.Seed, mix(simpleXStream+uint64(s))),
-			rand.NewPCG(d.Seed, mix(simpleYStream+uint64(s))))
+			rand.NewPCG(d.Seed, mix(simpleYStream+uint64(s))), rough)
 		if err := t.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: design %s, source %d with Δ = %v: %w", ErrDesign, d.Name, s+1, delta, err)
 		}
@@ -214,11 +229,34 @@ func generateSimple(d Design) ([]*dataset.Table, error) {
 	return out, nil
 }
 
+// roughPath draws a function r(u) = √(2/J) Σ_j a_j cos(ω_j u/ℓ + b_j)
+// with J = roughFeatures, a_j ~ N(0, 1), b_j ~ U[0, 2π) and ω_j standard
+// Cauchy, the spectral density of the Matérn-½ (exponential) kernel
+// exp(−|u − u'|/ℓ): a random-feature draw of that Gaussian process,
+// continuous and nowhere smooth (up to the finite J), with variance 1.
+func roughPath(src rand.Source) func(float64) float64 {
+	omega := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: 1, Src: src}
+	norm := distuv.Normal{Mu: 0, Sigma: 1, Src: src}
+	unif := distuv.Uniform{Min: 0, Max: 2 * math.Pi, Src: src}
+	w, b, a := make([]float64, roughFeatures), make([]float64, roughFeatures), make([]float64, roughFeatures)
+	for j := range w {
+		w[j], b[j], a[j] = omega.Rand()/roughLength, unif.Rand(), norm.Rand()
+	}
+	c := math.Sqrt(2.0 / roughFeatures)
+	return func(u float64) float64 {
+		var s float64
+		for j := range w {
+			s += a[j] * math.Cos(w[j]*u+b[j])
+		}
+		return c * s
+	}
+}
+
 // simpleSource draws n rows of the simple design name with score mean
 // delta: the covariates and the treatment from xsrc, the outcomes from
-// ysrc. Every row takes the same draws from each source whatever the
-// design and delta are.
-func simpleSource(name string, n int, delta float64, xsrc, ysrc rand.Source) *dataset.Table {
+// ysrc; rough is the rough design's function. Every row takes the same
+// draws from each source whatever the design and delta are.
+func simpleSource(name string, n int, delta float64, xsrc, ysrc rand.Source, rough func(float64) float64) *dataset.Table {
 	t := &dataset.Table{
 		X:   mat.NewDense(n, len(simpleCovariates), nil),
 		W:   make([]float64, n),
@@ -242,13 +280,17 @@ func simpleSource(name string, n int, delta float64, xsrc, ysrc rand.Source) *da
 
 		var mu0, mu1, y0, y1 float64
 		switch name {
-		case DesignLinearConstant, DesignLinearVarying:
+		case DesignLinearConstant, DesignLinearVarying, DesignRough:
 			m := linIntercept + linAge*a + linSex*sex + linScore*sc
 			tau := constEffect
-			if name == DesignLinearConstant {
+			switch name {
+			case DesignLinearConstant:
 				mu0, mu1 = exactEffect(m, constEffect)
-			} else {
+			case DesignLinearVarying:
 				tau = varIntercept + varSex*sex + varScore*sc
+				mu0, mu1 = m, m+tau
+			default:
+				tau = roughIntercept + roughScale*rough(sc)
 				mu0, mu1 = m, m+tau
 			}
 			// From m rather than mu0, so that the linear designs share

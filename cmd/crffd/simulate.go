@@ -53,6 +53,9 @@ independent noise ε0, ε1 ~ N(0, 1) for the two potential outcomes:
                    true ATE 2.0251·e^(Δ/2) (2.0251 at Δ = 0)
   binary           η = -0.5 + 0.5·a + 0.3·sex + 0.8·score, mu0 = σ(η),
                    mu1 = σ(η + 1), y(w) ~ Bern(mu_w); true ATE 0.2060 at Δ = 0
+  rough            the linear mu0, mu1 = mu0 + 2 + r(score), r a rough
+                   (Matérn-½, lengthscale 0.25) random function drawn from
+                   --seed; the true ATE is the mean of mu1 - mu0 of the rows
 The true ATE is the population mean of mu1 - mu0; the package documentation of
 synth gives the derivations (go doc github.com/crffd/crffd/synth).
 
