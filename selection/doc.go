@@ -24,4 +24,14 @@
 // of d is below zero by more than Z standard errors. Sites send, per
 // candidate, the Sums n, Σl, Σl², Σd and Σd², which add up over sites to
 // the sums of the pooled rows.
+//
+// Run does the whole selection for sites' training and validation rows:
+// it fits the candidates (Options: the CausalRFF latent CATE and the
+// outcome model's μ̂1 − μ̂0 for each kernel, and the T-learner and
+// DR-learner on the first kernel's outcome features, from
+// estimator.RidgeStats, for each ridge penalty), scores them with Losses
+// and chooses with Choose. Result.CATE gives any candidate's CATE of new
+// rows, and Result.Estimator the chosen one in a form a site keeps with its
+// model (Estimator.CATE applies it). Holdout draws a site's validation
+// rows, stratified by arm.
 package selection
