@@ -5,14 +5,10 @@ import (
 	"context"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/crffd/crffd/internal/testbin"
 )
 
 // TestFitModelSelection fits with model.estimator and kernel.name auto,
@@ -40,6 +36,11 @@ func TestFitModelSelection(t *testing.T) {
 	if n := queryFloat(t, db, "SELECT min(n) FROM crff_model_selection"); n < 55 || n > 65 {
 		t.Errorf("%v validation rows, want about 60", n)
 	}
+	// The losses of the chosen candidate's kernel fit: each of the three
+	// models once, rounds 1 to at most model.rounds, not five fits mixed.
+	if n := queryFloat(t, db, "SELECT count(*) FROM (SELECT model FROM crff_loss GROUP BY model HAVING min(round) = 1 AND max(round) <= 30 AND count(*) = max(round))"); n != 3 {
+		t.Errorf("crff_loss holds %v models with one history each, want 3", n)
+	}
 	if d := queryFloat(t, db, "SELECT diff FROM crff_model_selection WHERE candidate = 'latent/gaussian'"); d != 0 {
 		t.Errorf("the reference's difference from itself is %v", d)
 	}
@@ -60,23 +61,10 @@ func TestFitModelSelection(t *testing.T) {
 		t.Errorf("plug-in ATE %v is the mean latent CATE: the T-learner's CATEs were not used", plugin)
 	}
 
-	cmd := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "site", "--config", cfg)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
+	stderr := startSiteDaemon(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := db.ExecContext(ctx, `INSERT INTO records SELECT id + 1000, w, y, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10,
-		x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30
-		FROM records WHERE id <= 5`); err != nil {
-		t.Fatal(err)
-	}
+	copyFirstRows(t, ctx, db)
 	deadline := time.Now().Add(15 * time.Second)
 	for queryFloat(t, db, "SELECT count(*) FROM crff_cate") < 305 {
 		if time.Now().After(deadline) {

@@ -151,23 +151,10 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	}
 
 	// crffd site scores rows added later.
-	cmd := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "site", "--config", cfg)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
+	stderr := startSiteDaemon(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := db.ExecContext(ctx, `INSERT INTO records SELECT id + 1000, w, y, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10,
-		x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30
-		FROM records WHERE id <= 5`); err != nil {
-		t.Fatal(err)
-	}
+	copyFirstRows(t, ctx, db)
 	inserted := time.Now()
 	var busy int
 	for {
@@ -196,6 +183,34 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	// calibration saved with the model was applied.
 	if d := queryFloat(t, db, `SELECT max(abs(a.cate - b.cate) + abs(a.upper - b.upper)) FROM crff_cate a JOIN crff_cate b ON b.row_id = a.row_id + 1000`); d > 1e-9 {
 		t.Errorf("new copies of rows differ from the rows by %v in their calibrated CATE or interval", d)
+	}
+}
+
+// startSiteDaemon starts crffd site with cfg until the test ends, and
+// returns its standard error.
+func startSiteDaemon(t *testing.T, cfg string) *bytes.Buffer {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "site", "--config", cfg)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	return &stderr
+}
+
+// copyFirstRows adds copies of the simulated records with ids 1 to 5,
+// with ids 1001 to 1005.
+func copyFirstRows(t *testing.T, ctx context.Context, db *sql.DB) {
+	t.Helper()
+	if _, err := db.ExecContext(ctx, `INSERT INTO records SELECT id + 1000, w, y, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10,
+		x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30
+		FROM records WHERE id <= 5`); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -2,8 +2,11 @@ package selection
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
@@ -43,6 +46,12 @@ type Options struct {
 	// Kinds, when not empty, keeps only candidates of these kinds. The
 	// first candidate kept is the reference.
 	Kinds []string
+	// Workers is the number of kernels fitted at once; 0 means
+	// GOMAXPROCS. The result does not depend on it.
+	Workers int
+	// OnFitted, when set, is called after each kernel's fit with the
+	// number fitted so far, one call at a time.
+	OnFitted func(done, total int)
 }
 
 // wants reports whether candidates of kind are fitted.
@@ -66,7 +75,10 @@ type Result struct {
 	Chosen     int
 	Z          float64            // the threshold of the choice
 	Models     []*estimator.Model // per kernel, fitted on the training rows
-	ridge      map[int]ridgeFit   // by candidate
+	// Progress holds, per kernel, the training rounds of its fit, as
+	// estimator.WithProgress reports them.
+	Progress [][]estimator.Progress
+	ridge    map[int]ridgeFit // by candidate
 }
 
 type ridgeFit struct {
@@ -100,18 +112,19 @@ func Run(ctx context.Context, train, val []*estimator.Data, schema estimator.Sch
 		ridge = DefaultRidge
 	}
 	res := &Result{ridge: map[int]ridgeFit{}, Z: opt.Z}
+	if err := res.fitKernels(ctx, train, schema, cfg, opt); err != nil {
+		return nil, err
+	}
 	for i, kn := range opt.Kernels {
-		model, err := estimator.Fit(ctx, train, schema, kn.Spectral, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("kernel %s: %w", kn.Name, err)
-		}
-		res.Models = append(res.Models, model)
 		for _, kind := range []string{KindLatent, KindOutcome} {
 			if opt.wants(kind) {
 				res.Candidates = append(res.Candidates, Candidate{Name: kind + "/" + kn.Name, Kind: kind, Kernel: i})
 			}
 		}
 	}
+	// The cross-fits below report no training progress: their folds run
+	// at once, and their rounds are not the model's.
+	ctx = estimator.WithProgress(ctx, nil)
 	if len(ridge) > 0 && (opt.wants(KindTLearner) || opt.wants(KindDR)) {
 		if err := res.fitRidge(ctx, train, ridge, opt); err != nil {
 			return nil, err
@@ -149,6 +162,48 @@ func Run(ctx context.Context, train, val []*estimator.Data, schema estimator.Sch
 	}
 	res.Chosen = chosen
 	return res, nil
+}
+
+// fitKernels fits the three models with each kernel, Options.Workers at
+// a time, keeping each fit's progress in r.Progress.
+func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema estimator.Schema, cfg estimator.Config, opt Options) error {
+	n := len(opt.Kernels)
+	r.Models = make([]*estimator.Model, n)
+	r.Progress = make([][]estimator.Progress, n)
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	errs := make([]error, n)
+	var mu sync.Mutex
+	done := 0
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				kctx := estimator.WithProgress(ctx, func(p estimator.Progress) { r.Progress[i] = append(r.Progress[i], p) })
+				r.Models[i], errs[i] = estimator.Fit(kctx, train, schema, opt.Kernels[i].Spectral, cfg)
+				if errs[i] != nil {
+					errs[i] = fmt.Errorf("kernel %s: %w", opt.Kernels[i].Name, errs[i])
+				}
+				mu.Lock()
+				done++
+				if opt.OnFitted != nil {
+					opt.OnFitted(done, n)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // CATE returns candidate c's CATE of data's rows, which belong to site.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -198,7 +199,7 @@ func TestHoldout(t *testing.T) {
 	}
 	again, _, _ := Holdout(w, 0.2, 7)
 	other, _, _ := Holdout(w, 0.2, 8)
-	if !equalInts(train, again) || equalInts(train, other) {
+	if !slices.Equal(train, again) || slices.Equal(train, other) {
 		t.Error("Holdout is not a function of its seed")
 	}
 	for _, tc := range []struct {
@@ -209,16 +210,4 @@ func TestHoldout(t *testing.T) {
 			t.Errorf("Holdout(%v, %v): %v, want ErrInput", tc.w, tc.share, err)
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -448,7 +449,7 @@ func TestReadRecordsLayout(t *testing.T) {
 			if got := strings.Join(recs.Layout.Covariates, " "); got != tt.covariates {
 				t.Errorf("covariates %q, want %q", got, tt.covariates)
 			}
-			if !equalBools(recs.Schema.Binary, tt.binary) || recs.Schema.BinaryOutcome != tt.binaryY {
+			if !slices.Equal(recs.Schema.Binary, tt.binary) || recs.Schema.BinaryOutcome != tt.binaryY {
 				t.Errorf("schema %+v, want binary %v, outcome %v", recs.Schema, tt.binary, tt.binaryY)
 			}
 			n, d := recs.Data.X.Dims()
@@ -478,18 +479,6 @@ func TestReadRecordsValues(t *testing.T) {
 	if recs.Data.W[1] != 0 || recs.Data.Y[1] != 1.5 {
 		t.Errorf("w, y of id 2 = %v, %v", recs.Data.W[1], recs.Data.Y[1])
 	}
-}
-
-func equalBools(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestReadRecordsUnused checks the rule that chooses the covariates when

@@ -89,12 +89,12 @@ func runFit(cmd *cobra.Command, a *app) error {
 	} else {
 		a.log.Info("fitting the candidates of model selection", slog.String(logKeyRun, run), slog.Int("kernels", len(ch.kernels)),
 			slog.Float64("validation_share", ch.share))
-		sel, err = a.selectModel(trainingProgress(ctx, bar, &losses), ch, recs.Data, recs.Schema, cfg)
+		sel, err = a.selectModel(ctx, ch, recs.Data, recs.Schema, cfg, bar)
 		bar.Done()
 		if err != nil {
 			return fmt.Errorf("fit %q: %w", src.DB, err)
 		}
-		model, kernel, est = sel.model, sel.kernel, sel.est
+		model, kernel, est, losses = sel.model, sel.kernel, sel.est, sel.losses
 	}
 	eff, err := model.Effects(scoringProgress(ctx, bar), 0, recs.Data)
 	bar.Done()

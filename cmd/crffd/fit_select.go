@@ -12,6 +12,7 @@ import (
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/host"
 	"github.com/crffd/crffd/plugins/kernels"
+	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
@@ -114,18 +115,21 @@ type selected struct {
 	est    selection.Estimator
 	rows   []store.Selection
 	result *selection.Result
-	name   string // the chosen candidate
-	val    int    // validation rows
+	name   string       // the chosen candidate
+	val    int          // validation rows
+	losses []store.Loss // the training rounds of the chosen candidate's kernel
 }
 
 // selectModel holds c.share of the rows out, fits every candidate of c on
 // the others, and chooses one on the held-out rows (package selection).
-func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, schema estimator.Schema, cfg estimator.Config) (*selected, error) {
+func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, schema estimator.Schema, cfg estimator.Config, bar *progress.Line) (*selected, error) {
 	trainRows, valRows, err := selection.Holdout(data.W, c.share, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	opt := selection.Options{Kinds: c.kinds, Z: c.z}
+	opt := selection.Options{Kinds: c.kinds, Z: c.z, OnFitted: func(done, total int) {
+		bar.Update("fitting the candidates' kernels", done, total, "kernels")
+	}}
 	for _, k := range c.kernels {
 		sp, err := a.openSpectral(ctx, k)
 		if err != nil {
@@ -143,6 +147,9 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 	}
 	out := &selected{model: res.Models[ki], kernel: c.kernels[ki], est: est, result: res,
 		name: res.Candidates[res.Chosen].Name, val: len(valRows)}
+	for _, p := range res.Progress[ki] {
+		out.losses = append(out.losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
+	}
 	for _, cand := range res.Candidates {
 		row := store.Selection{Candidate: cand.Name, Kind: cand.Kind, Ridge: cand.Ridge, Loss: cand.Loss, SE: cand.SE,
 			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, N: len(valRows)}
