@@ -2,7 +2,10 @@ package evaluate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/selection"
@@ -51,13 +54,30 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 	testSource := p.TestSource - 1
 	test := sources[testSource].test
 	tau := test.Tau()
+	// Every candidate's CATE of the test rows, for the record, one per
+	// core at a time; each is a function of its candidate and rows alone.
+	cates := make([][]float64, len(sel.Candidates))
+	errs := make([]error, len(cates))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for c := range cates {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			cates[c], errs[c] = sel.CATE(ctx, c, testSource, test.Data())
+			<-sem
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return r, nil, err
+	}
 	var chosen []float64
 	for c, cand := range sel.Candidates {
-		cate, err := sel.CATE(ctx, c, testSource, test.Data())
-		if err != nil {
-			return r, nil, err
-		}
+		cate := cates[c]
 		cr := Candidate{Name: cand.Name, Loss: cand.Loss, LossSE: cand.SE, Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen}
+		var err error
 		if cr.SqrtPEHE, err = estimator.SqrtPEHE(cate, tau); err != nil {
 			return r, nil, err
 		}

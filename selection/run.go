@@ -137,15 +137,26 @@ func Run(ctx context.Context, train, val []*estimator.Data, schema estimator.Sch
 	if err != nil {
 		return nil, err
 	}
-	sums := make([]Sums, len(res.Candidates))
+	// Every candidate's CATEs of every site's validation rows, computed
+	// on every core; each is a function of its candidate and rows alone.
+	nc := len(res.Candidates)
+	cates := make([][][]float64, k)
+	errs := make([]error, k*nc)
 	for s := range k {
-		cates := make([][]float64, len(res.Candidates))
-		for c := range res.Candidates {
-			if cates[c], err = res.CATE(ctx, c, s, val[s]); err != nil {
-				return nil, fmt.Errorf("candidate %s, site %d: %w", res.Candidates[c].Name, s, err)
-			}
+		cates[s] = make([][]float64, nc)
+	}
+	parallel(k*nc, opt.Workers, func(j int) {
+		s, c := j/nc, j%nc
+		if cates[s][c], errs[j] = res.CATE(ctx, c, s, val[s]); errs[j] != nil {
+			errs[j] = fmt.Errorf("candidate %s, site %d: %w", res.Candidates[c].Name, s, errs[j])
 		}
-		site, err := Losses(psi[s], cates, 0)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	sums := make([]Sums, nc)
+	for s := range k {
+		site, err := Losses(psi[s], cates[s], 0)
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
@@ -170,13 +181,31 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 	n := len(opt.Kernels)
 	r.Models = make([]*estimator.Model, n)
 	r.Progress = make([][]estimator.Progress, n)
-	workers := opt.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
 	errs := make([]error, n)
 	var mu sync.Mutex
 	done := 0
+	parallel(n, opt.Workers, func(i int) {
+		kctx := estimator.WithProgress(ctx, func(p estimator.Progress) { r.Progress[i] = append(r.Progress[i], p) })
+		r.Models[i], errs[i] = estimator.Fit(kctx, train, schema, opt.Kernels[i].Spectral, cfg)
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("kernel %s: %w", opt.Kernels[i].Name, errs[i])
+		}
+		mu.Lock()
+		done++
+		if opt.OnFitted != nil {
+			opt.OnFitted(done, n)
+		}
+		mu.Unlock()
+	})
+	return errors.Join(errs...)
+}
+
+// parallel calls f(0), …, f(n−1) on workers goroutines (GOMAXPROCS when
+// workers ≤ 0) and waits for them.
+func parallel(n, workers int, f func(i int)) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(workers, n) {
@@ -184,17 +213,7 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				kctx := estimator.WithProgress(ctx, func(p estimator.Progress) { r.Progress[i] = append(r.Progress[i], p) })
-				r.Models[i], errs[i] = estimator.Fit(kctx, train, schema, opt.Kernels[i].Spectral, cfg)
-				if errs[i] != nil {
-					errs[i] = fmt.Errorf("kernel %s: %w", opt.Kernels[i].Name, errs[i])
-				}
-				mu.Lock()
-				done++
-				if opt.OnFitted != nil {
-					opt.OnFitted(done, n)
-				}
-				mu.Unlock()
+				f(i)
 			}
 		}()
 	}
@@ -203,7 +222,6 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 	}
 	close(next)
 	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // CATE returns candidate c's CATE of data's rows, which belong to site.
