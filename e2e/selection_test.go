@@ -90,3 +90,19 @@ func TestFitSelectionSettingsRefused(t *testing.T) {
 		crffd(t, nil, "fit", "--config", cfg).mustFail(t, tc.want)
 	}
 }
+
+// TestEvalAutoEmbeddedIHDP runs crffd eval's auto mode on the embedded
+// IHDP copy with two kernels, and refuses a malformed kernel list.
+func TestEvalAutoEmbeddedIHDP(t *testing.T) {
+	r := crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--sources", "1", "--modes", "auto",
+		"--auto-kernels", "gaussian,matern:nu=1.5", "--features", "20", "--latent", "3", "--rounds", "20", "--samples", "10").mustSucceed(t)
+	for _, want := range []string{"1 replicates from ihdp", "auto: the candidate chosen on the validation rows", "auto  1  1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("eval output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-kernels", "matern:nu").
+		mustFail(t, `--auto-kernels "matern:nu": "matern:nu" is not NAME or NAME:PARAM=VALUE`)
+	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--selection-z", "-1").
+		mustFail(t, "--selection-z -1: must not be negative")
+}

@@ -417,3 +417,59 @@ func TestReportedFiguresAgainstTruth(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAuto runs the auto mode and checks that the run reports its
+// chosen candidate's errors, and that the test rows play no part in the
+// choice: changing their outcomes leaves every validation loss as it was.
+func TestRunAuto(t *testing.T) {
+	dir := t.TempDir()
+	path := writeDesign(t, dir, synth.Design{Name: synth.DesignLinearVarying, Sources: 2, Rows: 200, Seed: 4}, 1)
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 30, 3, 20, 10
+	plan := Plan{
+		Replicates: []Replicate{{Number: 1, Path: path}}, Sources: []int{2}, SourceSize: 200, Split: [3]int{100, 60, 40},
+		Modes: []string{"auto"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg,
+	}
+	run := func() Result {
+		rep, err := Run(context.Background(), plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Runs[0]
+	}
+	a := run()
+	var chosen *Candidate
+	for i, c := range a.Candidates {
+		if c.Chosen {
+			chosen = &a.Candidates[i]
+		}
+	}
+	if len(a.Candidates) != 8 || chosen == nil || chosen.Name != a.Chosen || chosen.SqrtPEHE != a.SqrtPEHE {
+		t.Fatalf("auto run: chosen %q among %d candidates (want 8), sqrt(PEHE) %v; chosen candidate %+v", a.Chosen, len(a.Candidates), a.SqrtPEHE, chosen)
+	}
+
+	tab, err := dataset.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 100; i < 160; i++ { // the test rows of source 1
+		tab.Y[i] = 10 * tab.Y[i]
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dataset.Write(f, tab); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b := run()
+	for i := range a.Candidates {
+		if a.Candidates[i].Loss != b.Candidates[i].Loss || a.Candidates[i].Diff != b.Candidates[i].Diff {
+			t.Errorf("%s: validation loss %v, %v with other test outcomes", a.Candidates[i].Name, a.Candidates[i].Loss, b.Candidates[i].Loss)
+		}
+	}
+	if a.Chosen != b.Chosen {
+		t.Errorf("chose %s, then %s with other test outcomes", a.Chosen, b.Chosen)
+	}
+}
