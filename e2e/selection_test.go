@@ -109,4 +109,6 @@ func TestEvalAutoEmbeddedIHDP(t *testing.T) {
 		mustFail(t, `--auto-kernels "matern:nu": "matern:nu" is not NAME or NAME:PARAM=VALUE`)
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--selection-z", "-1").
 		mustFail(t, "--selection-z -1: must not be negative")
+	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-estimator", "forest").
+		mustFail(t, `--auto-estimator "forest": want one of auto, latent, outcome, tlearner, dr`)
 }

@@ -37,7 +37,7 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 			return r, nil, fmt.Errorf("%w: auto needs validation rows in every source (source %d has %d)", ErrPlan, i+1, val[i].Rows())
 		}
 	}
-	opt := selection.Options{Kernels: p.Kernels, Z: selection.DefaultZ}
+	opt := selection.Options{Kernels: p.Kernels, Z: selection.DefaultZ, Kinds: p.AutoKinds}
 	if len(opt.Kernels) == 0 {
 		opt.Kernels = []selection.Kernel{{Name: "kernel", Spectral: p.Spectral}}
 	}

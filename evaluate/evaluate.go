@@ -68,6 +68,9 @@ type Plan struct {
 	Kernels []selection.Kernel
 	// SelectionZ, when set, replaces selection.DefaultZ in the auto mode.
 	SelectionZ *float64
+	// AutoKinds, when not empty, keeps only the auto mode's candidates of
+	// these kinds (selection.Options.Kinds), as model.estimator does.
+	AutoKinds []string
 	// Progress, when set, is called after each run.
 	Progress func(done, total int, r Result)
 }

@@ -28,7 +28,7 @@ type evalOptions struct {
 	sourceSize, testSource                  int
 	kernel                                  string
 	kernelParams                            []string
-	autoKernels                             string
+	autoKernels, autoEstimator              string
 	selectionZ                              float64
 	jsonOut                                 bool
 	optimizer                               string
@@ -39,7 +39,7 @@ func newEvalCmd(a *app) *cobra.Command {
 	o := evalOptions{
 		sources: "1,2,3", sourceSize: 249, split: "50,100,99", modes: "learned",
 		testSource: 1, kernel: "gaussian", cfg: estimator.DefaultConfig(),
-		autoKernels: defaultAutoKernels, selectionZ: selection.DefaultZ,
+		autoKernels: defaultAutoKernels, selectionZ: selection.DefaultZ, autoEstimator: "auto",
 	}
 	o.optimizer = o.cfg.Method.String()
 	cmd := &cobra.Command{
@@ -76,8 +76,9 @@ kernel's latent CATE and outcome-model CATE, and the T-learner and DR-learner on
 the first kernel's outcome features with ridge penalties 1, 10 and 100. The
 first kernel's latent CATE is the reference; another candidate replaces it when
 it beats it by more than --selection-z standard errors of the paired
-difference. --json lists every candidate's validation loss and, for the record,
-its test-row errors.
+difference. --auto-estimator keeps one kind of candidate, as model.estimator does
+(latent: choose the kernel alone). --json lists every candidate's validation loss
+and, for the record, its test-row errors.
 
 --data ihdp reads the ten IHDP replicates embedded in crffd (Hill 2011, as
 published with CEVAE); write ./ihdp for a folder of that name.`,
@@ -94,6 +95,7 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 	f.StringVar(&o.replicates, "replicates", "", "replicates to run, e.g. 1-10 (default: every file)")
 	f.StringVar(&o.modes, "modes", o.modes, "comma-separated: learned, none, full, tlearner, auto")
 	f.StringVar(&o.autoKernels, "auto-kernels", o.autoKernels, "kernels of the auto mode's candidates, the first the reference: NAME or NAME:PARAM=VALUE, comma-separated")
+	f.StringVar(&o.autoEstimator, "auto-estimator", o.autoEstimator, "the auto mode's candidate kinds, as model.estimator: auto (all), latent, outcome, tlearner or dr")
 	f.Float64Var(&o.selectionZ, "selection-z", o.selectionZ, "standard errors by which an auto candidate must beat the reference")
 	f.IntVar(&o.testSource, "test-source", o.testSource, "source whose test rows are scored")
 	f.StringVar(&o.kernel, "kernel", o.kernel, "kernel plugin name")
@@ -196,6 +198,13 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 			return fmt.Errorf("--selection-z %v: must not be negative", o.selectionZ)
 		}
 		plan.SelectionZ = &o.selectionZ
+		switch {
+		case o.autoEstimator == "auto":
+		case slices.Contains(estimatorNames, o.autoEstimator):
+			plan.AutoKinds = []string{o.autoEstimator}
+		default:
+			return fmt.Errorf("--auto-estimator %q: want one of %s", o.autoEstimator, strings.Join(estimatorNames, ", "))
+		}
 	}
 	bar := progress.New(os.Stderr, a.log)
 	plan.Progress = func(done, total int, r evaluate.Result) {
