@@ -78,7 +78,15 @@ const siteHTML = `<!DOCTYPE html>
 {{with .Transfer}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.TransferNote}}</p>{{end}}
 
 <h2>Conditional average treatment effects</h2>
-{{with .CATE}}<img {{.Src}} alt="{{.Alt}}"><p>The reported CATEs of crff_cate (the CausalRFF CATEs with their doubly robust calibration). Solid lines mark the AIPW ATEs, dashed lines their 95% intervals.</p>{{else}}<p class="note">{{.CATENote}}</p>{{end}}
+{{with .CATE}}<img {{.Src}} alt="{{.Alt}}"><p>The reported CATEs of crff_cate (the CausalRFF CATEs, or the estimator model selection chose, with their doubly robust calibration). Solid lines mark the AIPW ATEs, dashed lines their 95% intervals.</p>{{else}}<p class="note">{{.CATENote}}</p>{{end}}
+
+<h2>Model selection</h2>
+{{if .Selection}}<table>
+<tr><th class="l">candidate</th><th>doubly robust loss</th><th>difference from the reference</th><th class="l">chosen</th></tr>
+{{range .Selection}}<tr><td class="l">{{.Candidate}}</td><td>{{.Loss}}</td><td>{{.Diff}}</td><td class="l">{{if .Chosen}}chosen{{end}}</td></tr>
+{{end}}</table>
+<p>From <code>crff_model_selection</code>: each candidate's mean loss (ψ − τ̂(x))² on the {{.SelectionRows}} rows held out of training, with ψ the doubly robust pseudo-outcome, and its mean paired difference from the reference (the first row); lower is better. A candidate replaces the reference only when it is better by more than model.selection_z standard errors of that difference.</p>
+{{else}}<p class="note">No model selection in this run: crff_cate holds the CausalRFF (latent) CATE of the configured kernel (model.estimator: latent).</p>{{end}}
 
 <h2>Propensity overlap</h2>
 {{with .Overlap}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.OverlapNote}}</p>{{end}}

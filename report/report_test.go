@@ -49,6 +49,10 @@ func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 			{Scope: store.ScopeLocal, Estimator: store.EstimatorAIPW, ATE: 1.2, SE: 0.15, Lower: 0.906, Upper: 1.494, N: n, Clipped: 2},
 			{Scope: store.ScopeLocal, Estimator: store.EstimatorPlugIn, ATE: 0.9, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN(), N: n, Clipped: -1},
 		},
+		Selection: []store.Selection{
+			{Candidate: "latent/gaussian", Kind: "latent", Kernel: "gaussian", Loss: 8.5, SE: 1.2, N: 40},
+			{Candidate: "tlearner/10", Kind: "tlearner", Ridge: 10, Loss: 8.1, SE: 1.1, Diff: -0.4, DiffSE: 0.15, Chosen: true, N: 40},
+		},
 		Transfer: []store.Transfer{
 			{Peer: "hospital-b", Model: "outcome", Lambda: 0.8}, {Peer: "hospital-c", Model: "outcome", Lambda: 0.1},
 			{Peer: "hospital-b", Model: "propensity", Lambda: 0.6}, {Peer: "hospital-c", Model: "propensity", Lambda: 0.3},
@@ -142,6 +146,8 @@ func TestSite(t *testing.T) {
 		`<td class="l">sent</td><td class="l">gradient</td><td>1</td><td>2</td><td>8.0 KiB (8192 B)</td>`,
 		`<th class="l">received</th><th class="l">all</th><th>1</th><th>2</th><th>8.1 KiB (8312 B)</th>`,
 		`<tr class="extreme"><td class="l">[0.99, 1]</td><td>25</td><td>0</td>`,
+		`<td class="l">tlearner/10</td><td>8.1 ± 1.1</td><td>-0.4 ± 0.15</td><td class="l">chosen</td>`,
+		"on the 40 rows held out of training",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)

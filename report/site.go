@@ -31,6 +31,9 @@ type sitePage struct {
 	CATE     *Figure
 	CATENote string
 
+	Selection     []selectionRow // crff_model_selection; empty without a choice
+	SelectionRows int            // the held-out rows it was scored on
+
 	Overlap        *Figure
 	OverlapNote    string
 	Arms           positivity.Counts // scored rows by arm, and outside the bounds
@@ -51,6 +54,13 @@ type runInfo struct {
 	ID        string
 	Table     string
 	Published string
+}
+
+type selectionRow struct {
+	Candidate string
+	Loss      string // mean loss ± its standard error
+	Diff      string // paired difference from the reference ± its standard error
+	Chosen    bool
 }
 
 type ateRow struct {
@@ -121,6 +131,16 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 			return err
 		}
 		pg.Loss = &f
+	}
+
+	sel, err := s.ReadSelection(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range sel {
+		pg.Selection = append(pg.Selection, selectionRow{Candidate: c.Candidate,
+			Loss: fmt.Sprintf("%.4g ± %.2g", c.Loss, c.SE), Diff: fmt.Sprintf("%+.4g ± %.2g", c.Diff, c.DiffSE), Chosen: c.Chosen})
+		pg.SelectionRows = c.N
 	}
 
 	ts, err := s.ReadTransfer(ctx)
