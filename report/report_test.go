@@ -20,7 +20,8 @@ import (
 
 // syntheticSite writes a small site file with made-up results: 200 rows,
 // a quarter of the treated with a propensity above 0.99, transfer factors
-// to two peers, a loss history and an audit log. It returns the open site.
+// to two peers, an audit log, and with withLoss a loss history and a model
+// selection. It returns the open site.
 func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 	t.Helper()
 	ctx := context.Background()
@@ -49,14 +50,16 @@ func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 			{Scope: store.ScopeLocal, Estimator: store.EstimatorAIPW, ATE: 1.2, SE: 0.15, Lower: 0.906, Upper: 1.494, N: n, Clipped: 2},
 			{Scope: store.ScopeLocal, Estimator: store.EstimatorPlugIn, ATE: 0.9, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN(), N: n, Clipped: -1},
 		},
-		Selection: []store.Selection{
-			{Candidate: "latent/gaussian", Kind: "latent", Kernel: "gaussian", Loss: 8.5, SE: 1.2, N: 40},
-			{Candidate: "tlearner/10", Kind: "tlearner", Ridge: 10, Loss: 8.1, SE: 1.1, Diff: -0.4, DiffSE: 0.15, Chosen: true, N: 40},
-		},
 		Transfer: []store.Transfer{
 			{Peer: "hospital-b", Model: "outcome", Lambda: 0.8}, {Peer: "hospital-c", Model: "outcome", Lambda: 0.1},
 			{Peer: "hospital-b", Model: "propensity", Lambda: 0.6}, {Peer: "hospital-c", Model: "propensity", Lambda: 0.3},
 		},
+	}
+	if withLoss { // and a model selection
+		res.Selection = []store.Selection{
+			{Candidate: "latent/gaussian", Kind: "latent", Kernel: "gaussian", Loss: 8.5, SE: 1.2, N: 40},
+			{Candidate: "tlearner/10", Kind: "tlearner", Ridge: 10, Loss: 8.1, SE: 1.1, Diff: -0.4, DiffSE: 0.15, Chosen: true, N: 40},
+		}
 	}
 	for i, id := range recs.IDs {
 		c := 1.2 + 0.8*rng.NormFloat64()
@@ -167,6 +170,9 @@ func TestSiteWithoutLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPage(t, b.String(), 3)
+	if !strings.Contains(b.String(), "No model selection in this run") {
+		t.Error("page lacks the note that the run had no model selection")
+	}
 	if !strings.Contains(b.String(), "No loss history recorded") {
 		t.Error("page lacks the note on the missing loss history")
 	}
