@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"github.com/crffd/crffd/store"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -160,5 +162,58 @@ func TestFederatedSelectionRefused(t *testing.T) {
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%q: %v, want %q", tc.file, err, tc.want)
 		}
+	}
+}
+
+// TestSiteSourceLayers reads every site key through the three layers:
+// the documented default when neither the file nor the environment sets
+// it (even with a site section present), the file, and the environment
+// over the file.
+func TestSiteSourceLayers(t *testing.T) {
+	file := writeConfig(t, "site:\n  db: clinic.sqlite\n  table: visits\n  covariates: [age, sex]\n  on_invalid: skip\n")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want store.Source
+	}{
+		{"defaults beside a site section", nil, store.Source{Table: "visits", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y",
+			Covariates: []string{"age", "sex"}, OutcomeType: "auto", OnInvalid: "skip"}},
+		{"environment over file", map[string]string{
+			"CRFFD_SITE_TABLE": "patients", "CRFFD_SITE_ID_COLUMN": "pid", "CRFFD_SITE_TREATMENT_COLUMN": "treated",
+			"CRFFD_SITE_OUTCOME_COLUMN": "los", "CRFFD_SITE_COVARIATES": "age, sex score bmi", "CRFFD_SITE_BINARY": "sex",
+			"CRFFD_SITE_CONTINUOUS": "bmi", "CRFFD_SITE_OUTCOME_TYPE": "continuous", "CRFFD_SITE_IDENTITY_COLUMNS": "nhs_number",
+			"CRFFD_SITE_ON_INVALID": "refuse"},
+			store.Source{Table: "patients", IDColumn: "pid", TreatmentColumn: "treated", OutcomeColumn: "los",
+				Covariates: []string{"age", "sex", "score", "bmi"}, Binary: []string{"sex"}, Continuous: []string{"bmi"},
+				OutcomeType: "continuous", IdentityColumns: []string{"nhs_number"}, OnInvalid: "refuse"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			a, err := execute(t, "version", "--config", file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := a.siteSource()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if filepath.Base(src.DB) != "clinic.sqlite" {
+				t.Errorf("db %q, want clinic.sqlite beside the file", src.DB)
+			}
+			src.DB = ""
+			if !reflect.DeepEqual(src, tc.want) {
+				t.Errorf("source %+v,\nwant %+v", src, tc.want)
+			}
+		})
+	}
+	t.Setenv("CRFFD_SITE_DB", "/elsewhere/other.sqlite")
+	a, err := execute(t, "version", "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src, err := a.siteSource(); err != nil || src.DB != "/elsewhere/other.sqlite" {
+		t.Errorf("CRFFD_SITE_DB: db %q, %v", src.DB, err)
 	}
 }

@@ -35,7 +35,7 @@ exit status 0 on success, non-zero on failure.`,
 // runCoordinatorDaemon runs the coordinator until ctx ends, or for one run.
 func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	name := a.v.GetString("federation.coordinator")
-	sites := a.v.GetStringSlice("coordinator.sites")
+	sites := a.stringList("coordinator.sites")
 	if len(sites) == 0 {
 		return errors.New("coordinator.sites is empty: list the sites' federation names")
 	}

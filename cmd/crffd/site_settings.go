@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/modelstore"
@@ -56,16 +58,46 @@ var modelSettings = func() []setting {
 
 // siteSource returns the configured records source, with the database
 // path resolved against the configuration file's folder.
+//
+// Each key is read on its own, so that the environment (CRFFD_SITE_TABLE)
+// and the defaults of siteSettings apply to it as to every other key:
+// unmarshalling the site section as a whole would see the file alone.
 func (a *app) siteSource() (store.Source, error) {
-	var src store.Source
-	if err := a.v.UnmarshalKey("site", &src); err != nil {
-		return src, fmt.Errorf("site configuration: %w", err)
+	src := store.Source{
+		DB:              a.v.GetString("site.db"),
+		Table:           a.v.GetString("site.table"),
+		IDColumn:        a.v.GetString("site.id_column"),
+		TreatmentColumn: a.v.GetString("site.treatment_column"),
+		OutcomeColumn:   a.v.GetString("site.outcome_column"),
+		Covariates:      a.stringList("site.covariates"),
+		Binary:          a.stringList("site.binary"),
+		Continuous:      a.stringList("site.continuous"),
+		OutcomeType:     store.OutcomeType(a.v.GetString("site.outcome_type")),
+		IdentityColumns: a.stringList("site.identity_columns"),
+		OnInvalid:       store.OnInvalid(a.v.GetString("site.on_invalid")),
 	}
 	if src.DB == "" {
 		return src, fmt.Errorf("site configuration: site.db is not set (the site's SQLite file)")
 	}
 	src.DB = a.resolve(src.DB)
 	return src, src.Validate()
+}
+
+// stringList reads a list key: a YAML list, or from the environment a
+// string of names separated by commas or spaces (CRFFD_SITE_COVARIATES=
+// "age,score").
+// An empty list is nil.
+func (a *app) stringList(key string) []string {
+	var out []string
+	if v, ok := a.v.Get(key).(string); ok {
+		out = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	} else {
+		out = a.v.GetStringSlice(key)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // resolve makes a relative path relative to the configuration file.
