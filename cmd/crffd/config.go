@@ -166,6 +166,21 @@ func (a *app) pin(kind, name string) string {
 	return a.v.GetStringMapString("plugin_sha256")[strings.ToLower(file)]
 }
 
+// envMap returns the entries of map key set in the environment: for every
+// variable envName(key)_NAME, NAME lower-cased and its value. Viper sees
+// only the keys it knows, so the free keys of a map are read here.
+func envMap(key string) map[string]string {
+	prefix := envName(key) + "_"
+	out := map[string]string{}
+	for _, kv := range os.Environ() {
+		name, v, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(name, prefix) && len(name) > len(prefix) {
+			out[strings.ToLower(name[len(prefix):])] = v
+		}
+	}
+	return out
+}
+
 // isMap reports whether a setting's default is a map, whose keys are free.
 func isMap(v any) bool {
 	switch v.(type) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store"
 	"os"
 	"path/filepath"
@@ -215,5 +216,38 @@ func TestSiteSourceLayers(t *testing.T) {
 	}
 	if src, err := a.siteSource(); err != nil || src.DB != "/elsewhere/other.sqlite" {
 		t.Errorf("CRFFD_SITE_DB: db %q, %v", src.DB, err)
+	}
+}
+
+// TestMapKeysFromEnvironment sets the free keys of map settings through
+// the environment, over the file, and refuses a kernel parameter that is
+// not a number, naming the variable.
+func TestMapKeysFromEnvironment(t *testing.T) {
+	file := writeConfig(t, "kernel:\n  name: matern\n  params:\n    nu: 2.5\nfederation:\n  transport: spool\n")
+	a, err := execute(t, "version", "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := a.kernelRef(); err != nil || k.Params["nu"] != 2.5 {
+		t.Errorf("from the file: %v, %v", k, err)
+	}
+	if federated(a) {
+		t.Error("a site without address or transport options counts as federated")
+	}
+
+	t.Setenv("CRFFD_KERNEL_PARAMS_NU", "1.5")
+	t.Setenv("CRFFD_FEDERATION_TRANSPORT_OPTIONS_DIR", "/srv/spool")
+	if k, err := a.kernelRef(); err != nil || k.Params["nu"] != 1.5 {
+		t.Errorf("CRFFD_KERNEL_PARAMS_NU: %v, %v", k, err)
+	}
+	if !federated(a) {
+		t.Error("a site given its spool directory through the environment does not count as federated")
+	}
+	if got := a.transportConfig(transport.RoleSite, "s1").Options["dir"]; got != "/srv/spool" {
+		t.Errorf("CRFFD_FEDERATION_TRANSPORT_OPTIONS_DIR: dir %q", got)
+	}
+	t.Setenv("CRFFD_KERNEL_PARAMS_NU", "one")
+	if _, err := a.kernelRef(); err == nil || !strings.Contains(err.Error(), `CRFFD_KERNEL_PARAMS_NU="one": kernel parameter nu is not a number`) {
+		t.Errorf("bad CRFFD_KERNEL_PARAMS_NU: %v", err)
 	}
 }

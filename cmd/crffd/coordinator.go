@@ -56,7 +56,11 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 		return fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 1", retries, every)
 	}
 	runEvery := a.v.GetDuration("coordinator.run_every")
-	spectral, err := a.openSpectral(ctx, a.kernelRef())
+	kernel, err := a.kernelRef()
+	if err != nil {
+		return err
+	}
+	spectral, err := a.openSpectral(ctx, kernel)
 	if err != nil {
 		return err
 	}

@@ -39,13 +39,27 @@ var federationSettings = []setting{
 // federated reports whether the configuration makes this site part of a
 // federation.
 func federated(a *app) bool {
-	return a.v.GetString("federation.address") != "" || len(a.v.GetStringMapString("federation.transport_options")) > 0
+	return a.v.GetString("federation.address") != "" || len(a.transportOptions()) > 0
+}
+
+// transportOptions returns federation.transport_options from the file,
+// with CRFFD_FEDERATION_TRANSPORT_OPTIONS_<NAME> variables adding or
+// replacing entries.
+func (a *app) transportOptions() map[string]string {
+	opts := map[string]string{}
+	for k, v := range a.v.GetStringMapString("federation.transport_options") {
+		opts[k] = v
+	}
+	for k, v := range envMap("federation.transport_options") {
+		opts[k] = v
+	}
+	return opts
 }
 
 // transportConfig returns the transport configuration of this daemon.
 func (a *app) transportConfig(role transport.Role, name string) transport.Config {
 	opts := map[string]string{}
-	for k, v := range a.v.GetStringMapString("federation.transport_options") {
+	for k, v := range a.transportOptions() {
 		if k == "dir" || k == transport.OptionCapture {
 			v = a.resolve(v)
 		}

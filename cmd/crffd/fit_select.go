@@ -55,8 +55,9 @@ func (a *app) choiceSettings(ctx context.Context) (choice, error) {
 		return c, fmt.Errorf("model.selection_z %v: want a number of standard errors ≥ 0", c.z)
 	}
 	if a.v.GetString("kernel.name") != "auto" {
-		c.kernels = []modelstore.Kernel{a.kernelRef()}
-		return c, nil
+		k, err := a.kernelRef()
+		c.kernels = []modelstore.Kernel{k}
+		return c, err
 	}
 	dir, err := a.pluginDir()
 	if err != nil {

@@ -47,7 +47,10 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err != nil {
 		return err
 	}
-	kernel := a.kernelRef()
+	kernel, err := a.kernelRef()
+	if err != nil {
+		return err
+	}
 	spectral, err := a.openSpectral(ctx, kernel)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -139,13 +140,21 @@ func (a *app) modelConfig() (estimator.Config, error) {
 	return c, nil
 }
 
-// kernelRef returns the configured kernel.
-func (a *app) kernelRef() modelstore.Kernel {
+// kernelRef returns the configured kernel: kernel.params from the file,
+// with CRFFD_KERNEL_PARAMS_<NAME> variables adding or replacing entries.
+func (a *app) kernelRef() (modelstore.Kernel, error) {
 	k := modelstore.Kernel{Name: a.v.GetString("kernel.name"), Params: map[string]float64{}}
 	for name := range a.v.GetStringMap("kernel.params") {
 		k.Params[name] = a.v.GetFloat64("kernel.params." + name)
 	}
-	return k
+	for name, v := range envMap("kernel.params") {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return k, fmt.Errorf("%s=%q: kernel parameter %s is not a number", envName("kernel.params."+name), v, name)
+		}
+		k.Params[name] = f
+	}
+	return k, nil
 }
 
 // durationSetting reads a positive duration key.
