@@ -251,3 +251,17 @@ func TestMapKeysFromEnvironment(t *testing.T) {
 		t.Errorf("bad CRFFD_KERNEL_PARAMS_NU: %v", err)
 	}
 }
+
+// TestIgnoredModelKeys lists the model.* keys a federated site was given
+// in its file or environment, which it does not use.
+func TestIgnoredModelKeys(t *testing.T) {
+	file := writeConfig(t, "model:\n  features: 50\n  estimator: latent\n")
+	t.Setenv("CRFFD_MODEL_ROUNDS", "10")
+	a, err := execute(t, "version", "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(a.ignoredModelKeys(), ", "); got != "model.features, model.rounds" {
+		t.Errorf("ignored keys %q, want model.features, model.rounds", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +26,10 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	ctx := cmd.Context()
 	if err := a.refuseFederatedSelection(); err != nil {
 		return err
+	}
+	if keys := a.ignoredModelKeys(); len(keys) > 0 {
+		a.log.Warn("model settings are the coordinator's in a federation; this site's are ignored",
+			slog.String("keys", strings.Join(keys, ", ")))
 	}
 	src, err := a.siteSource()
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -197,4 +198,21 @@ func checkFolds(k int) error {
 		return fmt.Errorf("%d folds: want 0 (the default, %d) or at least 2", k, estimator.DefaultFolds)
 	}
 	return nil
+}
+
+// ignoredModelKeys lists the model.* keys set in the file or the
+// environment, which a federated site does not use: the coordinator's
+// configuration is the federation's (model.estimator excepted, which
+// refuseFederatedSelection checks).
+func (a *app) ignoredModelKeys() []string {
+	var out []string
+	for _, s := range modelSettings {
+		if !strings.HasPrefix(s.Key, "model.") || s.Key == "model.estimator" {
+			continue
+		}
+		if _, env := os.LookupEnv(envName(s.Key)); env || a.v.InConfig(s.Key) {
+			out = append(out, s.Key)
+		}
+	}
+	return out
 }
