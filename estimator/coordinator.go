@@ -243,8 +243,8 @@ func (c *Coordinator) gather(outs []*SiteOutput) error {
 		if o == nil || o.Model != c.lay.kind || o.Round != c.round || o.Site != s {
 			return fmt.Errorf("estimator: output %d is not site %d's %v gradient of round %d", s, s, c.lay.kind, c.round)
 		}
-		if math.IsNaN(o.Loss) {
-			return fmt.Errorf("estimator: site %d: loss is NaN", s)
+		if math.IsNaN(o.Loss) || math.IsInf(o.Loss, 0) {
+			return fmt.Errorf("estimator: site %d: loss is %v", s, o.Loss)
 		}
 		for b, blk := range c.lay.blocks {
 			gb, ok := o.Grads[blk.Name]
@@ -255,6 +255,13 @@ func (c *Coordinator) gather(outs []*SiteOutput) error {
 				return fmt.Errorf("estimator: site %d: gradient %q is %d×%d, want %d×%d", s, blk.Name, r, k, blk.Rows, blk.Cols)
 			}
 			raw := gb.RawMatrix()
+			for i := range raw.Rows {
+				for j, v := range raw.Data[i*raw.Stride : i*raw.Stride+raw.Cols] {
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						return fmt.Errorf("estimator: site %d: gradient %q[%d,%d] is %v", s, blk.Name, i, j, v)
+					}
+				}
+			}
 			if c.m < smallFederation && (raw.Stride == raw.Cols || raw.Rows == 1) {
 				c.gSrc[s][b] = raw.Data[:raw.Rows*raw.Cols]
 			} else {
@@ -265,6 +272,11 @@ func (c *Coordinator) gather(outs []*SiteOutput) error {
 		for _, p := range c.lay.shared {
 			if len(o.Shared[p.Name]) != p.Size {
 				return fmt.Errorf("estimator: site %d: shared gradient %q has %d values, want %d", s, p.Name, len(o.Shared[p.Name]), p.Size)
+			}
+			for j, v := range o.Shared[p.Name] {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					return fmt.Errorf("estimator: site %d: shared gradient %q[%d] is %v", s, p.Name, j, v)
+				}
 			}
 		}
 	}

@@ -2,8 +2,10 @@ package estimator
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -261,5 +263,41 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, _, err := FactualSSE(&Effects{Y0: []float64{1, 5}, Y1: []float64{4}}, d); err == nil {
 		t.Error("FactualSSE with fewer treated than control predictions: no error")
+	}
+}
+
+// TestUpdateRefusesNonFinite: a site's non-finite loss or gradient stops
+// training with an error naming the site and the value, instead of being
+// stepped into the weights.
+func TestUpdateRefusesNonFinite(t *testing.T) {
+	schema := Schema{Binary: []bool{false, true, false}}
+	setup, sites, _ := toyFederation(t, 2, 12, schema, smallConfig())
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		spoil func(o *SiteOutput)
+		want  string
+	}{
+		{"infinite loss", func(o *SiteOutput) { o.Loss = math.Inf(1) }, "site 1: loss is +Inf"},
+		{"NaN gradient", func(o *SiteOutput) { o.Grads["beta1"].Set(2, 0, math.NaN()) }, `site 1: gradient "beta1"[2,0] is NaN`},
+		{"infinite shared gradient", func(o *SiteOutput) { o.Shared["a"][0] = math.Inf(-1) }, `site 1: shared gradient "a"[0] is -Inf`},
+	} {
+		c, err := NewCoordinator(Outcome, 2, setup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins := c.Inputs()
+		outs := make([]*SiteOutput, 2)
+		for s := range outs {
+			o, err := sites[s].Compute(ctx, copyInput(ins[s]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs[s] = copyOutput(o)
+		}
+		tc.spoil(outs[1])
+		if _, err := c.Update(outs); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
 	}
 }
