@@ -117,6 +117,34 @@ type scorer struct {
 	model *estimator.Model
 	setup modelstore.Setup
 	cal   *inference.Calibration // the run's calibration of the CATEs; nil when it has none
+
+	// open opens a kernel plugin (app.openSpectral when nil). Each kernel
+	// is opened once and kept in kernels for the daemon's life, so that
+	// reloading the model after every run does not start one more plugin
+	// process each time.
+	open    modelstore.SpectralFunc
+	kernels map[string]estimator.Spectral
+}
+
+// spectral returns the kernel k, opening its plugin on first use.
+func (s *scorer) spectral(ctx context.Context, k modelstore.Kernel) (estimator.Spectral, error) {
+	key := kernelLabel(k)
+	if sp, ok := s.kernels[key]; ok {
+		return sp, nil
+	}
+	open := s.open
+	if open == nil {
+		open = s.a.openSpectral
+	}
+	sp, err := open(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	if s.kernels == nil {
+		s.kernels = map[string]estimator.Spectral{}
+	}
+	s.kernels[key] = sp
+	return sp, nil
 }
 
 // poll scores the rows that have no CATE yet.
@@ -129,7 +157,7 @@ func (s *scorer) poll(ctx context.Context) error {
 		return fmt.Errorf("nothing to score with: %w (run crffd fit first)", err)
 	}
 	if cur.ID != s.run {
-		m, setup, err := modelstore.Load(ctx, s.db, cur.ID, s.a.openSpectral)
+		m, setup, err := modelstore.Load(ctx, s.db, cur.ID, s.spectral)
 		if err != nil {
 			return err
 		}
