@@ -112,3 +112,19 @@ func TestEvalAutoEmbeddedIHDP(t *testing.T) {
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-estimator", "forest").
 		mustFail(t, `--auto-estimator "forest": want one of auto, latent, outcome, tlearner, dr`)
 }
+
+// TestReportWritesNothing: crffd report on a file crffd never used refuses
+// it and leaves it as it was (it used to create the crff_ tables).
+func TestReportWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "plain.sqlite")
+	db := openDB(t, path)
+	if _, err := db.Exec(`CREATE TABLE patients (id INTEGER PRIMARY KEY, w INTEGER, y REAL)`); err != nil {
+		t.Fatal(err)
+	}
+	crffd(t, nil, "report", "--db", path, "--out", filepath.Join(dir, "r.html")).
+		mustFail(t, "it has no crff_ tables; run crffd fit or crffd site on it first")
+	if n := queryFloat(t, db, "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'crff%'"); n != 0 {
+		t.Errorf("crffd report created %v crff_ objects in a file it only reads", n)
+	}
+}

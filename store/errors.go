@@ -19,6 +19,11 @@ var (
 	ErrSchemaTooNew = errors.New("crff_ schema is newer than this crffd")
 	// ErrClosed means that the Site was used after Close.
 	ErrClosed = errors.New("site is closed")
+	// ErrNotSite means that a file opened read-only does not hold this
+	// crffd's crff_ tables.
+	ErrNotSite = errors.New("not a crffd site file at this crffd's schema")
+	// ErrReadOnly means a write to a site opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("site is open read-only")
 )
 
 // Errors of reading and validating records, each the Err of a

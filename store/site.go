@@ -35,6 +35,12 @@ type Options struct {
 	// a missing file is an error (fs.ErrNotExist), so that a typo in a path
 	// never starts an empty site.
 	Create bool `mapstructure:"-" yaml:"-"`
+	// ReadOnly opens the file for reading alone: nothing is written to it,
+	// not the switch to WAL mode, not a migration, not a table. The file
+	// must already hold crffd's tables at this crffd's schema version
+	// (ErrNotSite otherwise), and every write fails with ErrReadOnly.
+	// Read-only commands such as crffd report use it.
+	ReadOnly bool `mapstructure:"-" yaml:"-"`
 	// Logger receives the store's structured log (migrations, runs
 	// published, views recreated), never a record's values. Nil discards it.
 	Logger *slog.Logger `mapstructure:"-" yaml:"-"`
@@ -78,11 +84,42 @@ func Open(ctx context.Context, path string, opts Options) (*Site, error) {
 	if err := checkFile(path, opts.Create); err != nil {
 		return nil, fmt.Errorf("open site %q: %w", path, err)
 	}
-	if err := s.open(ctx, opts.Create); err != nil {
+	open := s.open
+	if opts.ReadOnly {
+		open = func(ctx context.Context, _ bool) error { return s.openReadOnly(ctx) }
+	}
+	if err := open(ctx, opts.Create); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// openReadOnly opens the read pool alone, with mode=ro, and checks that
+// the file holds this crffd's schema.
+func (s *Site) openReadOnly(ctx context.Context) error {
+	dsn := strings.Replace(s.dsn(false, true), "mode=rw", "mode=ro", 1)
+	var err error
+	if s.ro, err = sql.Open("sqlite", dsn); err != nil {
+		return s.wrap("open site", err)
+	}
+	ms, err := sqlfiles.Migrations()
+	if err != nil {
+		return fmt.Errorf("open site %q: %w", s.path, err)
+	}
+	have, err := schemaVersion(ctx, s.ro)
+	if err != nil {
+		return s.wrap("open site", err)
+	}
+	switch latest := ms[len(ms)-1].Version; {
+	case have == 0:
+		return fmt.Errorf("open site %q read-only: %w: it has no crff_ tables; run crffd fit or crffd site on it first", s.path, ErrNotSite)
+	case have > latest:
+		return fmt.Errorf("open site %q: %w: the file has schema version %d, this crffd knows up to %d; use a newer crffd", s.path, ErrSchemaTooNew, have, latest)
+	case have < latest:
+		return fmt.Errorf("open site %q read-only: %w: its crff_ schema is version %d, this crffd's is %d; run crffd fit or crffd site on it to upgrade it", s.path, ErrNotSite, have, latest)
+	}
+	return nil
 }
 
 // checkFile refuses a path that is missing (unless create), not a regular
@@ -217,6 +254,9 @@ func (s *Site) wrap(op string, err error) error {
 func (s *Site) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if err := s.usable(op); err != nil {
 		return err
+	}
+	if s.rw == nil {
+		return fmt.Errorf("%s %q: %w", op, s.path, ErrReadOnly)
 	}
 	tx, err := s.rw.BeginTx(ctx, nil)
 	if err != nil {

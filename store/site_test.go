@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"io/fs"
 	"os"
@@ -242,5 +244,49 @@ func TestSourceValidate(t *testing.T) {
 				t.Fatalf("Validate: err = %v, want a ConfigError containing %q", err, tt.msg)
 			}
 		})
+	}
+}
+
+// TestOpenReadOnly: a read-only open writes nothing, refuses a file
+// without crffd's tables, and refuses writes to a site file.
+func TestOpenReadOnly(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plain.sqlite")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE patients (id INTEGER PRIMARY KEY, w INTEGER, y REAL)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, _ := os.ReadFile(path)
+	if _, err := store.Open(ctx, path, store.Options{ReadOnly: true}); !errors.Is(err, store.ErrNotSite) ||
+		!strings.Contains(err.Error(), "it has no crff_ tables; run crffd fit or crffd site on it first") {
+		t.Errorf("read-only open of a file without crff_ tables: %v", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Error("a read-only open changed the file")
+	}
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		t.Error("a read-only open left a WAL file")
+	}
+
+	// A site file: readable, not writable.
+	site, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site.Close()
+	ro, err := store.Open(ctx, path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := ro.CurrentRun(ctx); !errors.Is(err, store.ErrNoRun) {
+		t.Errorf("reading a read-only site: %v, want ErrNoRun", err)
+	}
+	if err := ro.AppendLoss(ctx, "r1", store.Loss{Model: "outcome", Round: 1, Loss: 1}); !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("writing a read-only site: %v, want ErrReadOnly", err)
 	}
 }

@@ -51,7 +51,7 @@ transfer factors between the sites.`,
 				if err != nil {
 					return err
 				}
-				s, err := store.Open(ctx, db, store.Options{BusyTimeout: timeout, Logger: a.log})
+				s, err := store.Open(ctx, db, store.Options{BusyTimeout: timeout, Logger: a.log, ReadOnly: true})
 				if err != nil {
 					return err
 				}
