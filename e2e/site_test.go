@@ -184,6 +184,18 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	if d := queryFloat(t, db, `SELECT max(abs(a.cate - b.cate) + abs(a.upper - b.upper)) FROM crff_cate a JOIN crff_cate b ON b.row_id = a.row_id + 1000`); d > 1e-9 {
 		t.Errorf("new copies of rows differ from the rows by %v in their calibrated CATE or interval", d)
 	}
+
+	// A deleted row's CATE leaves crff_cate.
+	if _, err := db.ExecContext(ctx, `DELETE FROM records WHERE id IN (1003, 7)`); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	for queryFloat(t, db, "SELECT count(*) FROM crff_cate") != 203 {
+		if time.Since(deleted) > 10*time.Second {
+			t.Fatalf("the CATEs of deleted rows still in crff_cate after 10 s; crffd site log:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // startSiteDaemon starts crffd site with cfg until the test ends, and

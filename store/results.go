@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	sqlfiles "github.com/crffd/crffd/sql"
 )
 
 // CATE is the estimated effect for one row.
@@ -175,6 +177,44 @@ func (s *Site) AppendScores(ctx context.Context, run string, scores []CATE, reje
 		}
 		return insertRejected(ctx, tx, run, rejected)
 	})
+}
+
+// PruneScores deletes, for the current run run, the CATEs and the faults
+// of rows that are no longer in the run's table (deleted since they were
+// scored), so that crff_cate follows the rows. It returns how many CATEs
+// it deleted, and fails with ErrStaleRun when run is not the current run.
+// The ATEs, which are of the run's rows, are not recomputed.
+func (s *Site) PruneScores(ctx context.Context, run string) (int, error) {
+	var deleted int64
+	err := s.writeTx(ctx, "prune scores in", func(tx *sql.Tx) error {
+		r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
+		if err != nil {
+			return fmt.Errorf("run %q: %w", run, err)
+		}
+		if r.State != RunCurrent {
+			return fmt.Errorf("run %q: %w", run, ErrStaleRun)
+		}
+		qt, err := sqlfiles.QuoteIdent(r.Layout.Table)
+		if err != nil {
+			return err
+		}
+		qi, err := sqlfiles.QuoteIdent(r.Layout.ID)
+		if err != nil {
+			return err
+		}
+		for _, t := range []string{"crff_cate", "crff_rejected"} {
+			res, err := tx.ExecContext(ctx, fmt.Sprintf(
+				`DELETE FROM %[1]s WHERE NOT EXISTS (SELECT 1 FROM %[2]s AS u WHERE %[1]s.row_id IS +u.%[3]s)`, t, qt, qi))
+			if err != nil {
+				return err
+			}
+			if t == "crff_cate" {
+				deleted, _ = res.RowsAffected()
+			}
+		}
+		return nil
+	})
+	return int(deleted), err
 }
 
 // WriteATE sets ATEs of the current run, replacing those of the same scope

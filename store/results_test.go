@@ -380,3 +380,36 @@ func TestSaveSetup(t *testing.T) {
 		t.Errorf("unknown run: err = %v, want ErrNoRun", err)
 	}
 }
+
+// TestPruneScores: the CATEs and faults of rows deleted from the user's
+// table leave crff_cate and crff_rejected; the others stay.
+func TestPruneScores(t *testing.T) {
+	ctx := context.Background()
+	path := newRecordsFile(t)
+	s := openSite(t, path)
+	src := recordsSource(path)
+	src.OnInvalid = store.Skip
+	src.Covariates = []string{"age", "smoker"}
+	recs := fit(t, s, src, "run-1", 1)
+	before, _ := s.ReadCATE(ctx)
+	if n, err := s.PruneScores(ctx, "run-1"); err != nil || n != 0 {
+		t.Fatalf("prune with nothing deleted: %d, %v", n, err)
+	}
+	gone := recs.IDs[0]
+	execSQL(t, path, `DELETE FROM records WHERE patient_id = ?`, gone)
+	if n, err := s.PruneScores(ctx, "run-1"); err != nil || n != 1 {
+		t.Fatalf("prune after deleting row %v: %d, %v", gone, n, err)
+	}
+	after, _ := s.ReadCATE(ctx)
+	if len(after) != len(before)-1 {
+		t.Errorf("crff_cate has %d rows, want %d", len(after), len(before)-1)
+	}
+	for _, c := range after {
+		if c.RowID == gone {
+			t.Errorf("row %v's CATE is still in crff_cate", gone)
+		}
+	}
+	if _, err := s.PruneScores(ctx, "run-0"); err == nil {
+		t.Error("pruned the scores of a run that does not exist")
+	}
+}

@@ -170,6 +170,16 @@ func (s *scorer) poll(ctx context.Context) error {
 		s.run, s.model, s.setup, s.cal = cur.ID, m, setup, cal
 		s.a.log.Info("loaded model", slog.String(logKeyRun, cur.ID))
 	}
+	pruned, err := s.db.PruneScores(ctx, s.run)
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return fmt.Errorf("%w: %w", errTransient, err)
+		}
+		return err
+	}
+	if pruned > 0 {
+		s.a.log.Info("dropped the CATEs of deleted rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, pruned))
+	}
 	recs, err := s.db.UnscoredRows(ctx)
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
