@@ -172,7 +172,9 @@ func (s *scorer) poll(ctx context.Context) error {
 	}
 	pruned, err := s.db.PruneScores(ctx, s.run)
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
+		// A new run published meanwhile (crffd fit) is picked up by
+		// the next poll.
+		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun) {
 			return fmt.Errorf("%w: %w", errTransient, err)
 		}
 		return err
@@ -209,7 +211,9 @@ func (s *scorer) poll(ctx context.Context) error {
 		}
 	}
 	if err := s.db.AppendScores(ctx, s.run, scores, recs.Rejected); err != nil {
-		if errors.Is(err, store.ErrLocked) {
+		// A new run published meanwhile (crffd fit) is picked up by
+		// the next poll.
+		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun) {
 			return fmt.Errorf("%w: %w", errTransient, err)
 		}
 		return err
