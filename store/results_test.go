@@ -194,14 +194,21 @@ func TestWriteResultsRefuses(t *testing.T) {
 	}
 }
 
-func TestUnscoredRows(t *testing.T) {
-	ctx := context.Background()
+// fittedRecords returns a records file with run-1 fitted on it (age and
+// smoker as covariates, faulty rows skipped), its open site and records.
+func fittedRecords(t *testing.T) (string, *store.Site, *store.Records) {
+	t.Helper()
 	path := newRecordsFile(t)
 	s := openSite(t, path)
 	src := recordsSource(path)
 	src.OnInvalid = store.Skip
 	src.Covariates = []string{"age", "smoker"}
-	fit(t, s, src, "run-1", 1)
+	return path, s, fit(t, s, src, "run-1", 1)
+}
+
+func TestUnscoredRows(t *testing.T) {
+	ctx := context.Background()
+	path, s, _ := fittedRecords(t)
 
 	recs, err := s.UnscoredRows(ctx)
 	if err != nil || recs.Len() != 0 || recs.Data != nil {
@@ -385,12 +392,7 @@ func TestSaveSetup(t *testing.T) {
 // table leave crff_cate and crff_rejected; the others stay.
 func TestPruneScores(t *testing.T) {
 	ctx := context.Background()
-	path := newRecordsFile(t)
-	s := openSite(t, path)
-	src := recordsSource(path)
-	src.OnInvalid = store.Skip
-	src.Covariates = []string{"age", "smoker"}
-	recs := fit(t, s, src, "run-1", 1)
+	path, s, recs := fittedRecords(t)
 	before, _ := s.ReadCATE(ctx)
 	if n, err := s.PruneScores(ctx, "run-1"); err != nil || n != 0 {
 		t.Fatalf("prune with nothing deleted: %d, %v", n, err)
