@@ -152,9 +152,13 @@ func ResumeCoordinator(setup *Setup, cp *Checkpoint) (*Coordinator, error) {
 				return nil, errors.New("estimator: malformed L-BFGS checkpoint")
 			}
 		}
-		if err := o.restore(cp); err != nil {
-			c.done = true
+		done, err := o.restore(cp)
+		if err != nil {
+			// Not done: a checkpoint that cannot be resumed must not be
+			// published as the trained model.
+			return nil, fmt.Errorf("estimator: resume %v L-BFGS at round %d: %w", cp.Model, cp.Round, err)
 		}
+		c.done = done
 	}
 	c.round = cp.Round
 	return c, nil

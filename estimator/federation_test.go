@@ -301,3 +301,34 @@ func TestUpdateRefusesNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeLBFGS: a checkpoint taken at convergence resumes as done; one
+// whose line search cannot restart is an error, not a finished model.
+func TestResumeLBFGS(t *testing.T) {
+	schema := Schema{Binary: []bool{false, true, false}}
+	cfg := smallConfig()
+	cfg.Method = LBFGS
+	setup, _, _ := toyFederation(t, 2, 12, schema, cfg)
+	c, err := NewCoordinator(Outcome, 2, setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(c.Checkpoint().X)
+	vec := func(first float64) []float64 { v := make([]float64, n); v[0] = first; return v }
+	base := func(h ...Iterate) *Checkpoint {
+		return &Checkpoint{Model: Outcome, Sites: 2, Method: LBFGS, X: h[len(h)-1].X, Round: h[len(h)-1].Round, History: h}
+	}
+
+	converged := base(Iterate{X: vec(0.5), Gradient: vec(0), F: 1, Round: 4})
+	r, err := ResumeCoordinator(setup, converged)
+	if err != nil || !r.Done() {
+		t.Errorf("resume at a zero gradient: done %v, %v; want done", r != nil && r.Done(), err)
+	}
+
+	// Negative curvature between the two iterates (yᵀs < 0) makes the
+	// L-BFGS direction point uphill, so the line search cannot start.
+	uphill := base(Iterate{X: vec(0), Gradient: vec(1), F: 2, Round: 3}, Iterate{X: vec(1), Gradient: vec(-1), F: 1, Round: 5})
+	if r, err := ResumeCoordinator(setup, uphill); err == nil || !strings.Contains(err.Error(), "resume outcome L-BFGS at round 5") {
+		t.Errorf("resume with no descent direction: done %v, %v; want an error", r != nil && r.Done(), err)
+	}
+}

@@ -276,10 +276,14 @@ func (l *lbfgs) save(cp *Checkpoint) {
 // Replaying the stored iterates through a fresh LBFGS rebuilds its memory
 // exactly (the same pairs, used in the same order), so the continued run is
 // bit-identical to one that never stopped.
-func (l *lbfgs) restore(cp *Checkpoint) error {
+//
+// It reports done when the checkpoint's last iterate had already converged
+// (the stall count reached, or a zero gradient), from which no line search
+// can start; any other failure to restart the line search is an error.
+func (l *lbfgs) restore(cp *Checkpoint) (done bool, err error) {
 	h := cp.History
 	if len(h) == 0 {
-		return nil
+		return false, nil
 	}
 	n := len(l.loc.X)
 	dir := make([]float64, n)
@@ -306,12 +310,15 @@ func (l *lbfgs) restore(cp *Checkpoint) error {
 	l.stall = cp.Stall
 	l.evals = last.Round
 	l.started = true
+	if l.stall >= stallIterations || allZero(last.Gradient) {
+		return true, nil
+	}
 	op, err := l.ls.Init(l.loc)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if op&(optimize.FuncEvaluation|optimize.GradEvaluation) == 0 {
-		return errors.New("estimator: unexpected line search operation on restore")
+		return false, errors.New("estimator: unexpected line search operation on restore")
 	}
-	return nil
+	return false, nil
 }
