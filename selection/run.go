@@ -46,8 +46,8 @@ type Options struct {
 	// Kinds, when not empty, keeps only candidates of these kinds. The
 	// first candidate kept is the reference.
 	Kinds []string
-	// Workers is the number of kernels fitted at once; 0 means
-	// GOMAXPROCS. The result does not depend on it.
+	// Workers is the number of kernels fitted, and of candidates scored,
+	// at once; 0 means GOMAXPROCS. The result does not depend on it.
 	Workers int
 	// OnFitted, when set, is called after each kernel's fit with the
 	// number fitted so far, one call at a time.
