@@ -7,6 +7,8 @@ import (
 	"runtime"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/internal/parallel"
 )
 
 // Trained is a fitted model: each site's effective weights W^s, the shared
@@ -91,7 +93,7 @@ func Round(ctx context.Context, c *Coordinator, sites []*Site, workers int, outs
 		return errors.New("estimator: training has finished")
 	}
 	errs := make([]error, len(sites))
-	forEach(len(sites), workers, func(s int) { outs[s], errs[s] = sites[s].Compute(ctx, ins[s]) })
+	parallel.ForEach(len(sites), workers, func(s int) { outs[s], errs[s] = sites[s].Compute(ctx, ins[s]) })
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/internal/parallel"
 )
 
 // streamFolds keys the cross-fitting folds of a site.
@@ -154,7 +154,7 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 		return nil
 	}
 	errs := make([]error, folds)
-	forEach(folds, runtime.GOMAXPROCS(0), func(k int) { errs[k] = fit(k) })
+	parallel.ForEach(folds, 0, func(k int) { errs[k] = fit(k) })
 	if err := errors.Join(errs...); err != nil {
 		return inference.Nuisance{}, err
 	}

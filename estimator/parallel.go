@@ -3,7 +3,6 @@ package estimator
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // parallelGrain is the least number of elements worth a goroutine in the
@@ -31,27 +30,5 @@ func parallelRange(n, grain, align int, f func(lo, hi int)) {
 		wg.Go(func() { f(lo, hi) })
 	}
 	f(0, min(size, n))
-	wg.Wait()
-}
-
-// forEach calls f(i) for every i in [0, n), at most workers at once
-// (GOMAXPROCS when workers ≤ 0), each worker taking the next i until none
-// is left; the calling goroutine is one of them. It returns when all calls
-// have returned. f must write only what belongs to its i.
-func forEach(n, workers int, f func(i int)) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	var next atomic.Int64
-	work := func() {
-		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-			f(i)
-		}
-	}
-	var wg sync.WaitGroup
-	for range min(workers, n) - 1 {
-		wg.Go(work)
-	}
-	work()
 	wg.Wait()
 }

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/internal/parallel"
 	"github.com/crffd/crffd/selection"
 )
 
@@ -54,22 +53,13 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 	testSource := p.TestSource - 1
 	test := sources[testSource].test
 	tau := test.Tau()
-	// Every candidate's CATE of the test rows, for the record, one per
-	// core at a time; each is a function of its candidate and rows alone.
+	// Every candidate's CATE of the test rows, for the record, on every
+	// core; each is a function of its candidate and rows alone.
 	cates := make([][]float64, len(sel.Candidates))
 	errs := make([]error, len(cates))
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	for c := range cates {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			cates[c], errs[c] = sel.CATE(ctx, c, testSource, test.Data())
-			<-sem
-		}()
-	}
-	wg.Wait()
+	parallel.ForEach(len(cates), 0, func(c int) {
+		cates[c], errs[c] = sel.CATE(ctx, c, testSource, test.Data())
+	})
 	if err := errors.Join(errs...); err != nil {
 		return r, nil, err
 	}

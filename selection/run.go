@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/internal/parallel"
 )
 
 // Kinds of candidate.
@@ -145,7 +145,7 @@ func Run(ctx context.Context, train, val []*estimator.Data, schema estimator.Sch
 	for s := range k {
 		cates[s] = make([][]float64, nc)
 	}
-	parallel(k*nc, opt.Workers, func(j int) {
+	parallel.ForEach(k*nc, opt.Workers, func(j int) {
 		s, c := j/nc, j%nc
 		if cates[s][c], errs[j] = res.CATE(ctx, c, s, val[s]); errs[j] != nil {
 			errs[j] = fmt.Errorf("candidate %s, site %d: %w", res.Candidates[c].Name, s, errs[j])
@@ -184,7 +184,7 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 	errs := make([]error, n)
 	var mu sync.Mutex
 	done := 0
-	parallel(n, opt.Workers, func(i int) {
+	parallel.ForEach(n, opt.Workers, func(i int) {
 		kctx := estimator.WithProgress(ctx, func(p estimator.Progress) { r.Progress[i] = append(r.Progress[i], p) })
 		r.Models[i], errs[i] = estimator.Fit(kctx, train, schema, opt.Kernels[i].Spectral, cfg)
 		if errs[i] != nil {
@@ -198,30 +198,6 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 		mu.Unlock()
 	})
 	return errors.Join(errs...)
-}
-
-// parallel calls f(0), …, f(n−1) on workers goroutines (GOMAXPROCS when
-// workers ≤ 0) and waits for them.
-func parallel(n, workers int, f func(i int)) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				f(i)
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }
 
 // CATE returns candidate c's CATE of data's rows, which belong to site.
