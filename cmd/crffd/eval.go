@@ -15,6 +15,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/evaluate"
+	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/selection"
@@ -295,10 +296,7 @@ func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evalua
 			closeAll()
 			return nil, fmt.Errorf("--auto-kernels %q: %w", item, err)
 		}
-		label := name
-		if len(params) > 0 {
-			label = fmt.Sprintf("%s(%s)", name, params)
-		}
+		label := kernelLabel(modelstore.Kernel{Name: name, Params: params})
 		plan.Kernels = append(plan.Kernels, selection.Kernel{Name: label, Spectral: bound})
 	}
 	return closeAll, nil

@@ -70,9 +70,10 @@ func (a *app) choiceSettings(ctx context.Context) (choice, error) {
 	if len(bins) == 0 {
 		return c, fmt.Errorf("kernel.name auto: no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
 	}
-	slices.SortStableFunc(bins, func(x, y host.Binary) int {
-		return boolRank(x.Name != "gaussian") - boolRank(y.Name != "gaussian")
-	})
+	// The Gaussian, the default kernel, is the reference: first.
+	if i := slices.IndexFunc(bins, func(b host.Binary) bool { return b.Name == "gaussian" }); i > 0 {
+		bins = append(append([]host.Binary{bins[i]}, bins[:i]...), bins[i+1:]...)
+	}
 	for _, b := range bins {
 		k, err := a.openKernelCtx(ctx, dir, b.Name, nil)
 		if err != nil {
@@ -92,13 +93,6 @@ func (a *app) choiceSettings(ctx context.Context) (choice, error) {
 		}
 	}
 	return c, nil
-}
-
-func boolRank(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // kernelLabel names a kernel in candidate names: matern(nu=1.5).
