@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -263,5 +265,46 @@ func TestIgnoredModelKeys(t *testing.T) {
 	}
 	if got := strings.Join(a.ignoredModelKeys(), ", "); got != "model.features, model.rounds" {
 		t.Errorf("ignored keys %q, want model.features, model.rounds", got)
+	}
+}
+
+// TestChoiceSettingsLayers sets model.estimator, model.validation and
+// model.selection_z through the file and the environment (over the file),
+// and reads their defaults. (No flag sets model.* keys.)
+func TestChoiceSettingsLayers(t *testing.T) {
+	file := writeConfig(t, "model:\n  estimator: auto\n  validation: 0.3\n  selection_z: 2\n")
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		kinds []string
+		share float64
+		z     float64
+	}{
+		{"defaults", []string{"version"}, nil, []string{"latent"}, 0.2, 1},
+		{"file", []string{"version", "--config", file}, nil, nil, 0.3, 2},
+		{"environment over file", []string{"version", "--config", file},
+			map[string]string{"CRFFD_MODEL_ESTIMATOR": "dr", "CRFFD_MODEL_VALIDATION": "0.25", "CRFFD_MODEL_SELECTION_Z": "0.5"},
+			[]string{"dr"}, 0.25, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			a, err := execute(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := a.choiceSettings(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(c.kinds, tc.kinds) || c.share != tc.share || c.z != tc.z {
+				t.Errorf("kinds %v, share %v, z %v; want %v, %v, %v", c.kinds, c.share, c.z, tc.kinds, tc.share, tc.z)
+			}
+			if len(c.kernels) != 1 || c.kernels[0].Name != "gaussian" {
+				t.Errorf("kernels %v, want the configured gaussian", c.kernels)
+			}
+		})
 	}
 }
