@@ -185,26 +185,29 @@ func (s *Site) AppendScores(ctx context.Context, run string, scores []CATE, reje
 // it deleted, and fails with ErrStaleRun when run is not the current run.
 // The ATEs, which are of the run's rows, are not recomputed.
 func (s *Site) PruneScores(ctx context.Context, run string) (int, error) {
-	var deleted int64
-	err := s.writeTx(ctx, "prune scores in", func(tx *sql.Tx) error {
-		r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
-		if err != nil {
-			return fmt.Errorf("run %q: %w", run, err)
-		}
-		if r.State != RunCurrent {
-			return fmt.Errorf("run %q: %w", run, ErrStaleRun)
-		}
-		qt, err := sqlfiles.QuoteIdent(r.Layout.Table)
+	// Look first, in a read transaction: most polls find nothing to
+	// delete, and the user's own writers to the file should not wait for
+	// crffd's write lock every poll.
+	var found bool
+	err := s.readTx(ctx, "prune scores in", func(tx *sql.Tx) error {
+		where, err := orphanedScores(ctx, tx, run)
 		if err != nil {
 			return err
 		}
-		qi, err := sqlfiles.QuoteIdent(r.Layout.ID)
+		return tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM crff_cate WHERE %s)
+			OR EXISTS (SELECT 1 FROM crff_rejected WHERE %s)`, where("crff_cate"), where("crff_rejected"))).Scan(&found)
+	})
+	if err != nil || !found {
+		return 0, err
+	}
+	var deleted int64
+	err = s.writeTx(ctx, "prune scores in", func(tx *sql.Tx) error {
+		where, err := orphanedScores(ctx, tx, run)
 		if err != nil {
 			return err
 		}
 		for _, t := range []string{"crff_cate", "crff_rejected"} {
-			res, err := tx.ExecContext(ctx, fmt.Sprintf(
-				`DELETE FROM %[1]s WHERE NOT EXISTS (SELECT 1 FROM %[2]s AS u WHERE %[1]s.row_id IS +u.%[3]s)`, t, qt, qi))
+			res, err := tx.ExecContext(ctx, "DELETE FROM "+t+" WHERE "+where(t))
 			if err != nil {
 				return err
 			}
@@ -215,6 +218,30 @@ func (s *Site) PruneScores(ctx context.Context, run string) (int, error) {
 		return nil
 	})
 	return int(deleted), err
+}
+
+// orphanedScores checks that run is the current run and returns, for a
+// table of crff_cate's or crff_rejected's kind, the condition that a row's
+// row_id is no longer in the run's table.
+func orphanedScores(ctx context.Context, tx *sql.Tx, run string) (func(table string) string, error) {
+	r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
+	if err != nil {
+		return nil, fmt.Errorf("run %q: %w", run, err)
+	}
+	if r.State != RunCurrent {
+		return nil, fmt.Errorf("run %q: %w", run, ErrStaleRun)
+	}
+	qt, err := sqlfiles.QuoteIdent(r.Layout.Table)
+	if err != nil {
+		return nil, err
+	}
+	qi, err := sqlfiles.QuoteIdent(r.Layout.ID)
+	if err != nil {
+		return nil, err
+	}
+	return func(table string) string {
+		return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %[2]s AS u WHERE %[1]s.row_id IS +u.%[3]s)`, table, qt, qi)
+	}, nil
 }
 
 // WriteATE sets ATEs of the current run, replacing those of the same scope

@@ -394,9 +394,19 @@ func TestPruneScores(t *testing.T) {
 	ctx := context.Background()
 	path, s, recs := fittedRecords(t)
 	before, _ := s.ReadCATE(ctx)
-	if n, err := s.PruneScores(ctx, "run-1"); err != nil || n != 0 {
-		t.Fatalf("prune with nothing deleted: %d, %v", n, err)
+	// With nothing to delete it only reads: it succeeds while another
+	// connection holds the write lock.
+	lock, err := rawDB(t, path).BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if _, err := lock.ExecContext(ctx, `UPDATE records SET age = age WHERE patient_id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneScores(ctx, "run-1"); err != nil || n != 0 {
+		t.Fatalf("prune with nothing deleted, under another writer's lock: %d, %v", n, err)
+	}
+	lock.Rollback()
 	gone := recs.IDs[0]
 	execSQL(t, path, `DELETE FROM records WHERE patient_id = ?`, gone)
 	if n, err := s.PruneScores(ctx, "run-1"); err != nil || n != 1 {
