@@ -110,7 +110,6 @@ type selected struct {
 	est    selection.Estimator
 	rows   []store.Selection
 	result *selection.Result
-	name   string       // the chosen candidate
 	val    int          // validation rows
 	losses []store.Loss // the training rounds of the chosen candidate's kernel
 }
@@ -140,8 +139,7 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 	if err != nil {
 		return nil, err
 	}
-	out := &selected{model: res.Models[ki], kernel: c.kernels[ki], est: est, result: res,
-		name: res.Candidates[res.Chosen].Name, val: len(valRows)}
+	out := &selected{model: res.Models[ki], kernel: c.kernels[ki], est: est, result: res, val: len(valRows)}
 	for _, p := range res.Progress[ki] {
 		out.losses = append(out.losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
 	}
