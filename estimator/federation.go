@@ -122,9 +122,9 @@ func (m *Model) Trained(k Kind) *Trained {
 	return nil
 }
 
-// pooledScaler validates the sites' rows against schema and pools their
-// Moments into the standardisation every site applies.
-func pooledScaler(sites []*Data, schema Schema) (Scaler, error) {
+// PooledScaler validates the sites' rows against schema and pools their
+// Moments, in site order, into the standardisation every site applies.
+func PooledScaler(sites []*Data, schema Schema) (Scaler, error) {
 	if len(sites) == 0 {
 		return Scaler{}, errors.New("estimator: no sites")
 	}
@@ -143,13 +143,25 @@ func pooledScaler(sites []*Data, schema Schema) (Scaler, error) {
 // base frequencies from spectral, then Train for the propensity, outcome
 // and latent models in turn.
 func Fit(ctx context.Context, sites []*Data, schema Schema, spectral Spectral, cfg Config) (*Model, error) {
-	scaler, err := pooledScaler(sites, schema)
+	scaler, err := PooledScaler(sites, schema)
 	if err != nil {
 		return nil, err
 	}
 	setup, err := NewSetup(ctx, schema, spectral, cfg, scaler)
 	if err != nil {
 		return nil, err
+	}
+	return fitKinds(ctx, sites, setup, Kinds...)
+}
+
+// FitSetup trains the three models of CausalRFF on the sites' rows under
+// an agreed setup, by simulated federation, as Fit does after agreeing it.
+// Model selection agrees the setup on more rows than it trains on.
+func FitSetup(ctx context.Context, sites []*Data, setup *Setup) (*Model, error) {
+	for s, d := range sites {
+		if err := d.validate(setup.Schema); err != nil {
+			return nil, fmt.Errorf("estimator: site %d: %w", s, err)
+		}
 	}
 	return fitKinds(ctx, sites, setup, Kinds...)
 }

@@ -30,7 +30,7 @@ type TLearner struct {
 // with cfg.Seed, and the same pooled standardisation and initial log-scale
 // as the CausalRFF models.
 func FitTLearner(ctx context.Context, sites []*Data, schema Schema, spectral Spectral, cfg Config) (*TLearner, error) {
-	scaler, err := pooledScaler(sites, schema)
+	scaler, err := PooledScaler(sites, schema)
 	if err != nil {
 		return nil, err
 	}

@@ -28,12 +28,17 @@ type Candidate struct {
 // play no part in the choice.
 func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Schema) (Result, []float64, error) {
 	r := Result{Mode: "auto", Sources: len(sources)}
-	train := make([]*estimator.Data, len(sources))
-	val := make([]*estimator.Data, len(sources))
+	// Each source's training rows, then its validation rows.
+	rows := make([]*estimator.Data, len(sources))
+	val := make([][]int, len(sources))
 	for i, s := range sources {
-		train[i], val[i] = s.train.Data(), s.val.Data()
-		if val[i].Rows() < 2 {
-			return r, nil, fmt.Errorf("%w: auto needs validation rows in every source (source %d has %d)", ErrPlan, i+1, val[i].Rows())
+		train, held := s.train.Data(), s.val.Data()
+		if held.Rows() < 2 {
+			return r, nil, fmt.Errorf("%w: auto needs validation rows in every source (source %d has %d)", ErrPlan, i+1, held.Rows())
+		}
+		rows[i] = train.Append(held)
+		for j := range held.Rows() {
+			val[i] = append(val[i], train.Rows()+j)
 		}
 	}
 	opt := selection.Options{Kernels: p.Kernels, Z: selection.DefaultZ, Kinds: p.AutoKinds}
@@ -43,7 +48,7 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 	if p.SelectionZ != nil {
 		opt.Z = *p.SelectionZ
 	}
-	sel, err := selection.Run(ctx, train, val, schema, p.Config, opt)
+	sel, err := selection.Run(ctx, rows, val, schema, p.Config, opt)
 	if err != nil {
 		return r, nil, err
 	}

@@ -23,17 +23,7 @@ func (r *Result) Estimator(c int) (Estimator, int, error) {
 	if c < 0 || c >= len(r.Candidates) {
 		return Estimator{}, 0, fmt.Errorf("%w: candidate %d of %d", ErrInput, c, len(r.Candidates))
 	}
-	cand := r.Candidates[c]
-	e := Estimator{Kind: cand.Kind, Ridge: cand.Ridge}
-	switch cand.Kind {
-	case KindTLearner:
-		arms := r.ridge[c].arms
-		e.Arms = &arms
-	case KindDR:
-		dr := r.ridge[c].dr
-		e.DR = &dr
-	}
-	return e, cand.Kernel, nil
+	return r.estimators[c], r.Candidates[c].Kernel, nil
 }
 
 // CATE returns the estimator's CATE of data's rows, which belong to site,

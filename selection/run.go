@@ -77,48 +77,59 @@ type Result struct {
 	Models     []*estimator.Model // per kernel, fitted on the training rows
 	// Progress holds, per kernel, the training rounds of its fit, as
 	// estimator.WithProgress reports them.
-	Progress [][]estimator.Progress
-	ridge    map[int]ridgeFit // by candidate
+	Progress   [][]estimator.Progress
+	estimators []Estimator // by candidate
 }
 
-type ridgeFit struct {
-	arms [2]estimator.Ridge // tlearner
-	dr   estimator.Ridge
-}
-
-// Run fits every candidate on the training rows of the sites (train[s]),
-// scores each on the validation rows of every site (val[s]) by the doubly
-// robust loss, and chooses one (Choose, the first kernel's latent CATE the
-// reference). The pseudo-outcomes of the loss come from nuisance models
-// cross-fitted on each site's validation rows under a setup agreed on all
-// rows, so they are the same for every candidate and never saw the
-// training fit. Everything a site would send is a sum: the models'
-// federated training, the ridge statistics and the loss Sums.
-func Run(ctx context.Context, train, val []*estimator.Data, schema estimator.Schema, cfg estimator.Config, opt Options) (*Result, error) {
-	k := len(train)
+// Run fits every candidate on the training rows of the sites, scores each
+// on their validation rows (val[s]: positions in sites[s], in increasing
+// order, as Holdout returns them) by the doubly robust loss, and chooses
+// one (Choose, the first kernel's latent CATE the reference).
+//
+// Every kernel's setup is agreed on the Moments of all of each site's rows,
+// as a federation's hello pools them, and the models are trained on the
+// training rows. Each site's part is what a federated site computes from
+// its own rows: the ridge statistics of its training rows (SiteStats),
+// added over sites and solved into the ridge candidates (RidgeCandidates),
+// then the loss Sums of its validation rows (SiteLosses), added over sites
+// and chosen on. A federation of the same rows therefore chooses the same
+// candidate with the same scores, bit for bit.
+func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estimator.Schema, cfg estimator.Config, opt Options) (*Result, error) {
+	k := len(sites)
 	if k == 0 || len(val) != k {
-		return nil, fmt.Errorf("%w: %d training and %d validation sets", ErrInput, k, len(val))
+		return nil, fmt.Errorf("%w: %d sites and %d validation sets", ErrInput, k, len(val))
 	}
 	if len(opt.Kernels) == 0 {
 		return nil, fmt.Errorf("%w: no kernel", ErrInput)
 	}
-	for s, d := range val {
-		if d == nil || d.Rows() < 2 {
-			return nil, fmt.Errorf("%w: site %d has fewer than 2 validation rows", ErrInput, s)
+	train := make([]*estimator.Data, k)
+	for s, d := range sites {
+		if d == nil {
+			return nil, fmt.Errorf("%w: site %d has no rows", ErrInput, s)
 		}
+		rows, err := trainingRows(d.Rows(), val[s])
+		if err != nil {
+			return nil, fmt.Errorf("site %d: %w", s, err)
+		}
+		train[s] = d.Subset(rows)
 	}
 	ridge := opt.Ridge
 	if ridge == nil {
 		ridge = DefaultRidge
 	}
-	res := &Result{ridge: map[int]ridgeFit{}, Z: opt.Z}
-	if err := res.fitKernels(ctx, train, schema, cfg, opt); err != nil {
+	scaler, err := estimator.PooledScaler(sites, schema)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Z: opt.Z}
+	if err := res.fitKernels(ctx, train, schema, cfg, scaler, opt); err != nil {
 		return nil, err
 	}
 	for i, kn := range opt.Kernels {
 		for _, kind := range []string{KindLatent, KindOutcome} {
 			if opt.wants(kind) {
 				res.Candidates = append(res.Candidates, Candidate{Name: kind + "/" + kn.Name, Kind: kind, Kernel: i})
+				res.estimators = append(res.estimators, Estimator{Kind: kind})
 			}
 		}
 	}
@@ -126,37 +137,33 @@ func Run(ctx context.Context, train, val []*estimator.Data, schema estimator.Sch
 	// at once, and their rounds are not the model's.
 	ctx = estimator.WithProgress(ctx, nil)
 	if len(ridge) > 0 && (opt.wants(KindTLearner) || opt.wants(KindDR)) {
-		if err := res.fitRidge(ctx, train, ridge, opt); err != nil {
+		var pooled Stats
+		for s, d := range train {
+			st, err := SiteStats(ctx, res.Models[0], s, d, opt.wants(KindDR))
+			if err != nil {
+				return nil, fmt.Errorf("site %d: %w", s, err)
+			}
+			if err := pooled.Add(st); err != nil {
+				return nil, err
+			}
+		}
+		cands, ests, err := RidgeCandidates(pooled, ridge, opt.Kinds)
+		if err != nil {
 			return nil, err
 		}
+		res.Candidates = append(res.Candidates, cands...)
+		res.estimators = append(res.estimators, ests...)
 	}
 	if len(res.Candidates) == 0 {
 		return nil, fmt.Errorf("%w: no candidate of kinds %v", ErrInput, opt.Kinds)
 	}
-	psi, err := validationScores(ctx, opt.Kernels[0].Spectral, schema, cfg, train, val)
-	if err != nil {
-		return nil, err
+	models := make([]*estimator.Model, len(res.Candidates))
+	for c, cand := range res.Candidates {
+		models[c] = res.Models[cand.Kernel]
 	}
-	// Every candidate's CATEs of every site's validation rows, computed
-	// on every core; each is a function of its candidate and rows alone.
-	nc := len(res.Candidates)
-	cates := make([][][]float64, k)
-	errs := make([]error, k*nc)
-	for s := range k {
-		cates[s] = make([][]float64, nc)
-	}
-	parallel.ForEach(k*nc, opt.Workers, func(j int) {
-		s, c := j/nc, j%nc
-		if cates[s][c], errs[j] = res.CATE(ctx, c, s, val[s]); errs[j] != nil {
-			errs[j] = fmt.Errorf("candidate %s, site %d: %w", res.Candidates[c].Name, s, errs[j])
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	sums := make([]Sums, nc)
-	for s := range k {
-		site, err := Losses(psi[s], cates[s], 0)
+	sums := make([]Sums, len(res.Candidates))
+	for s, d := range sites {
+		site, err := SiteLosses(ctx, res.Models[0].Setup, s, d, val[s], res.estimators, models, opt.Workers)
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
@@ -175,9 +182,32 @@ func Run(ctx context.Context, train, val []*estimator.Data, schema estimator.Sch
 	return res, nil
 }
 
-// fitKernels fits the three models with each kernel, Options.Workers at
+// trainingRows returns the positions of n rows that are not in val, which
+// must be increasing positions leaving at least one row each side.
+func trainingRows(n int, val []int) ([]int, error) {
+	if len(val) < 2 || len(val) > n-1 {
+		return nil, fmt.Errorf("%w: %d validation rows of %d; need at least 2, and a training row", ErrInput, len(val), n)
+	}
+	train := make([]int, 0, n-len(val))
+	next := 0
+	for j, i := range val {
+		if i < next || i >= n || (j > 0 && i == val[j-1]) {
+			return nil, fmt.Errorf("%w: validation row positions must increase within [0, %d): %d after %d", ErrInput, n, i, next-1)
+		}
+		for ; next < i; next++ {
+			train = append(train, next)
+		}
+		next = i + 1
+	}
+	for ; next < n; next++ {
+		train = append(train, next)
+	}
+	return train, nil
+}
+
+// fitKernels fits the three models with each kernel, under scaler, Options.Workers at
 // a time, keeping each fit's progress in r.Progress.
-func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema estimator.Schema, cfg estimator.Config, opt Options) error {
+func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema estimator.Schema, cfg estimator.Config, scaler estimator.Scaler, opt Options) error {
 	n := len(opt.Kernels)
 	r.Models = make([]*estimator.Model, n)
 	r.Progress = make([][]estimator.Progress, n)
@@ -186,8 +216,11 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 	done := 0
 	parallel.ForEach(n, opt.Workers, func(i int) {
 		kctx := estimator.WithProgress(ctx, func(p estimator.Progress) { r.Progress[i] = append(r.Progress[i], p) })
-		r.Models[i], errs[i] = estimator.Fit(kctx, train, schema, opt.Kernels[i].Spectral, cfg)
-		if errs[i] != nil {
+		setup, err := estimator.NewSetup(kctx, schema, opt.Kernels[i].Spectral, cfg, scaler)
+		if err == nil {
+			r.Models[i], err = estimator.FitSetup(kctx, train, setup)
+		}
+		if errs[i] = err; err != nil {
 			errs[i] = fmt.Errorf("kernel %s: %w", opt.Kernels[i].Name, errs[i])
 		}
 		mu.Lock()
@@ -209,66 +242,143 @@ func (r *Result) CATE(ctx context.Context, c, site int, data *estimator.Data) ([
 	return e.CATE(ctx, r.Models[k], site, data, nil)
 }
 
-// fitRidge adds the T-learner and DR-learner candidates of every penalty,
-// fitted from the sites' ridge statistics on the first kernel's outcome
-// features. The DR-learner's pseudo-outcomes are cross-fitted on each
-// site's training rows.
-func (r *Result) fitRidge(ctx context.Context, train []*estimator.Data, penalties []float64, opt Options) error {
-	base := r.Models[0]
-	var arms [2]*estimator.RidgeStats
-	var dr *estimator.RidgeStats
-	for s, d := range train {
-		phi, err := base.OutcomeFeatures(d)
-		if err != nil {
-			return err
-		}
-		if dr == nil {
-			_, p := phi.Dims()
-			arms = [2]*estimator.RidgeStats{estimator.NewRidgeStats(p), estimator.NewRidgeStats(p)}
-			dr = estimator.NewRidgeStats(p)
-		}
-		var rows [2][]int
-		for i, w := range d.W {
-			rows[int(w)] = append(rows[int(w)], i)
-		}
+// Stats are a site's ridge statistics on the reference kernel's outcome
+// features of its training rows: per treatment arm, of the outcome (the
+// T-learner), and of the doubly robust pseudo-outcomes (the DR-learner;
+// nil when no DR candidate is wanted). They add over sites.
+type Stats struct {
+	Arms [2]*estimator.RidgeStats
+	DR   *estimator.RidgeStats
+}
+
+// Add adds o to s; an empty s becomes a copy of o.
+func (s *Stats) Add(o Stats) error {
+	if s.Arms[0] == nil {
 		for a := range 2 {
-			if err := arms[a].AddRows(phi, d.Y, rows[a]); err != nil {
-				return err
-			}
+			s.Arms[a] = estimator.NewRidgeStats(o.Arms[a].P)
 		}
-		if !opt.wants(KindDR) {
-			continue
+		if o.DR != nil {
+			s.DR = estimator.NewRidgeStats(o.DR.P)
 		}
-		psi, err := pseudoOutcomes(ctx, base.Setup, s, d)
-		if err != nil {
-			return fmt.Errorf("training rows of site %d: %w", s, err)
-		}
-		if err := dr.AddRows(phi, psi, nil); err != nil {
+	}
+	if (s.DR == nil) != (o.DR == nil) {
+		return fmt.Errorf("%w: ridge statistics with and without the DR-learner's", ErrInput)
+	}
+	for a := range 2 {
+		if err := s.Arms[a].Add(o.Arms[a]); err != nil {
 			return err
 		}
 	}
-	for _, lambda := range penalties {
-		var f ridgeFit
-		var err error
-		for a := range 2 {
-			if f.arms[a], err = arms[a].Solve(lambda); err != nil {
-				return fmt.Errorf("t-learner, treatment %d: %w", a, err)
-			}
-		}
-		if opt.wants(KindDR) {
-			if f.dr, err = dr.Solve(lambda); err != nil {
-				return fmt.Errorf("dr-learner: %w", err)
-			}
-		}
-		for _, kind := range []string{KindTLearner, KindDR} {
-			if !opt.wants(kind) {
-				continue
-			}
-			r.ridge[len(r.Candidates)] = f
-			r.Candidates = append(r.Candidates, Candidate{Name: fmt.Sprintf("%s/%g", kind, lambda), Kind: kind, Ridge: lambda})
-		}
+	if s.DR != nil {
+		return s.DR.Add(o.DR)
 	}
 	return nil
+}
+
+// SiteStats returns the Stats of site's training rows train under model m
+// (the reference kernel's). The DR-learner's pseudo-outcomes come from
+// nuisances cross-fitted on train alone, so that none saw a validation row.
+func SiteStats(ctx context.Context, m *estimator.Model, site int, train *estimator.Data, dr bool) (Stats, error) {
+	phi, err := m.OutcomeFeatures(train)
+	if err != nil {
+		return Stats{}, err
+	}
+	_, p := phi.Dims()
+	st := Stats{Arms: [2]*estimator.RidgeStats{estimator.NewRidgeStats(p), estimator.NewRidgeStats(p)}}
+	var rows [2][]int
+	for i, w := range train.W {
+		rows[int(w)] = append(rows[int(w)], i)
+	}
+	for a := range 2 {
+		if err := st.Arms[a].AddRows(phi, train.Y, rows[a]); err != nil {
+			return Stats{}, err
+		}
+	}
+	if !dr {
+		return st, nil
+	}
+	psi, err := pseudoOutcomes(ctx, m.Setup, site, train)
+	if err != nil {
+		return Stats{}, fmt.Errorf("training rows: %w", err)
+	}
+	st.DR = estimator.NewRidgeStats(p)
+	if err := st.DR.AddRows(phi, psi, nil); err != nil {
+		return Stats{}, err
+	}
+	return st, nil
+}
+
+// RidgeCandidates solves the pooled Stats for every penalty and returns the
+// T-learner and DR-learner candidates of kinds (empty: both), penalty by
+// penalty, with their Estimators. Their Kernel is 0: they use the
+// reference kernel's outcome features.
+func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candidate, []Estimator, error) {
+	want := func(k string) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
+	if pooled.Arms[0] == nil || (want(KindDR) && pooled.DR == nil) {
+		return nil, nil, fmt.Errorf("%w: ridge candidates without their statistics", ErrInput)
+	}
+	var cands []Candidate
+	var ests []Estimator
+	for _, lambda := range penalties {
+		if want(KindTLearner) {
+			var arms [2]estimator.Ridge
+			for a := range 2 {
+				var err error
+				if arms[a], err = pooled.Arms[a].Solve(lambda); err != nil {
+					return nil, nil, fmt.Errorf("t-learner, treatment %d: %w", a, err)
+				}
+			}
+			cands = append(cands, Candidate{Name: fmt.Sprintf("%s/%g", KindTLearner, lambda), Kind: KindTLearner, Ridge: lambda})
+			ests = append(ests, Estimator{Kind: KindTLearner, Ridge: lambda, Arms: &arms})
+		}
+		if want(KindDR) {
+			dr, err := pooled.DR.Solve(lambda)
+			if err != nil {
+				return nil, nil, fmt.Errorf("dr-learner: %w", err)
+			}
+			cands = append(cands, Candidate{Name: fmt.Sprintf("%s/%g", KindDR, lambda), Kind: KindDR, Ridge: lambda})
+			ests = append(ests, Estimator{Kind: KindDR, Ridge: lambda, DR: &dr})
+		}
+	}
+	return cands, ests, nil
+}
+
+// SiteLosses returns the loss Sums of the candidates ests (ests[c] computed
+// from models[c]) on the validation rows of site's rows d, the positions
+// val, against the reference ests[0]. The pseudo-outcomes come from
+// nuisances cross-fitted on all of d under setup, as for the site's AIPW
+// ATE, so that each validation row's come from models that did not see it
+// but saw most of the site; on IHDP this chose better than cross-fitting
+// on the validation rows alone (three sources: √PEHE 1.63 against 1.67 over
+// ten replicates). The candidates' CATEs are computed workers at a time
+// (0: GOMAXPROCS); the result does not depend on it.
+func SiteLosses(ctx context.Context, setup *estimator.Setup, site int, d *estimator.Data, val []int, ests []Estimator, models []*estimator.Model, workers int) ([]Sums, error) {
+	if len(models) != len(ests) || len(ests) == 0 {
+		return nil, fmt.Errorf("%w: %d candidates and %d models", ErrInput, len(ests), len(models))
+	}
+	all, err := pseudoOutcomes(ctx, setup, site, d)
+	if err != nil {
+		return nil, fmt.Errorf("validation pseudo-outcomes: %w", err)
+	}
+	psi := make([]float64, len(val))
+	for j, i := range val {
+		if i < 0 || i >= len(all) {
+			return nil, fmt.Errorf("%w: validation row %d of %d", ErrInput, i, len(all))
+		}
+		psi[j] = all[i]
+	}
+	held := d.Subset(val)
+	cates := make([][]float64, len(ests))
+	errs := make([]error, len(ests))
+	parallel.ForEach(len(ests), workers, func(c int) {
+		if cates[c], errs[c] = ests[c].CATE(ctx, models[c], site, held, nil); errs[c] != nil {
+			errs[c] = fmt.Errorf("candidate %d (%s): %w", c, ests[c].Kind, errs[c])
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return Losses(psi, cates, 0)
 }
 
 // pseudoOutcomes returns the doubly robust pseudo-outcomes of site's rows
@@ -280,36 +390,4 @@ func pseudoOutcomes(ctx context.Context, setup *estimator.Setup, site int, d *es
 	}
 	psi, _, err := inference.Scores(d.W, d.Y, nu, inference.DefaultClip)
 	return psi, err
-}
-
-// validationScores returns the pseudo-outcomes of each site's validation
-// rows, under a setup agreed on the moments of all rows. The nuisances are
-// cross-fitted on all of a site's rows, training and validation, as for
-// the site's AIPW ATE, so that each validation row's come from models
-// that did not see it but saw most of the site; on IHDP this chose better
-// than cross-fitting on the validation rows alone (three sources: √PEHE
-// 1.63 against 1.67 over ten replicates).
-func validationScores(ctx context.Context, spectral estimator.Spectral, schema estimator.Schema, cfg estimator.Config, train, val []*estimator.Data) ([][]float64, error) {
-	var moments []estimator.Moments
-	for s := range train {
-		moments = append(moments, train[s].Moments(), val[s].Moments())
-	}
-	scaler, err := estimator.NewScaler(schema, moments)
-	if err != nil {
-		return nil, err
-	}
-	setup, err := estimator.NewSetup(ctx, schema, spectral, cfg, scaler)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]float64, len(val))
-	for s, d := range val {
-		rows, skip := train[s].Append(d), train[s].Rows()
-		psi, err := pseudoOutcomes(ctx, setup, s, rows)
-		if err != nil {
-			return nil, fmt.Errorf("validation rows of site %d: %w", s, err)
-		}
-		out[s] = psi[skip:]
-	}
-	return out, nil
 }

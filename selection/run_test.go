@@ -27,9 +27,9 @@ func (narrow) Sample(ctx context.Context, d, D int, seed uint64) (*mat.Dense, er
 	return m, nil
 }
 
-// linearSites returns the training and validation rows of sites sites of
-// a confounded design with effect 2 + x1.
-func linearSites(seed uint64, sites, rows int) (train, val []*estimator.Data) {
+// linearSites returns the rows of sites sites of a confounded design with
+// effect 2 + x1, and the positions of each site's validation rows.
+func linearSites(seed uint64, sites, rows int) (data []*estimator.Data, val [][]int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	for range sites {
 		d := &estimator.Data{X: mat.NewDense(rows, 2, nil), W: make([]float64, rows), Y: make([]float64, rows)}
@@ -42,10 +42,10 @@ func linearSites(seed uint64, sites, rows int) (train, val []*estimator.Data) {
 			}
 			d.Y[i] = x0 + d.W[i]*(2+x1) + 0.5*rng.NormFloat64()
 		}
-		tr, va, _ := Holdout(d.W, 0.3, seed)
-		train, val = append(train, d.Subset(tr)), append(val, d.Subset(va))
+		_, va, _ := Holdout(d.W, 0.3, seed)
+		data, val = append(data, d), append(val, va)
 	}
-	return train, val
+	return data, val
 }
 
 func smallConfig() estimator.Config {
@@ -58,9 +58,9 @@ var schema2 = estimator.Schema{Binary: []bool{false, false}}
 
 func TestRun(t *testing.T) {
 	ctx := context.Background()
-	train, val := linearSites(1, 2, 120)
+	data, val := linearSites(1, 2, 120)
 	opt := Options{Kernels: []Kernel{{"gaussian", estimator.GaussianSpectral{}}, {"narrow", narrow{}}}, Z: DefaultZ}
-	res, err := Run(ctx, train, val, schema2, smallConfig(), opt)
+	res, err := Run(ctx, data, val, schema2, smallConfig(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,20 +86,21 @@ func TestRun(t *testing.T) {
 	}
 
 	// The scores are the losses of the candidates' CATEs against the
-	// criterion's pseudo-outcomes, recomputed here from the pieces.
-	psi, err := validationScores(ctx, estimator.GaussianSpectral{}, schema2, smallConfig(), train, val)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// criterion's pseudo-outcomes, cross-fitted on each site's rows under
+	// the reference model's setup, recomputed here from the pieces.
 	for c := range res.Candidates {
 		var sum, n float64
-		for s := range val {
-			cate, err := res.CATE(ctx, c, s, val[s])
+		for s, d := range data {
+			psi, err := pseudoOutcomes(ctx, res.Models[0].Setup, s, d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, p := range psi[s] {
-				sum += (p - cate[i]) * (p - cate[i])
+			cate, err := res.CATE(ctx, c, s, d.Subset(val[s]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, i := range val[s] {
+				sum += (psi[i] - cate[j]) * (psi[i] - cate[j])
 				n++
 			}
 		}
@@ -122,11 +123,12 @@ func TestRun(t *testing.T) {
 		if err := json.Unmarshal(js, &back); err != nil {
 			t.Fatal(err)
 		}
-		got, err := back.CATE(ctx, res.Models[k], 1, val[1], nil)
+		held := data[1].Subset(val[1])
+		got, err := back.CATE(ctx, res.Models[k], 1, held, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := res.CATE(ctx, c, 1, val[1])
+		want, _ := res.CATE(ctx, c, 1, held)
 		for i := range want {
 			if math.Abs(got[i]-want[i]) > 1e-12*math.Max(1, math.Abs(want[i])) {
 				t.Fatalf("%s: kept estimator gives %v for row %d, want %v", res.Candidates[c].Name, got[i], i, want[i])
@@ -137,9 +139,9 @@ func TestRun(t *testing.T) {
 
 func TestRunKinds(t *testing.T) {
 	ctx := context.Background()
-	train, val := linearSites(2, 1, 100)
+	data, val := linearSites(2, 1, 100)
 	opt := Options{Kernels: []Kernel{{"gaussian", estimator.GaussianSpectral{}}}, Kinds: []string{KindTLearner}, Z: DefaultZ}
-	res, err := Run(ctx, train, val, schema2, smallConfig(), opt)
+	res, err := Run(ctx, data, val, schema2, smallConfig(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,33 +149,35 @@ func TestRunKinds(t *testing.T) {
 		t.Errorf("candidates %+v, want the three T-learners, tlearner/1 first", res.Candidates)
 	}
 	opt.Kinds = []string{"forest"}
-	if _, err := Run(ctx, train, val, schema2, smallConfig(), opt); !errors.Is(err, ErrInput) {
+	if _, err := Run(ctx, data, val, schema2, smallConfig(), opt); !errors.Is(err, ErrInput) {
 		t.Errorf("unknown kind: %v, want ErrInput", err)
 	}
 }
 
 func TestRunErrors(t *testing.T) {
 	ctx := context.Background()
-	train, val := linearSites(3, 2, 40)
+	data, val := linearSites(3, 2, 40)
 	kernels := []Kernel{{"gaussian", estimator.GaussianSpectral{}}}
-	tiny := val[1].Subset([]int{0})
 	for _, tc := range []struct {
-		name       string
-		train, val []*estimator.Data
-		opt        Options
+		name string
+		val  [][]int
+		opt  Options
 	}{
-		{"no kernel", train, val, Options{}},
-		{"unequal sites", train, val[:1], Options{Kernels: kernels}},
-		{"one validation row", train, []*estimator.Data{val[0], tiny}, Options{Kernels: kernels}},
+		{"no kernel", val, Options{}},
+		{"unequal sites", val[:1], Options{Kernels: kernels}},
+		{"one validation row", [][]int{val[0], {3}}, Options{Kernels: kernels}},
+		{"positions out of order", [][]int{val[0], {5, 3}}, Options{Kernels: kernels}},
+		{"a repeated position", [][]int{val[0], {3, 3}}, Options{Kernels: kernels}},
+		{"a position past the rows", [][]int{val[0], {3, 40}}, Options{Kernels: kernels}},
 	} {
-		if _, err := Run(ctx, tc.train, tc.val, schema2, smallConfig(), tc.opt); !errors.Is(err, ErrInput) {
+		if _, err := Run(ctx, data, tc.val, schema2, smallConfig(), tc.opt); !errors.Is(err, ErrInput) {
 			t.Errorf("%s: %v, want ErrInput", tc.name, err)
 		}
 	}
-	if _, err := (Estimator{Kind: KindDR}).CATE(ctx, nil, 0, val[0], nil); !errors.Is(err, ErrInput) {
+	if _, err := (Estimator{Kind: KindDR}).CATE(ctx, nil, 0, data[0], nil); !errors.Is(err, ErrInput) {
 		t.Errorf("dr estimator without its regression: %v", err)
 	}
-	if _, err := (Estimator{Kind: "forest"}).CATE(ctx, nil, 0, val[0], nil); !errors.Is(err, ErrInput) {
+	if _, err := (Estimator{Kind: "forest"}).CATE(ctx, nil, 0, data[0], nil); !errors.Is(err, ErrInput) {
 		t.Errorf("unknown kind: %v", err)
 	}
 }

@@ -117,7 +117,7 @@ type selected struct {
 // selectModel holds c.share of the rows out, fits every candidate of c on
 // the others, and chooses one on the held-out rows (package selection).
 func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, schema estimator.Schema, cfg estimator.Config, bar *progress.Line) (*selected, error) {
-	trainRows, valRows, err := selection.Holdout(data.W, c.share, cfg.Seed)
+	_, valRows, err := selection.Holdout(data.W, c.share, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 		}
 		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: kernelLabel(k), Spectral: sp})
 	}
-	res, err := selection.Run(ctx, []*estimator.Data{data.Subset(trainRows)}, []*estimator.Data{data.Subset(valRows)}, schema, cfg, opt)
+	res, err := selection.Run(ctx, []*estimator.Data{data}, [][]int{valRows}, schema, cfg, opt)
 	if err != nil {
 		return nil, fmt.Errorf("model selection: %w", err)
 	}
