@@ -34,6 +34,9 @@ type CoordinatorConfig struct {
 
 	Config   estimator.Config   // the model configuration every site is sent
 	Spectral estimator.Spectral // the kernel: the reference base frequencies
+	// Selection, when on, has the sites hold rows out and chooses the
+	// estimator they report on them.
+	Selection Selection
 
 	// RoundTimeout is how long to wait for every site's answer to a step
 	// before sending it again to the silent ones; Retries is how often.
@@ -63,6 +66,8 @@ type Result struct {
 	// added sums, with its standard error and 95% interval.
 	GlobalAIPW inference.Estimate
 	Dropped    []int // per site: rows left out by de-duplication
+	// Selection is the run's model selection, nil when it selected none.
+	Selection *SelectState
 }
 
 // resumeGap bounds the steps a coordinator sends between its last
@@ -90,6 +95,9 @@ type coordinator struct {
 func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Result, error) {
 	if len(cfg.Sites) == 0 {
 		return nil, errors.New("federation: no sites configured")
+	}
+	if err := cfg.Selection.check(); err != nil {
+		return nil, err
 	}
 	if cfg.RoundTimeout <= 0 {
 		cfg.RoundTimeout = time.Minute
@@ -321,7 +329,7 @@ func (c *coordinator) refused(s int, e *wire.Envelope) error {
 
 func (c *coordinator) run(ctx context.Context) (*Result, error) {
 	if c.st == nil {
-		c.st = &State{RunID: c.cfg.RunID, Sites: c.cfg.Sites, Config: c.cfg.Config, Every: c.cfg.CheckpointEvery}
+		c.st = &State{RunID: c.cfg.RunID, Sites: c.cfg.Sites, Config: c.cfg.Config, Every: c.cfg.CheckpointEvery, Select: c.cfg.Selection}
 		c.tracker = wire.NewTracker(c.st.RunID, 0)
 		if err := c.handshake(ctx); err != nil {
 			return nil, err
@@ -351,6 +359,11 @@ func (c *coordinator) run(ctx context.Context) (*Result, error) {
 	}
 	if err := c.train(ctx, setup); err != nil {
 		return nil, err
+	}
+	if c.st.Finish == nil {
+		if err := c.selectModel(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return c.finish(ctx, setup)
 }

@@ -41,7 +41,7 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	f := c.st.Finish
 	res := &Result{RunID: c.st.RunID, Setup: setup, Models: map[estimator.Kind]*estimator.Trained{},
 		LocalATE: slices.Clone(f.LocalATE), LocalAIPW: slices.Clone(f.AIPW), Clipped: slices.Clone(f.Clipped),
-		Rows: make([]int, m), Dropped: c.st.Dropped}
+		Rows: make([]int, m), Dropped: c.st.Dropped, Selection: c.st.Selected}
 	for s, a := range f.AIPW {
 		res.Rows[s] = a.N
 	}
@@ -83,8 +83,10 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 
 // finalWeightsFor is the envelope of site s at the current step that
 // carries every model's final weights of the site, its row of Λ and the
-// model's rounds, to which the site answers with its local ATE.
-func (c *coordinator) finalWeightsFor(s int) (*wire.Envelope, error) {
+// model's rounds, and the tensors extra. Without extra, the site answers
+// with its local ATE, and the envelope carries the run's model selection
+// when it made one.
+func (c *coordinator) finalWeightsFor(s int, extra ...wire.Tensor) (*wire.Envelope, error) {
 	m := len(c.cfg.Sites)
 	var ts []wire.Tensor
 	for _, t := range c.st.Trained {
@@ -97,7 +99,10 @@ func (c *coordinator) finalWeightsFor(s int) (*wire.Envelope, error) {
 		}
 		ts = append(ts, wire.Vector(p+tLambda, row), wire.Scalar(p+tRounds, float64(t.Rounds)))
 	}
-	e, err := c.envelope(c.cfg.Sites[s], "", wire.KindWeights, ts)
+	if len(extra) == 0 && c.st.Selected != nil && c.st.Selected.Scored {
+		extra = c.st.Selected.choiceTensors()
+	}
+	e, err := c.envelope(c.cfg.Sites[s], "", wire.KindWeights, append(ts, extra...))
 	if err != nil {
 		return nil, fmt.Errorf("final weights of site %s: %w", c.cfg.Sites[s], err)
 	}

@@ -43,6 +43,11 @@ func (c *coordinator) handshake(ctx context.Context) error {
 			c.refuse(ctx, name, wire.Scalar(tRefusedColumn, float64(col)))
 			return fmt.Errorf("%w: site %s: covariate %d (0-based) differs from site %s's (the site's log names the column)", ErrSchema, name, col, c.cfg.Sites[0])
 		}
+		// A site that does not hold the share out would train on rows the
+		// choice is made on.
+		if share, err := scalar(h, tSelectShare); c.st.Select.On() && (err != nil || share != c.st.Select.Share) {
+			return fmt.Errorf("%w: site %s does not hold out rows for model selection (an older crffd?)", ErrProtocol, name)
+		}
 		moments[s] = mo
 		d := got[s][wire.KindDedupHashes]
 		if on, _ := scalar(d, tDedupOn); on != 0 {
@@ -102,7 +107,8 @@ func (c *coordinator) handshake(ctx context.Context) error {
 // it carries the count (the site's moments.n, before de-duplication), which
 // the site checks against the rows it has now.
 func (c *coordinator) helloFor(s int) (*wire.Envelope, error) {
-	ts := append(configTensors(c.st.Config), wire.Scalar(tSiteIndex, float64(s)), wire.Scalar(tSiteCount, float64(len(c.cfg.Sites))))
+	ts := append(configTensors(c.st.Config), wire.Scalar(tSiteIndex, float64(s)), wire.Scalar(tSiteCount, float64(len(c.cfg.Sites))),
+		wire.Scalar(tSelectShare, c.st.Select.Share))
 	for v, name := range c.cfg.Sites {
 		ts = append(ts, wire.Scalar(tPeerPrefix+name, float64(v)))
 	}

@@ -55,7 +55,8 @@ type SiteConfig struct {
 	// one per row; nil when the site has no identity columns.
 	Identities []wire.Digest
 
-	Spectral estimator.Spectral // the kernel plugin
+	Spectral   estimator.Spectral // the kernel plugin
+	KernelName string             // the kernel's name in model selection's candidate names
 
 	// MinArmRows is the fewest rows each treatment arm must have, before
 	// and after de-duplication, for the site to send anything computed
@@ -119,6 +120,13 @@ type SiteResult struct {
 	Lambda      map[estimator.Kind][]float64 // the site's row of each model's Λ
 	Peers       []string                     // every site's name, by index (Lambda's columns)
 	Rounds      map[estimator.Kind]int
+	// CATE is every row's CATE, in Data order, by the estimator the run
+	// chose (Selection), or the latent CATE of Effects when it chose none.
+	CATE []float64
+	// Selection is the run's model selection, nil when it made none; the
+	// models were then trained on the rows not in Held.
+	Selection *SiteSelection
+	Held      []int // positions in Kept of the rows held out for model selection
 }
 
 // DefaultMinArmRows is SiteConfig.MinArmRows when it is zero. Five is the
@@ -157,6 +165,12 @@ type site struct {
 	res   *SiteResult
 	kept  *estimator.Data
 	train *estimator.Site
+	// share is the run's held-out share (hello; 0: no selection); held
+	// are the positions in kept of the rows held out, and trainRows the
+	// others, which the models train on.
+	share     float64
+	held      []int
+	trainRows *estimator.Data
 	fp    wire.Digest
 	cfgE  estimator.Config
 	peers []string // every site's name by index, from hello ("" when not sent)
@@ -257,7 +271,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
-		s.res, s.kept, s.train = nil, nil, nil
+		s.res, s.kept, s.train, s.held, s.trainRows = nil, nil, nil, nil, nil
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
 		if err := s.refreshRows(ctx); err != nil {
 			return false, err
@@ -309,7 +323,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	case e.Kind == wire.KindWeights && e.Model != "":
 		out, err = s.compute(ctx, e)
 	case e.Kind == wire.KindWeights:
-		out, err = s.score(ctx, e)
+		out, err = s.final(ctx, e)
 	case e.Kind == wire.KindGlobalATE:
 		out, err = s.global(ctx, e)
 		done = err == nil

@@ -9,12 +9,49 @@ import (
 	"github.com/crffd/crffd/inference"
 )
 
-// score takes the final weights, scores every row and answers the local ATE.
-func (s *site) score(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+// final takes the final weights: with a selection stage of 1 or 2 it
+// answers model selection's stats or losses, and otherwise it scores every
+// row and answers the local ATE.
+func (s *site) final(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
 	if s.train == nil {
 		return nil, fmt.Errorf("%w: final weights before the dedup-verdict", ErrProtocol)
 	}
 	s.train.Release()
+	model, err := s.finalModel(e)
+	if err != nil {
+		return nil, err
+	}
+	stage := 0
+	if _, ok := e.Tensor(tSelectStage); ok {
+		if stage, err = integer(e, tSelectStage); err != nil {
+			return nil, err
+		}
+	}
+	if stage > 0 && s.held == nil {
+		return nil, fmt.Errorf("%w: model selection (stage %d) in a run that holds no rows out", ErrProtocol, stage)
+	}
+	switch stage {
+	case 0:
+		if s.held != nil {
+			return nil, fmt.Errorf("%w: final weights without the model selection of a run that holds rows out", ErrProtocol)
+		}
+		return s.score(ctx, e, model, nil)
+	case 1:
+		return s.stats(ctx, e, model)
+	case 2:
+		return s.losses(ctx, e, model)
+	case 3:
+		sel, err := s.choice(e)
+		if err != nil {
+			return nil, err
+		}
+		return s.score(ctx, e, model, sel)
+	}
+	return nil, fmt.Errorf("%w: unknown model selection stage %d", ErrProtocol, stage)
+}
+
+// finalModel builds the site's model from the final weights in e.
+func (s *site) finalModel(e *wire.Envelope) (*estimator.Model, error) {
 	own := map[estimator.Kind]estimator.SiteWeights{}
 	for _, kind := range estimator.Kinds {
 		p := kind.String() + "."
@@ -39,14 +76,25 @@ func (s *site) score(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 		return nil, err
 	}
 	s.res.Model = model
+	return model, nil
+}
+
+// score scores every row by the chosen estimator of sel (nil: the latent
+// CATE) and answers the local ATE.
+func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Model, sel *SiteSelection) ([]*wire.Envelope, error) {
 	eff, err := model.Effects(ctx, s.res.Index, s.cfg.Data)
 	if err != nil {
 		return nil, err
 	}
-	s.res.Effects = eff
+	s.res.Effects, s.res.CATE, s.res.Selection = eff, eff.CATE, sel
+	if sel != nil {
+		if s.res.CATE, err = sel.Estimator.CATE(ctx, model, s.res.Index, s.cfg.Data, eff.CATE); err != nil {
+			return nil, err
+		}
+	}
 	cate := make([]float64, len(s.res.Kept))
 	for i, k := range s.res.Kept {
-		cate[i] = eff.CATE[k]
+		cate[i] = s.res.CATE[k]
 	}
 	if s.res.Local.PlugIn, err = inference.PlugIn(cate); err != nil {
 		return nil, err

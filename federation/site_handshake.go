@@ -11,6 +11,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/selection"
 )
 
 // hello answers the coordinator's hello with the site's fingerprints and
@@ -73,6 +74,16 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 		}
 		s.peers[int(v)] = name
 	}
+	// A coordinator that predates model selection sends no share.
+	s.share = 0
+	if _, ok := e.Tensor(tSelectShare); ok {
+		if s.share, err = scalar(e, tSelectShare); err != nil {
+			return nil, err
+		}
+		if err := (Selection{Share: s.share}).check(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+	}
 	mo := s.cfg.Data.Moments()
 	placeholder, err := estimator.NewScaler(s.cfg.Schema, []estimator.Moments{mo})
 	if err != nil {
@@ -95,7 +106,7 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	hello, err := s.reply(e, wire.KindHello, []wire.Tensor{
 		wire.Vector(tSchemaBinary, bin), wire.Scalar(tSchemaBinOut, b2f(s.cfg.Schema.BinaryOutcome)),
 		wire.Scalar(tMomentsN, float64(mo.N)), wire.Vector(tMomentsSum, mo.Sum), wire.Vector(tMomentsSumSq, mo.SumSq),
-		wire.Vector(tMomentsLog, logMoments(mo)),
+		wire.Vector(tMomentsLog, logMoments(mo)), wire.Scalar(tSelectShare, s.share),
 	}, columnDigests(s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: []wire.Digest{s.fp}})
 	if err != nil {
 		return nil, err
@@ -189,12 +200,42 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 		return fmt.Errorf("%w: the kernel plugin is not deterministic", ErrFrequencies)
 	}
 	s.res.Setup = setup
-	s.train, err = estimator.NewSite(s.res.Index, s.kept, setup)
+	s.trainRows, s.held = s.kept, nil
+	if s.share > 0 {
+		if s.trainRows, s.held, err = s.holdout(); err != nil {
+			return err
+		}
+	}
+	s.res.Held = s.held
+	s.train, err = estimator.NewSite(s.res.Index, s.trainRows, setup)
 	if err != nil {
 		return err
 	}
 	s.log.Info("de-duplication applied", slog.Int("rows_kept", len(s.res.Kept)), slog.Int("rows_dropped", n-len(s.res.Kept)))
 	return nil
+}
+
+// holdout splits the kept rows into the rows the models train on and the
+// rows held out for model selection (selection.Holdout, keyed by the model
+// seed). Each part must have SiteConfig.MinArmRows rows in each arm: the
+// training part's sums and the held-out part's losses run over them alone.
+func (s *site) holdout() (*estimator.Data, []int, error) {
+	_, held, err := selection.Holdout(s.kept.W, s.share, s.cfgE.Seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	train, err := selection.TrainingRows(s.kept.Rows(), held)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: site %s: %w", ErrTooFewRows, s.cfg.Name, err)
+	}
+	if err := s.cfg.checkArms(s.kept.Subset(held), "held out for model selection"); err != nil {
+		return nil, nil, err
+	}
+	rows := s.kept.Subset(train)
+	if err := s.cfg.checkArms(rows, "left to train on after holding rows out"); err != nil {
+		return nil, nil, err
+	}
+	return rows, held, nil
 }
 
 // subset returns the rows at positions keep of d.

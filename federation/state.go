@@ -32,6 +32,10 @@ type State struct {
 	// Finish is nil until every site's local ATE is in. States saved
 	// before it existed decode with it nil, which is what they mean.
 	Finish *FinishState `json:",omitempty"`
+	// Select is the run's model selection configuration, and Selected what
+	// it has learned (nil until the sites' statistics are in).
+	Select   Selection    `json:",omitempty"`
+	Selected *SelectState `json:",omitempty"`
 }
 
 // FinishState is what the finish phase of a run has learned, per site in

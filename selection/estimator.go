@@ -51,6 +51,12 @@ func (e Estimator) CATE(ctx context.Context, m *estimator.Model, site int, data 
 		if err != nil {
 			return nil, err
 		}
+		_, p := phi.Dims()
+		for _, r := range e.regressions() {
+			if len(r.Beta) != p {
+				return nil, fmt.Errorf("%w: %s estimator of %d features, the model has %d", ErrInput, e.Kind, len(r.Beta), p)
+			}
+		}
 		if e.Kind == KindDR {
 			return e.DR.Predict(phi), nil
 		}
@@ -61,4 +67,15 @@ func (e Estimator) CATE(ctx context.Context, m *estimator.Model, site int, data 
 		return y1, nil
 	}
 	return nil, fmt.Errorf("%w: unknown estimator kind %q", ErrInput, e.Kind)
+}
+
+// regressions returns the estimator's fitted regressions.
+func (e Estimator) regressions() []estimator.Ridge {
+	switch {
+	case e.Kind == KindTLearner && e.Arms != nil:
+		return e.Arms[:]
+	case e.Kind == KindDR && e.DR != nil:
+		return []estimator.Ridge{*e.DR}
+	}
+	return nil
 }

@@ -68,6 +68,16 @@ type Candidate struct {
 	Score
 }
 
+// CandidateName names a candidate: its kind and kernel for the latent and
+// outcome kinds (latent/gaussian), its kind and penalty for the ridge kinds
+// (dr/10).
+func CandidateName(kind, kernel string, ridge float64) string {
+	if kind == KindTLearner || kind == KindDR {
+		return fmt.Sprintf("%s/%g", kind, ridge)
+	}
+	return kind + "/" + kernel
+}
+
 // Result is a finished selection: every candidate scored on the
 // validation rows, and what it takes to compute any candidate's CATE.
 type Result struct {
@@ -107,7 +117,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if d == nil {
 			return nil, fmt.Errorf("%w: site %d has no rows", ErrInput, s)
 		}
-		rows, err := trainingRows(d.Rows(), val[s])
+		rows, err := TrainingRows(d.Rows(), val[s])
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
@@ -128,7 +138,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	for i, kn := range opt.Kernels {
 		for _, kind := range []string{KindLatent, KindOutcome} {
 			if opt.wants(kind) {
-				res.Candidates = append(res.Candidates, Candidate{Name: kind + "/" + kn.Name, Kind: kind, Kernel: i})
+				res.Candidates = append(res.Candidates, Candidate{Name: CandidateName(kind, kn.Name, 0), Kind: kind, Kernel: i})
 				res.estimators = append(res.estimators, Estimator{Kind: kind})
 			}
 		}
@@ -182,9 +192,9 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	return res, nil
 }
 
-// trainingRows returns the positions of n rows that are not in val, which
-// must be increasing positions leaving at least one row each side.
-func trainingRows(n int, val []int) ([]int, error) {
+// TrainingRows returns the positions of n rows that are not in val, which
+// must be increasing positions: at least 2 of them, and not every row.
+func TrainingRows(n int, val []int) ([]int, error) {
 	if len(val) < 2 || len(val) > n-1 {
 		return nil, fmt.Errorf("%w: %d validation rows of %d; need at least 2, and a training row", ErrInput, len(val), n)
 	}
@@ -328,7 +338,7 @@ func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candi
 					return nil, nil, fmt.Errorf("t-learner, treatment %d: %w", a, err)
 				}
 			}
-			cands = append(cands, Candidate{Name: fmt.Sprintf("%s/%g", KindTLearner, lambda), Kind: KindTLearner, Ridge: lambda})
+			cands = append(cands, Candidate{Name: CandidateName(KindTLearner, "", lambda), Kind: KindTLearner, Ridge: lambda})
 			ests = append(ests, Estimator{Kind: KindTLearner, Ridge: lambda, Arms: &arms})
 		}
 		if want(KindDR) {
@@ -336,7 +346,7 @@ func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candi
 			if err != nil {
 				return nil, nil, fmt.Errorf("dr-learner: %w", err)
 			}
-			cands = append(cands, Candidate{Name: fmt.Sprintf("%s/%g", KindDR, lambda), Kind: KindDR, Ridge: lambda})
+			cands = append(cands, Candidate{Name: CandidateName(KindDR, "", lambda), Kind: KindDR, Ridge: lambda})
 			ests = append(ests, Estimator{Kind: KindDR, Ridge: lambda, DR: &dr})
 		}
 	}

@@ -21,6 +21,8 @@ const (
 	KindATE          Kind = Kind(wirepb.Kind_KIND_ATE)           // a site's local ATE
 	KindGlobalATE    Kind = Kind(wirepb.Kind_KIND_GLOBAL_ATE)    // the global ATE
 	KindDone         Kind = Kind(wirepb.Kind_KIND_DONE)          // end of a run
+	KindStats        Kind = Kind(wirepb.Kind_KIND_STATS)         // a site's ridge statistics (model selection)
+	KindLosses       Kind = Kind(wirepb.Kind_KIND_LOSSES)        // a site's validation loss sums (model selection)
 )
 
 var kindNames = map[Kind]string{
@@ -32,11 +34,13 @@ var kindNames = map[Kind]string{
 	KindATE:          "ate",
 	KindGlobalATE:    "global-ate",
 	KindDone:         "done",
+	KindStats:        "stats",
+	KindLosses:       "losses",
 }
 
 // Kinds lists the known kinds in protocol order.
 func Kinds() []Kind {
-	return []Kind{KindHello, KindDedupHashes, KindDedupVerdict, KindWeights, KindGradient, KindATE, KindGlobalATE, KindDone}
+	return []Kind{KindHello, KindDedupHashes, KindDedupVerdict, KindWeights, KindGradient, KindStats, KindLosses, KindATE, KindGlobalATE, KindDone}
 }
 
 // String returns the kind's name as in DESIGN.md ("dedup-hashes"), or

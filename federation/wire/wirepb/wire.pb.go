@@ -48,20 +48,27 @@ const (
 	Kind_KIND_GLOBAL_ATE Kind = 7
 	// The end of a run.
 	Kind_KIND_DONE Kind = 8
+	// A site's sufficient statistics of model selection's ridge candidates:
+	// n, feature sums, Gram matrix and moment vector of its training rows.
+	Kind_KIND_STATS Kind = 9
+	// A site's sums of each candidate's validation loss.
+	Kind_KIND_LOSSES Kind = 10
 )
 
 // Enum value maps for Kind.
 var (
 	Kind_name = map[int32]string{
-		0: "KIND_UNSPECIFIED",
-		1: "KIND_HELLO",
-		2: "KIND_DEDUP_HASHES",
-		3: "KIND_DEDUP_VERDICT",
-		4: "KIND_WEIGHTS",
-		5: "KIND_GRADIENT",
-		6: "KIND_ATE",
-		7: "KIND_GLOBAL_ATE",
-		8: "KIND_DONE",
+		0:  "KIND_UNSPECIFIED",
+		1:  "KIND_HELLO",
+		2:  "KIND_DEDUP_HASHES",
+		3:  "KIND_DEDUP_VERDICT",
+		4:  "KIND_WEIGHTS",
+		5:  "KIND_GRADIENT",
+		6:  "KIND_ATE",
+		7:  "KIND_GLOBAL_ATE",
+		8:  "KIND_DONE",
+		9:  "KIND_STATS",
+		10: "KIND_LOSSES",
 	}
 	Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":   0,
@@ -73,6 +80,8 @@ var (
 		"KIND_ATE":           6,
 		"KIND_GLOBAL_ATE":    7,
 		"KIND_DONE":          8,
+		"KIND_STATS":         9,
+		"KIND_LOSSES":        10,
 	}
 )
 
@@ -404,7 +413,7 @@ const file_federation_wire_wirepb_wire_proto_rawDesc = "" +
 	"\n" +
 	"DigestList\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data*\xb2\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data*\xd3\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -415,7 +424,11 @@ const file_federation_wire_wirepb_wire_proto_rawDesc = "" +
 	"\rKIND_GRADIENT\x10\x05\x12\f\n" +
 	"\bKIND_ATE\x10\x06\x12\x13\n" +
 	"\x0fKIND_GLOBAL_ATE\x10\a\x12\r\n" +
-	"\tKIND_DONE\x10\bB/Z-github.com/crffd/crffd/federation/wire/wirepbb\x06proto3"
+	"\tKIND_DONE\x10\b\x12\x0e\n" +
+	"\n" +
+	"KIND_STATS\x10\t\x12\x0f\n" +
+	"\vKIND_LOSSES\x10\n" +
+	"B/Z-github.com/crffd/crffd/federation/wire/wirepbb\x06proto3"
 
 var (
 	file_federation_wire_wirepb_wire_proto_rawDescOnce sync.Once

@@ -1,0 +1,484 @@
+package federation
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/selection"
+)
+
+// Selection configures model selection in a run (package selection). Each
+// site holds Share of its kept rows out of training (selection.Holdout,
+// keyed by the model seed); after training the sites send the ridge
+// statistics of their training rows (stats), then each candidate's loss
+// sums over their held-out rows (losses), and the coordinator chooses the
+// estimator every site reports. The zero value turns selection off: the
+// sites train on every kept row and report the latent CATE.
+type Selection struct {
+	// Share is the share of each site's kept rows held out, in (0, 1);
+	// zero turns selection off.
+	Share float64
+	// Kinds are the candidate kinds (selection.Options.Kinds); empty means
+	// every kind.
+	Kinds []string
+	// Ridge are the ridge candidates' penalties; nil means
+	// selection.DefaultRidge.
+	Ridge []float64
+	// Z is the rule's threshold (selection.Choose).
+	Z float64
+	// Kernel names the run's kernel in candidate names.
+	Kernel string
+}
+
+// On reports whether the run selects a model.
+func (s Selection) On() bool { return s.Share != 0 }
+
+// check returns an error unless s is off or a valid configuration.
+func (s Selection) check() error {
+	if !s.On() {
+		return nil
+	}
+	if !(s.Share > 0 && s.Share < 1) {
+		return fmt.Errorf("federation: validation share %v, want one in (0, 1)", s.Share)
+	}
+	if !(s.Z >= 0) {
+		return fmt.Errorf("federation: selection threshold %v, want ≥ 0", s.Z)
+	}
+	for _, k := range s.Kinds {
+		if kindCode(k) < 0 {
+			return fmt.Errorf("federation: unknown candidate kind %q", k)
+		}
+	}
+	for _, r := range s.Ridge {
+		if !(r > 0) || math.IsInf(r, 0) {
+			return fmt.Errorf("federation: ridge penalty %v, want one > 0", r)
+		}
+	}
+	return nil
+}
+
+func (s Selection) wants(kind string) bool { return len(s.Kinds) == 0 || slices.Contains(s.Kinds, kind) }
+
+// SelectState is what a run's model selection has learned: the candidates
+// once the sites' statistics are in, their scores and the choice once the
+// sites' losses are.
+type SelectState struct {
+	Candidates []selection.Candidate
+	Estimators []selection.Estimator
+	Scored     bool // the Candidates' scores, Chosen and Held are set
+	Chosen     int
+	Held       int // every site's held-out rows
+}
+
+// SiteSelection is a run's model selection as a site learns it.
+type SiteSelection struct {
+	Candidates []selection.Candidate // scored over every site's held-out rows
+	Chosen     int
+	Estimator  selection.Estimator // the chosen candidate, whose CATE SiteResult.CATE holds
+	Held       int                 // this site's held-out rows
+	HeldAll    int                 // every site's held-out rows
+}
+
+// The kinds of candidate as the wire codes them. Their values are part of
+// the protocol.
+var kindCodes = []string{selection.KindLatent, selection.KindOutcome, selection.KindTLearner, selection.KindDR}
+
+func kindCode(kind string) int { return slices.Index(kindCodes, kind) }
+
+// Tensors of model selection.
+const (
+	tSelectShare  = "selection.share"  // hello, and the site's answer: the held-out share (0: off)
+	tSelectStage  = "selection.stage"  // final weights: 1 asks for stats, 2 for losses, 3 carries the choice
+	tSelectDR     = "selection.dr"     // stage 1: 1 when the DR-learner's statistics are wanted
+	tCandKind     = "candidates.kind"  // stages 2, 3: each candidate's kind (kindCodes)
+	tCandRidge    = "candidates.ridge" // stages 2, 3: each candidate's penalty (0 for none)
+	pCand         = "candidate."       // stage 2: candidate.<c>.<regression>.…
+	pChosen       = "chosen."          // stage 3: the chosen estimator
+	tSelectLoss   = "selection.loss"   // stage 3: each candidate's mean loss, its SE, its paired difference and SE
+	tSelectSE     = "selection.se"
+	tSelectDiff   = "selection.diff"
+	tSelectDiffSE = "selection.diff_se"
+	tSelectChosen = "selection.chosen" // stage 3: the chosen candidate's index
+	tSelectN      = "selection.n"      // stage 3: every site's held-out rows
+	pStats        = "stats."           // stats: stats.<arm0|arm1|dr>.<n|featsum|targetsum|gram|moment>
+	tLossN        = "losses.n"         // losses: per candidate, the sums of selection.Sums
+	tLossSum      = "losses.sum"
+	tLossSumSq    = "losses.sumsq"
+	tLossDiff     = "losses.diff"
+	tLossDiffSq   = "losses.diffsq"
+)
+
+// statsNames are the ridge statistics' names on the wire, as Stats holds them.
+var statsNames = []string{"arm0", "arm1", "dr"}
+
+func statsTensors(st selection.Stats) []wire.Tensor {
+	var ts []wire.Tensor
+	for i, r := range []*estimator.RidgeStats{st.Arms[0], st.Arms[1], st.DR} {
+		if r == nil {
+			continue
+		}
+		p := pStats + statsNames[i] + "."
+		ts = append(ts, wire.Scalar(p+"n", r.N), wire.Vector(p+"featsum", r.FeatSum), wire.Scalar(p+"targetsum", r.TargetSum),
+			wire.Tensor{Name: p + "gram", Shape: []int{r.P, r.P}, Values: r.Gram}, wire.Vector(p+"moment", r.Moment))
+	}
+	return ts
+}
+
+// decodeStats reads a stats envelope; dr says whether it must hold the
+// DR-learner's statistics.
+func decodeStats(e *wire.Envelope, dr bool) (selection.Stats, error) {
+	var st selection.Stats
+	for i, name := range statsNames {
+		if i == 2 && !dr {
+			break
+		}
+		p := pStats + name + "."
+		featSum, err := vector(e, p+"featsum", -1)
+		if err != nil {
+			return st, err
+		}
+		n := len(featSum)
+		r := &estimator.RidgeStats{P: n, FeatSum: featSum}
+		if r.N, err = scalar(e, p+"n"); err != nil {
+			return st, err
+		}
+		if r.TargetSum, err = scalar(e, p+"targetsum"); err != nil {
+			return st, err
+		}
+		if r.Gram, err = vector(e, p+"gram", n*n); err != nil {
+			return st, err
+		}
+		if r.Moment, err = vector(e, p+"moment", n); err != nil {
+			return st, err
+		}
+		if i > 0 && n != st.Arms[0].P {
+			return st, fmt.Errorf("%w: stats of %d and %d features", ErrProtocol, st.Arms[0].P, n)
+		}
+		if i < 2 {
+			st.Arms[i] = r
+		} else {
+			st.DR = r
+		}
+	}
+	return st, nil
+}
+
+func ridgeTensors(prefix string, r estimator.Ridge) []wire.Tensor {
+	return []wire.Tensor{wire.Scalar(prefix+"intercept", r.Intercept), wire.Vector(prefix+"beta", r.Beta)}
+}
+
+func decodeRidge(e *wire.Envelope, prefix string) (*estimator.Ridge, error) {
+	var r estimator.Ridge
+	var err error
+	if r.Intercept, err = scalar(e, prefix+"intercept"); err != nil {
+		return nil, err
+	}
+	if r.Beta, err = vector(e, prefix+"beta", -1); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// estimatorTensors encodes an estimator's regressions under prefix; the
+// kind and penalty travel in candidates.kind and candidates.ridge.
+func estimatorTensors(prefix string, est selection.Estimator) []wire.Tensor {
+	switch {
+	case est.Arms != nil:
+		return append(ridgeTensors(prefix+"arm0.", est.Arms[0]), ridgeTensors(prefix+"arm1.", est.Arms[1])...)
+	case est.DR != nil:
+		return ridgeTensors(prefix+"dr.", *est.DR)
+	}
+	return nil
+}
+
+// decodeEstimator reads the estimator of kind and penalty ridge under prefix.
+func decodeEstimator(e *wire.Envelope, prefix string, kind string, ridge float64) (selection.Estimator, error) {
+	est := selection.Estimator{Kind: kind, Ridge: ridge}
+	switch kind {
+	case selection.KindTLearner:
+		var arms [2]estimator.Ridge
+		for a, name := range []string{"arm0.", "arm1."} {
+			r, err := decodeRidge(e, prefix+name)
+			if err != nil {
+				return est, err
+			}
+			arms[a] = *r
+		}
+		est.Arms = &arms
+	case selection.KindDR:
+		r, err := decodeRidge(e, prefix+"dr.")
+		if err != nil {
+			return est, err
+		}
+		est.DR = r
+	}
+	return est, nil
+}
+
+// candidateTensors lists the candidates' kinds and penalties.
+func candidateTensors(cands []selection.Candidate) []wire.Tensor {
+	kinds, ridge := make([]float64, len(cands)), make([]float64, len(cands))
+	for c, cand := range cands {
+		kinds[c], ridge[c] = float64(kindCode(cand.Kind)), cand.Ridge
+	}
+	return []wire.Tensor{wire.Vector(tCandKind, kinds), wire.Vector(tCandRidge, ridge)}
+}
+
+// decodeCandidates reads the candidates' kinds and penalties, naming them
+// with kernel.
+func decodeCandidates(e *wire.Envelope, kernel string) ([]selection.Candidate, error) {
+	kinds, err := vector(e, tCandKind, -1)
+	if err != nil {
+		return nil, err
+	}
+	ridge, err := vector(e, tCandRidge, len(kinds))
+	if err != nil {
+		return nil, err
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("%w: %s names no candidate", ErrProtocol, e.Kind)
+	}
+	out := make([]selection.Candidate, len(kinds))
+	for c, k := range kinds {
+		if k != math.Trunc(k) || k < 0 || int(k) >= len(kindCodes) {
+			return nil, fmt.Errorf("%w: candidate %d of unknown kind %v", ErrProtocol, c, k)
+		}
+		kind := kindCodes[int(k)]
+		out[c] = selection.Candidate{Name: selection.CandidateName(kind, kernel, ridge[c]), Kind: kind, Ridge: ridge[c]}
+	}
+	return out, nil
+}
+
+func sumsTensors(sums []selection.Sums) []wire.Tensor {
+	cols := make([][]float64, 5)
+	for i := range cols {
+		cols[i] = make([]float64, len(sums))
+	}
+	for c, s := range sums {
+		cols[0][c], cols[1][c], cols[2][c], cols[3][c], cols[4][c] = s.N, s.Loss, s.LossSq, s.Diff, s.DiffSq
+	}
+	return []wire.Tensor{wire.Vector(tLossN, cols[0]), wire.Vector(tLossSum, cols[1]), wire.Vector(tLossSumSq, cols[2]),
+		wire.Vector(tLossDiff, cols[3]), wire.Vector(tLossDiffSq, cols[4])}
+}
+
+func decodeSums(e *wire.Envelope, n int) ([]selection.Sums, error) {
+	var cols [5][]float64
+	for i, name := range []string{tLossN, tLossSum, tLossSumSq, tLossDiff, tLossDiffSq} {
+		var err error
+		if cols[i], err = vector(e, name, n); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]selection.Sums, n)
+	for c := range out {
+		out[c] = selection.Sums{N: cols[0][c], Loss: cols[1][c], LossSq: cols[2][c], Diff: cols[3][c], DiffSq: cols[4][c]}
+	}
+	return out, nil
+}
+
+// selectModel runs model selection's two steps, stats and losses, unless a
+// resumed state has finished them, and saves what each learned.
+func (c *coordinator) selectModel(ctx context.Context) error {
+	sel := c.st.Select
+	if !sel.On() || (c.st.Selected != nil && c.st.Selected.Scored) {
+		return nil
+	}
+	if c.st.Selected == nil {
+		c.step++
+		dr := sel.wants(selection.KindDR)
+		out, err := c.finalEnvelopes(wire.Scalar(tSelectStage, 1), wire.Scalar(tSelectDR, b2f(dr)))
+		if err != nil {
+			return err
+		}
+		got, err := c.exchange(ctx, out, wire.KindStats)
+		if err != nil {
+			return err
+		}
+		st := &SelectState{}
+		for _, kind := range []string{selection.KindLatent, selection.KindOutcome} {
+			if sel.wants(kind) {
+				st.Candidates = append(st.Candidates, selection.Candidate{Name: selection.CandidateName(kind, sel.Kernel, 0), Kind: kind})
+				st.Estimators = append(st.Estimators, selection.Estimator{Kind: kind})
+			}
+		}
+		ridge := sel.Ridge
+		if ridge == nil {
+			ridge = selection.DefaultRidge
+		}
+		if len(ridge) > 0 && (sel.wants(selection.KindTLearner) || dr) {
+			var pooled selection.Stats
+			for s, name := range c.cfg.Sites {
+				site, err := decodeStats(got[s][wire.KindStats], dr)
+				if err == nil {
+					err = pooled.Add(site)
+				}
+				if err != nil {
+					return fmt.Errorf("site %s: %w", name, err)
+				}
+			}
+			cands, ests, err := selection.RidgeCandidates(pooled, ridge, sel.Kinds)
+			if err != nil {
+				return err
+			}
+			st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
+		}
+		if len(st.Candidates) == 0 {
+			return fmt.Errorf("federation: no candidate of kinds %v", sel.Kinds)
+		}
+		c.st.Selected, c.st.Step = st, c.step
+		if err := c.save(ctx); err != nil {
+			return err
+		}
+	}
+	st := c.st.Selected
+	c.step++
+	ts := candidateTensors(st.Candidates)
+	for i, est := range st.Estimators {
+		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pCand, i), est)...)
+	}
+	out, err := c.finalEnvelopes(append(ts, wire.Scalar(tSelectStage, 2))...)
+	if err != nil {
+		return err
+	}
+	got, err := c.exchange(ctx, out, wire.KindLosses)
+	if err != nil {
+		return err
+	}
+	sums := make([]selection.Sums, len(st.Candidates))
+	for s, name := range c.cfg.Sites {
+		site, err := decodeSums(got[s][wire.KindLosses], len(sums))
+		if err != nil {
+			return fmt.Errorf("site %s: %w", name, err)
+		}
+		for i := range sums {
+			sums[i].Add(site[i])
+		}
+	}
+	scores, chosen, err := selection.Choose(sums, 0, sel.Z)
+	if err != nil {
+		return err
+	}
+	for i := range scores {
+		st.Candidates[i].Score = scores[i]
+	}
+	st.Chosen, st.Scored, st.Held = chosen, true, int(sums[0].N)
+	c.st.Step = c.step
+	if err := c.save(ctx); err != nil {
+		return err
+	}
+	won := st.Candidates[chosen]
+	c.log.Info("model selected", slog.String(wire.LogKeyRun, c.st.RunID), slog.String("candidate", won.Name),
+		slog.Int("candidates", len(st.Candidates)), slog.Float64("loss", won.Loss), slog.Float64("diff", won.Diff), slog.Float64("diff_se", won.DiffSE))
+	return nil
+}
+
+// finalEnvelopes are every site's final weights at the current step, with
+// the tensors extra.
+func (c *coordinator) finalEnvelopes(extra ...wire.Tensor) ([]*wire.Envelope, error) {
+	out := make([]*wire.Envelope, len(c.cfg.Sites))
+	for s := range c.cfg.Sites {
+		e, err := c.finalWeightsFor(s, extra...)
+		if err != nil {
+			return nil, err
+		}
+		out[s] = e
+	}
+	return out, nil
+}
+
+// choiceTensors are what the final weights of the ATE step add when the run
+// selected a model: the chosen estimator and every candidate's scores, for
+// the site to publish.
+func (st *SelectState) choiceTensors() []wire.Tensor {
+	n := len(st.Candidates)
+	loss, se, diff, diffSE := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	for i, cand := range st.Candidates {
+		loss[i], se[i], diff[i], diffSE[i] = cand.Loss, cand.SE, cand.Diff, cand.DiffSE
+	}
+	ts := append(candidateTensors(st.Candidates), wire.Scalar(tSelectStage, 3), wire.Scalar(tSelectChosen, float64(st.Chosen)),
+		wire.Vector(tSelectLoss, loss), wire.Vector(tSelectSE, se), wire.Vector(tSelectDiff, diff), wire.Vector(tSelectDiffSE, diffSE), wire.Scalar(tSelectN, float64(st.Held)))
+	return append(ts, estimatorTensors(pChosen, st.Estimators[st.Chosen])...)
+}
+
+// stats answers stage 1: the ridge statistics of the site's training rows
+// on the reference model's outcome features.
+func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Model) ([]*wire.Envelope, error) {
+	dr, err := scalar(e, tSelectDR)
+	if err != nil {
+		return nil, err
+	}
+	st, err := selection.SiteStats(ctx, model, s.res.Index, s.trainRows, dr != 0)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.reply(e, wire.KindStats, statsTensors(st))
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{out}, nil
+}
+
+// losses answers stage 2: each candidate's loss sums over the site's
+// held-out rows.
+func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Model) ([]*wire.Envelope, error) {
+	cands, err := decodeCandidates(e, s.cfg.KernelName)
+	if err != nil {
+		return nil, err
+	}
+	ests := make([]selection.Estimator, len(cands))
+	models := make([]*estimator.Model, len(cands))
+	for i, cand := range cands {
+		if ests[i], err = decodeEstimator(e, fmt.Sprintf("%s%d.", pCand, i), cand.Kind, cand.Ridge); err != nil {
+			return nil, err
+		}
+		models[i] = model
+	}
+	sums, err := selection.SiteLosses(ctx, s.res.Setup, s.res.Index, s.kept, s.held, ests, models, 0)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.reply(e, wire.KindLosses, sumsTensors(sums))
+	if err != nil {
+		return nil, err
+	}
+	return []*wire.Envelope{out}, nil
+}
+
+// choice reads the choice that stage 3 carries.
+func (s *site) choice(e *wire.Envelope) (*SiteSelection, error) {
+	cands, err := decodeCandidates(e, s.cfg.KernelName)
+	if err != nil {
+		return nil, err
+	}
+	n := len(cands)
+	chosen, err := integer(e, tSelectChosen)
+	if err != nil {
+		return nil, err
+	}
+	if chosen >= n {
+		return nil, fmt.Errorf("%w: chosen candidate %d of %d", ErrProtocol, chosen, n)
+	}
+	var cols [4][]float64
+	for i, name := range []string{tSelectLoss, tSelectSE, tSelectDiff, tSelectDiffSE} {
+		if cols[i], err = vector(e, name, n); err != nil {
+			return nil, err
+		}
+	}
+	for i := range cands {
+		cands[i].Score = selection.Score{Loss: cols[0][i], SE: cols[1][i], Diff: cols[2][i], DiffSE: cols[3][i], Chosen: i == chosen}
+	}
+	est, err := decodeEstimator(e, pChosen, cands[chosen].Kind, cands[chosen].Ridge)
+	if err != nil {
+		return nil, err
+	}
+	all, err := integer(e, tSelectN)
+	if err != nil {
+		return nil, err
+	}
+	return &SiteSelection{Candidates: cands, Chosen: chosen, Estimator: est, Held: len(s.held), HeldAll: all}, nil
+}

@@ -1,0 +1,159 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/selection"
+)
+
+// selectionRun is a federation with model selection over sites of the given
+// sizes, and the simulated selection (selection.Run) of the same rows.
+func selectionRun(ctx context.Context, t *testing.T, sel Selection, sizes ...int) (*fed, *Result, []*SiteResult, *selection.Result) {
+	t.Helper()
+	cfg := testConfig()
+	f := newFed(sizes...)
+	held := make([][]int, len(sizes))
+	for s, d := range f.data {
+		var err error
+		if _, held[s], err = selection.Holdout(d.W, sel.Share, cfg.Seed); err != nil {
+			t.Fatal(err)
+		}
+		f.cfgs[s].KernelName = sel.Kernel
+	}
+	want, err := selection.Run(ctx, f.data, held, testSchema, cfg, selection.Options{
+		Kernels: []selection.Kernel{{Name: sel.Kernel, Spectral: estimator.GaussianSpectral{}}},
+		Ridge:   sel.Ridge, Z: sel.Z, Kinds: sel.Kinds, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites := f.start(ctx)
+	cc := f.coordinator(cfg)
+	cc.Selection = sel
+	res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, res, waitSites(t, sites), want
+}
+
+// TestSelectionEquivalence: a federation that selects a model chooses the
+// simulated selection's candidate, with the same scores bit for bit, and
+// every site reports that candidate's CATE of every row as the simulated
+// selection computes it.
+func TestSelectionEquivalence(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sel := Selection{Share: 0.25, Z: 0, Kernel: "gaussian"}
+	f, res, sites, want := selectionRun(ctx, t, sel, 90, 120, 70)
+	sameModels(t, res, func(k estimator.Kind) *estimator.Trained { return want.Models[0].Trained(k) }, "max abs difference %g, want bit-identical")
+	got := res.Selection
+	if got == nil || !got.Scored {
+		t.Fatalf("coordinator's selection %+v, want a scored one", got)
+	}
+	if len(got.Candidates) != len(want.Candidates) {
+		t.Fatalf("%d candidates, simulated %d", len(got.Candidates), len(want.Candidates))
+	}
+	for c, cand := range got.Candidates {
+		if fmt.Sprintf("%+v", cand) != fmt.Sprintf("%+v", want.Candidates[c]) {
+			t.Errorf("candidate %d: federated %+v\nsimulated %+v", c, cand, want.Candidates[c])
+		}
+	}
+	if got.Chosen != want.Chosen {
+		t.Errorf("chosen %d, simulated %d", got.Chosen, want.Chosen)
+	}
+	t.Logf("chosen %s of %d candidates (z = 0)", got.Candidates[got.Chosen].Name, len(got.Candidates))
+	for s, r := range sites {
+		if r.Selection == nil || r.Selection.Chosen != want.Chosen || r.Selection.HeldAll != got.Held {
+			t.Fatalf("site %d: selection %+v, want candidate %d over %d rows", s, r.Selection, want.Chosen, got.Held)
+		}
+		for c, cand := range r.Selection.Candidates {
+			if fmt.Sprintf("%+v", cand) != fmt.Sprintf("%+v", want.Candidates[c]) {
+				t.Errorf("site %d, candidate %d: %+v, simulated %+v", s, c, cand, want.Candidates[c])
+			}
+		}
+		cate, err := want.CATE(ctx, want.Chosen, s, f.data[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range cate {
+			if cate[i] != r.CATE[i] {
+				t.Fatalf("site %d row %d: CATE %g, simulated %g", s, i, r.CATE[i], cate[i])
+			}
+		}
+		if r.Local.PlugIn.N != f.data[s].Rows() || len(r.Held) != r.Selection.Held {
+			t.Errorf("site %d: ATE over %d rows, %d held out (%d)", s, r.Local.PlugIn.N, len(r.Held), r.Selection.Held)
+		}
+	}
+	// Every envelope a site sent is of a known kind, stats and losses
+	// among them.
+	for name, a := range f.audits {
+		joined := strings.Join(a, ";")
+		for _, k := range []wire.Kind{wire.KindStats, wire.KindLosses} {
+			if !strings.Contains(joined, fmt.Sprintf("%d %s", Sent, k)) {
+				t.Errorf("%s sent no %s", name, k)
+			}
+		}
+	}
+}
+
+// TestSelectionKindsAndRidge: a run restricted to some kinds and penalties
+// scores those candidates alone, still bit for bit.
+func TestSelectionKindsAndRidge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sel := Selection{Share: 0.3, Z: 1, Kernel: "k", Kinds: []string{selection.KindOutcome, selection.KindTLearner}, Ridge: []float64{3}}
+	_, res, _, want := selectionRun(ctx, t, sel, 80, 60)
+	var names []string
+	for c, cand := range res.Selection.Candidates {
+		names = append(names, cand.Name)
+		if cand.Score != want.Candidates[c].Score {
+			t.Errorf("%s: %+v, simulated %+v", cand.Name, cand.Score, want.Candidates[c].Score)
+		}
+	}
+	if strings.Join(names, ",") != "outcome/k,tlearner/3" {
+		t.Errorf("candidates %v", names)
+	}
+}
+
+// TestSelectionRefusals: a share that leaves an arm of the held-out rows
+// below min_arm_rows is refused before anything computed from the rows is
+// sent, and a coordinator refuses a bad selection configuration.
+func TestSelectionRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFed(30, 40)
+	sites := f.start(ctx)
+	cc := f.coordinator(testConfig())
+	cc.Selection = Selection{Share: 0.05, Kernel: "gaussian"}
+	_, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+	if !errors.Is(err, ErrSiteRefused) {
+		t.Errorf("coordinator: %v, want ErrSiteRefused", err)
+	}
+	var refused int
+	for _, ch := range sites {
+		if r := <-ch; errors.Is(r.err, ErrTooFewRows) {
+			refused++
+			if !strings.Contains(r.err.Error(), "held out for model selection") {
+				t.Errorf("site error %q does not say which rows", r.err)
+			}
+		}
+	}
+	if refused == 0 {
+		t.Error("no site refused a share that holds out one row per arm")
+	}
+	for _, bad := range []Selection{{Share: 1}, {Share: -0.1}, {Share: 0.2, Z: math.NaN()}, {Share: 0.2, Kinds: []string{"forest"}}, {Share: 0.2, Ridge: []float64{0}}} {
+		cc := f.coordinator(testConfig())
+		cc.Selection = bad
+		if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); err == nil {
+			t.Errorf("selection %+v accepted", bad)
+		}
+	}
+}
