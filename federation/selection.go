@@ -62,7 +62,9 @@ func (s Selection) check() error {
 	return nil
 }
 
-func (s Selection) wants(kind string) bool { return len(s.Kinds) == 0 || slices.Contains(s.Kinds, kind) }
+func (s Selection) wants(kind string) bool {
+	return len(s.Kinds) == 0 || slices.Contains(s.Kinds, kind)
+}
 
 // SelectState is what a run's model selection has learned: the candidates
 // once the sites' statistics are in, their scores and the choice once the

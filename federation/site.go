@@ -171,9 +171,9 @@ type site struct {
 	share     float64
 	held      []int
 	trainRows *estimator.Data
-	fp    wire.Digest
-	cfgE  estimator.Config
-	peers []string // every site's name by index, from hello ("" when not sent)
+	fp        wire.Digest
+	cfgE      estimator.Config
+	peers     []string // every site's name by index, from hello ("" when not sent)
 	// instance is the value of the rejoin scalar this process sends: a
 	// random integer in [1, 2^52], exact in a float64, drawn once per
 	// RunSite. The coordinator drops an envelope equal to one it admitted
