@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +156,81 @@ func TestSelectionRefusals(t *testing.T) {
 		if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); err == nil {
 			t.Errorf("selection %+v accepted", bad)
 		}
+	}
+}
+
+// TestSelectionResumesAndRejoins: a coordinator stopped in model selection
+// (once the first site's stats, or losses, or ATE is in) resumes and makes
+// the uninterrupted run's choice, and so does a run in which a site
+// restarts in those steps and rejoins.
+func TestSelectionResumesAndRejoins(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sel := Selection{Share: 0.25, Z: 0, Kernel: "gaussian"}
+	_, ref, _, _ := selectionRun(ctx, t, sel, 60, 80)
+	same := func(t *testing.T, res *Result) {
+		t.Helper()
+		got, want := res.Selection, ref.Selection
+		if fmt.Sprintf("%+v %d %d", got.Candidates, got.Chosen, got.Held) != fmt.Sprintf("%+v %d %d", want.Candidates, want.Chosen, want.Held) ||
+			res.GlobalAIPW != ref.GlobalAIPW {
+			t.Errorf("selection %+v, global %+v\nuninterrupted %+v, %+v", got.Candidates, res.GlobalAIPW, want.Candidates, ref.GlobalAIPW)
+		}
+	}
+	for _, at := range []wire.Kind{wire.KindStats, wire.KindLosses, wire.KindATE} {
+		t.Run("coordinator stopped at "+at.String(), func(t *testing.T) {
+			f := newFed(60, 80)
+			for s := range f.cfgs {
+				f.cfgs[s].KernelName = sel.Kernel
+			}
+			sites := f.start(ctx)
+			cctx, stop := context.WithCancel(ctx)
+			var once sync.Once
+			f.net.Intercept = func(b []byte) [][]byte {
+				if e, _ := wire.Unmarshal(b); e != nil && e.Kind == at {
+					once.Do(stop)
+				}
+				return [][]byte{b}
+			}
+			cc := f.coordinator(testConfig())
+			cc.Selection, cc.Checkpoints = sel, &MemCheckpoints{}
+			runUntilStopped(t, cctx, cc, f)
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(t, res)
+			waitSites(t, sites)
+		})
+		t.Run("site restarted at "+at.String(), func(t *testing.T) {
+			f := newFed(60, 80)
+			for s := range f.cfgs {
+				f.cfgs[s].KernelName = sel.Kernel
+			}
+			others := f.cfgs
+			f.cfgs = others[:1]
+			sites := f.start(ctx)
+			f.cfgs = others
+			site2ctx, kill := context.WithCancel(ctx)
+			var once sync.Once
+			f.net.Intercept = func(b []byte) [][]byte {
+				if e, _ := wire.Unmarshal(b); e != nil && e.Kind == at && e.Sender == "site2" {
+					once.Do(kill)
+				}
+				return [][]byte{b}
+			}
+			second := f.restartSite(site2ctx, ctx, 1, f.cfgs[1], nil)
+			var logs logBuffer
+			cc := f.rejoinCoordinator(testConfig(), &logs)
+			cc.Selection = sel
+			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(t, res)
+			if r := <-second; r.err != nil || r.res.Selection == nil || r.res.Selection.Chosen != ref.Selection.Chosen {
+				t.Fatalf("restarted site2: %v", r.err)
+			}
+			waitSites(t, sites)
+		})
 	}
 }
