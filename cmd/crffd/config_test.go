@@ -3,14 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/crffd/crffd/plugins/transport"
-	"github.com/crffd/crffd/store"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/plugins/transport"
+	"github.com/crffd/crffd/store"
 )
 
 // execute runs crffd in process with args and returns the app state.
@@ -148,22 +151,30 @@ func TestModelFolds(t *testing.T) {
 	}
 }
 
-// TestFederatedSelectionRefused: a federation cannot honour model
-// selection yet, so its daemons refuse the settings instead of ignoring
-// them.
-func TestFederatedSelectionRefused(t *testing.T) {
-	for _, tc := range []struct{ file, want string }{
-		{"model:\n  estimator: latent\n", ""},
-		{"model:\n  estimator: auto\n", `model.estimator "auto": model selection runs in crffd fit only`},
-		{"kernel:\n  name: auto\n", "kernel.name auto: model selection runs in crffd fit only"},
+// TestFederatedSelection: the coordinator turns model.estimator,
+// model.validation and model.selection_z into the run's selection (none for
+// the latent CATE), and its daemons refuse kernel.name auto, which a
+// federation of one kernel cannot honour, instead of ignoring it.
+func TestFederatedSelection(t *testing.T) {
+	for _, tc := range []struct{ file, want, err string }{
+		{"model:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 Kernel:}", ""},
+		{"model:\n  estimator: auto\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 Kernel:gaussian}", ""},
+		{"model:\n  estimator: dr\n  validation: 0.3\n  selection_z: 0\n", "{Share:0.3 Kinds:[dr] Ridge:[] Z:0 Kernel:gaussian}", ""},
+		{"model:\n  estimator: forest\n", "", `model.estimator "forest"`},
+		{"model:\n  estimator: auto\n  validation: 1\n", "", "model.validation 1"},
+		{"kernel:\n  name: auto\n", "", "kernel.name auto: a federation trains one kernel"},
 	} {
 		a, err := execute(t, "version", "--config", writeConfig(t, tc.file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = a.refuseFederatedSelection()
-		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%q: %v, want %q", tc.file, err, tc.want)
+		sel, err := a.federatedSelection(context.Background(), modelstore.Kernel{Name: "gaussian"})
+		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%q: %v, want %q", tc.file, err, tc.err)
+			continue
+		}
+		if got := fmt.Sprintf("%+v", sel); err == nil && got != tc.want {
+			t.Errorf("%q: selection %s, want %s", tc.file, got, tc.want)
 		}
 	}
 }
@@ -255,7 +266,8 @@ func TestMapKeysFromEnvironment(t *testing.T) {
 }
 
 // TestIgnoredModelKeys lists the model.* keys a federated site was given
-// in its file or environment, which it does not use.
+// in its file or environment, which it does not use: model selection's
+// among them, which the coordinator's configuration decides.
 func TestIgnoredModelKeys(t *testing.T) {
 	file := writeConfig(t, "model:\n  features: 50\n  estimator: latent\n")
 	t.Setenv("CRFFD_MODEL_ROUNDS", "10")
@@ -263,8 +275,8 @@ func TestIgnoredModelKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(a.ignoredModelKeys(), ", "); got != "model.features, model.rounds" {
-		t.Errorf("ignored keys %q, want model.features, model.rounds", got)
+	if got := strings.Join(a.ignoredModelKeys(), ", "); got != "model.features, model.rounds, model.estimator" {
+		t.Errorf("ignored keys %q, want model.features, model.rounds, model.estimator", got)
 	}
 }
 

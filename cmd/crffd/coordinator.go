@@ -39,9 +39,6 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if len(sites) == 0 {
 		return errors.New("coordinator.sites is empty: list the sites' federation names")
 	}
-	if err := a.refuseFederatedSelection(); err != nil {
-		return err
-	}
 	cfg, err := a.modelConfig()
 	if err != nil {
 		return err
@@ -57,6 +54,10 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	}
 	runEvery := a.v.GetDuration("coordinator.run_every")
 	kernel, err := a.kernelRef()
+	if err != nil {
+		return err
+	}
+	sel, err := a.federatedSelection(ctx, kernel)
 	if err != nil {
 		return err
 	}
@@ -83,7 +84,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	conn := clientConn{c: client, in: client.Receive(ctx)}
 	for {
 		cc := federation.CoordinatorConfig{
-			Name: name, RunID: newRunID(), Sites: sites, Config: cfg, Spectral: spectral,
+			Name: name, RunID: newRunID(), Sites: sites, Config: cfg, Spectral: spectral, Selection: sel,
 			RoundTimeout: timeout, Retries: retries, Checkpoints: db, CheckpointEvery: every,
 			Logger: a.log, Metrics: metrics,
 		}
@@ -109,6 +110,11 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 		if _, err := fmt.Fprintf(a.stdout, "run %s: %d sites, %d rows; global ATE %.4f, 95%% interval [%.4f, %.4f] (AIPW, se %.4f); plug-in %.4f\n",
 			res.RunID, len(sites), total, g.Estimate, g.Lower, g.Upper, g.SE, res.GlobalATE); err != nil {
 			return err
+		}
+		if st := res.Selection; st != nil {
+			if err := printSelection(a.stdout, st.Candidates, st.Chosen, st.Held, sel.Z); err != nil {
+				return err
+			}
 		}
 		if once {
 			return nil

@@ -144,7 +144,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return err
 	}
 	if sel != nil {
-		if err := printSelection(a.stdout, sel); err != nil {
+		if err := printSelection(a.stdout, sel.result.Candidates, sel.result.Chosen, sel.val, sel.result.Z); err != nil {
 			return err
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/host"
 	"github.com/crffd/crffd/plugins/kernels"
@@ -143,42 +145,67 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 	for _, p := range res.Progress[ki] {
 		out.losses = append(out.losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
 	}
-	for _, cand := range res.Candidates {
-		row := store.Selection{Candidate: cand.Name, Kind: cand.Kind, Ridge: cand.Ridge, Loss: cand.Loss, SE: cand.SE,
-			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, N: len(valRows)}
-		if cand.Kind == selection.KindLatent || cand.Kind == selection.KindOutcome {
-			row.Kernel = kernelLabel(c.kernels[cand.Kernel])
-		}
-		out.rows = append(out.rows, row)
-	}
+	out.rows = selectionRows(res.Candidates, func(k int) string { return kernelLabel(c.kernels[k]) }, len(valRows))
 	return out, nil
 }
 
-// printSelection prints which candidate won and by how much.
-func printSelection(w io.Writer, s *selected) error {
-	ref := s.result.Candidates[0]
-	won := s.result.Candidates[s.result.Chosen]
-	if s.result.Chosen == 0 {
-		_, err := fmt.Fprintf(w, "model selection: %s (the reference) kept among %d candidates on %d held-out rows: no candidate's doubly robust loss was lower by more than %.3g standard errors\n",
-			won.Name, len(s.result.Candidates), s.val, s.result.Z)
+// selectionRows are the crff_model_selection rows of candidates scored on
+// n held-out rows; kernel names the kernel of index k.
+func selectionRows(cands []selection.Candidate, kernel func(k int) string, n int) []store.Selection {
+	var out []store.Selection
+	for _, cand := range cands {
+		row := store.Selection{Candidate: cand.Name, Kind: cand.Kind, Ridge: cand.Ridge, Loss: cand.Loss, SE: cand.SE,
+			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, N: n}
+		if cand.Kind == selection.KindLatent || cand.Kind == selection.KindOutcome {
+			row.Kernel = kernel(cand.Kernel)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// printSelection prints which of cands (the first the reference) won,
+// chosen on n held-out rows with threshold z (NaN when not known: a
+// federated site's), and by how much.
+func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z float64) error {
+	ref, won := cands[0], cands[chosen]
+	if chosen == 0 {
+		why := ""
+		if !math.IsNaN(z) {
+			why = fmt.Sprintf(": no candidate's doubly robust loss was lower by more than %.3g standard errors", z)
+		}
+		_, err := fmt.Fprintf(w, "model selection: %s (the reference) kept among %d candidates on %d held-out rows%s\n",
+			won.Name, len(cands), n, why)
 		return err
 	}
 	_, err := fmt.Fprintf(w, "model selection: %s chosen among %d candidates on %d held-out rows: doubly robust loss %.4g against the reference %s's %.4g (difference %.4g ± %.4g)\n",
-		won.Name, len(s.result.Candidates), s.val, won.Loss, ref.Name, ref.Loss, won.Diff, won.DiffSE)
+		won.Name, len(cands), n, won.Loss, ref.Name, ref.Loss, won.Diff, won.DiffSE)
 	return err
 }
 
-// errNoFederatedSelection reports model selection asked of a federation.
-var errNoFederatedSelection = errors.New("model selection runs in crffd fit only: a federation reports the latent CATE of one kernel")
+// errNoFederatedKernels reports kernel.name auto in a federation.
+var errNoFederatedKernels = errors.New("a federation trains one kernel: kernel.name auto runs in crffd fit only")
 
-// refuseFederatedSelection refuses model.estimator other than latent and
-// kernel.name auto in a federation, which would otherwise be ignored.
-func (a *app) refuseFederatedSelection() error {
-	if est := a.v.GetString("model.estimator"); est != selection.KindLatent {
-		return fmt.Errorf("model.estimator %q: %w (set latent, or fit the site alone)", est, errNoFederatedSelection)
-	}
+// refuseFederatedKernels refuses kernel.name auto in a federation, which
+// trains and chooses among the candidates of one kernel.
+func (a *app) refuseFederatedKernels() error {
 	if a.v.GetString("kernel.name") == "auto" {
-		return fmt.Errorf("kernel.name auto: %w (name one kernel)", errNoFederatedSelection)
+		return fmt.Errorf("kernel.name auto: %w (name one kernel)", errNoFederatedKernels)
 	}
 	return nil
+}
+
+// federatedSelection is the model selection the coordinator asks of a
+// run from model.estimator, model.validation and model.selection_z: none
+// for the latent CATE alone, and otherwise the candidates of those kinds
+// of the one kernel, chosen on the held-out share of each site's rows.
+func (a *app) federatedSelection(ctx context.Context, kernel modelstore.Kernel) (federation.Selection, error) {
+	if err := a.refuseFederatedKernels(); err != nil {
+		return federation.Selection{}, err
+	}
+	c, err := a.choiceSettings(ctx)
+	if err != nil || (len(c.kinds) == 1 && c.kinds[0] == selection.KindLatent) {
+		return federation.Selection{}, err
+	}
+	return federation.Selection{Share: c.share, Kinds: c.kinds, Z: c.z, Kernel: kernelLabel(kernel)}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/transport"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -24,7 +25,7 @@ import (
 // with the federation's weights and the global ATE.
 func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	ctx := cmd.Context()
-	if err := a.refuseFederatedSelection(); err != nil {
+	if err := a.refuseFederatedKernels(); err != nil {
 		return err
 	}
 	if keys := a.ignoredModelKeys(); len(keys) > 0 {
@@ -91,7 +92,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		cfg := federation.SiteConfig{
 			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
 			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, Identities: ids,
-			Spectral: spectral, Logger: a.log, Metrics: metrics, MinArmRows: minArm,
+			Spectral: spectral, KernelName: kernelLabel(kernel), Logger: a.log, Metrics: metrics, MinArmRows: minArm,
 			// Each run trains on the table as it is when the run begins;
 			// Join and Publish see the rows read then.
 			Rows: func(ctx context.Context) (federation.SiteRows, error) {
@@ -126,8 +127,13 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored\n", r.RunID, len(r.Effects.CATE)); err != nil {
+		if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored\n", r.RunID, len(r.CATE)); err != nil {
 			return err
+		}
+		if sel := r.Selection; sel != nil {
+			if err := printSelection(a.stdout, sel.Candidates, sel.Chosen, sel.HeldAll, math.NaN()); err != nil {
+				return err
+			}
 		}
 		if err := printATEs(a.stdout, store.ScopeLocal, r.Local); err != nil {
 			return err
@@ -236,13 +242,17 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	for k, n := range r.Rounds {
 		rounds[k.String()] = n
 	}
+	est := selection.Estimator{Kind: selection.KindLatent}
+	if r.Selection != nil {
+		est = r.Selection.Estimator
+	}
 	setup := modelstore.Setup{Kernel: kernel, Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
-		Calibration: calibrationParams(r.Calibration),
+		Calibration: calibrationParams(r.Calibration), Estimator: &est,
 		Site:        r.Index, Sites: r.Sites, Rounds: rounds}
 	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model); err != nil {
 		return err
 	}
-	cates, err := cateRows(recs.IDs, r.Effects, r.Effects.CATE, r.Calibration, recs.Data.X)
+	cates, err := cateRows(recs.IDs, r.Effects, r.CATE, r.Calibration, recs.Data.X)
 	if err != nil {
 		return err
 	}
@@ -251,6 +261,9 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		CATE:     cates,
 		ATE:      append(storeATEs(store.ScopeLocal, r.Local), storeATEs(store.ScopeGlobal, r.Global)...),
 		Rejected: recs.Rejected,
+	}
+	if sel := r.Selection; sel != nil {
+		res.Selection = selectionRows(sel.Candidates, func(int) string { return kernelLabel(kernel) }, sel.HeldAll)
 	}
 	for _, k := range estimator.Kinds {
 		for v, l := range r.Lambda[k] {

@@ -202,12 +202,11 @@ func checkFolds(k int) error {
 
 // ignoredModelKeys lists the model.* keys set in the file or the
 // environment, which a federated site does not use: the coordinator's
-// configuration is the federation's (model.estimator excepted, which
-// refuseFederatedSelection checks).
+// configuration is the federation's, model selection's keys included.
 func (a *app) ignoredModelKeys() []string {
 	var out []string
 	for _, s := range modelSettings {
-		if !strings.HasPrefix(s.Key, "model.") || s.Key == "model.estimator" {
+		if !strings.HasPrefix(s.Key, "model.") {
 			continue
 		}
 		if _, env := os.LookupEnv(envName(s.Key)); env || a.v.InConfig(s.Key) {
