@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/internal/testbin"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/plugins/kernels"
+	"github.com/crffd/crffd/selection"
+	"github.com/crffd/crffd/store"
 )
 
 // TestFitModelSelection fits with model.estimator and kernel.name auto,
@@ -127,4 +135,115 @@ func TestReportWritesNothing(t *testing.T) {
 	if n := queryFloat(t, db, "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'crff%'"); n != 0 {
 		t.Errorf("crffd report created %v crff_ objects in a file it only reads", n)
 	}
+}
+
+// TestFederatedModelSelection runs a coordinator and three site daemons
+// over grpc with model.estimator auto: every site publishes the same
+// crff_model_selection, equal bit for bit to selection.Run on the same
+// rows with the same kernel plugin, its crff_cate holds the chosen
+// candidate's CATE, the coordinator prints the winner, and no sentinel
+// value planted in the rows crosses the wire in the new stats and losses
+// envelopes either.
+func TestFederatedModelSelection(t *testing.T) {
+	const sites, rows = 3, 120
+	dir := sandbox(t, sites, rows, "grpc")
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: auto\n  validation: 0.25\n")
+	for k := 1; k <= sites; k++ {
+		plant(t, dir, k)
+	}
+	coord := runFederation(t, dir, sites, true)
+	if !strings.Contains(coord.out.String(), "model selection: ") {
+		t.Errorf("the coordinator does not say what model selection chose:\n%s", coord.out.String())
+	}
+	run := checkSiteResults(t, dir, sites)
+	if scanCarried(t, dir, sites, func(p string) bool { return strings.HasSuffix(p, ".capture") }, []byte(coord.err.String())) == 0 {
+		t.Fatal("nothing carried to scan")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kc, err := kernels.Open(ctx, kernels.Options{Dir: testbin.Build(t), Name: "gaussian"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	var data []*estimator.Data
+	var held [][]int
+	var schema estimator.Schema
+	var cfg estimator.Config
+	for k := 1; k <= sites; k++ {
+		path := filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k))
+		db, err := store.Open(ctx, path, store.Options{BusyTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		recs, err := db.ReadRecords(ctx, store.Source{DB: path, Table: "records", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y",
+			OutcomeType: "continuous", Continuous: []string{"x30"}, OnInvalid: "refuse"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, setup, err := modelstore.Load(ctx, db, run, func(context.Context, modelstore.Kernel) (estimator.Spectral, error) { return kc, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg = setup.Config
+		_, h, err := selection.Holdout(recs.Data.W, 0.25, cfg.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, held, schema = append(data, recs.Data), append(held, h), recs.Schema
+	}
+	want, err := selection.Run(ctx, data, held, schema, cfg, selection.Options{
+		Kernels: []selection.Kernel{{Name: "gaussian", Spectral: kc}}, Z: selection.DefaultZ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= sites; k++ {
+		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
+		rs, err := db.Query(`SELECT candidate, loss, se, diff, diff_se, chosen FROM crff_model_selection WHERE run = ? ORDER BY rowid`, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := 0
+		for ; rs.Next(); c++ {
+			var name string
+			var loss, se, diff, diffSE float64
+			var chosen bool
+			if err := rs.Scan(&name, &loss, &se, &diff, &diffSE, &chosen); err != nil {
+				t.Fatal(err)
+			}
+			if c >= len(want.Candidates) {
+				break
+			}
+			w := want.Candidates[c]
+			if name != w.Name || loss != w.Loss || se != w.SE || diff != w.Diff || diffSE != w.DiffSE || chosen != w.Chosen {
+				t.Errorf("site%d candidate %d: %s %v %v %v %v %v; simulated %s %+v", k, c, name, loss, se, diff, diffSE, chosen, w.Name, w.Score)
+			}
+		}
+		rs.Close()
+		if c != len(want.Candidates) {
+			t.Errorf("site%d lists %d candidates, simulated %d", k, c, len(want.Candidates))
+		}
+		// crff_cate.cate is the chosen candidate's CATE, calibrated: its
+		// uncalibrated value is not kept, so compare the plug-in ATE, the
+		// mean of the uncalibrated CATEs of the site's rows.
+		cate, err := want.CATE(ctx, want.Chosen, k-1, data[k-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		mean := 0.0
+		for _, v := range cate {
+			mean += v / float64(len(cate))
+		}
+		if got := queryFloat(t, db, `SELECT ate FROM crff_ate WHERE scope = 'local' AND estimator = 'plugin'`); math.Abs(got-mean) > 1e-9*math.Max(1, math.Abs(mean)) {
+			t.Errorf("site%d: plug-in ATE %v, mean of the simulated chosen candidate's CATEs %v", k, got, mean)
+		}
+		for _, kind := range []string{"stats", "losses"} {
+			if n := queryFloat(t, db, fmt.Sprintf(`SELECT count(*) FROM crff_audit WHERE kind = '%s'`, kind)); n == 0 {
+				t.Errorf("site%d audited no %s envelope", k, kind)
+			}
+		}
+	}
+	t.Logf("chosen %s of %d candidates, equal to selection.Run's", want.Candidates[want.Chosen].Name, len(want.Candidates))
 }

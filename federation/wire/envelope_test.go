@@ -306,7 +306,7 @@ func TestLoggingNeverShowsValues(t *testing.T) {
 }
 
 func TestKinds(t *testing.T) {
-	want := "hello dedup-hashes dedup-verdict weights gradient ate global-ate done"
+	want := "hello dedup-hashes dedup-verdict weights gradient stats losses ate global-ate done"
 	var names []string
 	for _, k := range wire.Kinds() {
 		names = append(names, k.String())
@@ -320,7 +320,7 @@ func TestKinds(t *testing.T) {
 	if _, err := wire.ParseKind("rows"); !errors.Is(err, wire.ErrKind) {
 		t.Errorf("ParseKind(rows) = %v", err)
 	}
-	if wire.Kind(9).Known() || wire.KindUnspecified.Known() {
+	if wire.Kind(11).Known() || wire.KindUnspecified.Known() {
 		t.Error("unknown kinds reported known")
 	}
 }
