@@ -159,6 +159,7 @@ func TestFederatedSelection(t *testing.T) {
 	for _, tc := range []struct{ file, want, err string }{
 		{"model:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 Kernel:}", ""},
 		{"model:\n  estimator: auto\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 Kernel:gaussian}", ""},
+		{"", "{Share:0.2 Kinds:[] Ridge:[] Z:1 Kernel:gaussian}", ""},
 		{"model:\n  estimator: dr\n  validation: 0.3\n  selection_z: 0\n", "{Share:0.3 Kinds:[dr] Ridge:[] Z:0 Kernel:gaussian}", ""},
 		{"model:\n  estimator: forest\n", "", `model.estimator "forest"`},
 		{"model:\n  estimator: auto\n  validation: 1\n", "", "model.validation 1"},
@@ -284,7 +285,7 @@ func TestIgnoredModelKeys(t *testing.T) {
 // model.selection_z through the file and the environment (over the file),
 // and reads their defaults. (No flag sets model.* keys.)
 func TestChoiceSettingsLayers(t *testing.T) {
-	file := writeConfig(t, "model:\n  estimator: auto\n  validation: 0.3\n  selection_z: 2\n")
+	file := writeConfig(t, "model:\n  estimator: outcome\n  validation: 0.3\n  selection_z: 2\n")
 	for _, tc := range []struct {
 		name  string
 		args  []string
@@ -293,8 +294,8 @@ func TestChoiceSettingsLayers(t *testing.T) {
 		share float64
 		z     float64
 	}{
-		{"defaults", []string{"version"}, nil, []string{"latent"}, 0.2, 1},
-		{"file", []string{"version", "--config", file}, nil, nil, 0.3, 2},
+		{"defaults", []string{"version"}, nil, nil, 0.2, 1},
+		{"file", []string{"version", "--config", file}, nil, []string{"outcome"}, 0.3, 2},
 		{"environment over file", []string{"version", "--config", file},
 			map[string]string{"CRFFD_MODEL_ESTIMATOR": "dr", "CRFFD_MODEL_VALIDATION": "0.25", "CRFFD_MODEL_SELECTION_Z": "0.5"},
 			[]string{"dr"}, 0.25, 0.5},

@@ -19,6 +19,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/plugins/host"
 	"github.com/crffd/crffd/positivity"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/synth"
 )
 
@@ -154,6 +155,8 @@ type demoSite struct {
 	treated, control      int                           // scored rows by arm
 	extreme               int                           // scored rows with a propensity outside the positivity bounds
 	lambda                map[string]map[string]float64 // model → peer → λ
+	candidates            []selection.Candidate         // crff_model_selection, in order; none when the run chose no model
+	chosen, held          int                           // the chosen candidate; every site's held-out rows
 }
 
 func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
@@ -184,6 +187,9 @@ func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
 		coalesce(sum(CASE WHEN extreme THEN treated + control END), 0) FROM crff_overlap`).Scan(&s.treated, &s.control, &s.extreme); err != nil {
 		return s, fmt.Errorf("read the overlap of %s: %w", path, err)
 	}
+	if err := readDemoSelection(ctx, db, &s); err != nil {
+		return s, fmt.Errorf("read crff_model_selection of %s: %w", path, err)
+	}
 	rows, err := db.QueryContext(ctx, `SELECT model, peer, lambda FROM crff_transfer`)
 	if err != nil {
 		return s, fmt.Errorf("read %s: %w", path, err)
@@ -201,6 +207,26 @@ func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
 		s.lambda[model][peer] = l
 	}
 	return s, rows.Err()
+}
+
+// readDemoSelection reads the run's model selection into s.
+func readDemoSelection(ctx context.Context, db *sql.DB, s *demoSite) error {
+	rows, err := db.QueryContext(ctx, `SELECT candidate, kind, loss, se, diff, diff_se, chosen, n FROM crff_model_selection ORDER BY rowid`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c selection.Candidate
+		if err := rows.Scan(&c.Name, &c.Kind, &c.Loss, &c.SE, &c.Diff, &c.DiffSE, &c.Chosen, &s.held); err != nil {
+			return err
+		}
+		if c.Chosen {
+			s.chosen = len(s.candidates)
+		}
+		s.candidates = append(s.candidates, c)
+	}
+	return rows.Err()
 }
 
 func printDemoResults(ctx context.Context, w io.Writer, dir string, names []string) error {
@@ -233,7 +259,13 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 	global, truth := sites[0].global, sumTrue/sumN
 	fmt.Fprintf(w, "\nglobal ATE %.4f (n-weighted mean of the local ATEs: %.4f); true %.4f; error %.4f; 95%% interval [%.4f, %.4f] %s\n",
 		global, sumATE/sumN, truth, math.Abs(global-truth), sites[0].globalLo, sites[0].globalHi, covers(sites[0].globalLo, sites[0].globalHi, truth))
-	fmt.Fprintln(w, "ATEs are doubly robust (AIPW) estimates with cross-fitted nuisance models; the plug-in ATE is the mean CausalRFF CATE, without a standard error; sqrt(PEHE) is of the reported CATEs in crff_cate (the CausalRFF CATEs with their doubly robust calibration).")
+	fmt.Fprintln(w, "ATEs are doubly robust (AIPW) estimates with cross-fitted nuisance models; the plug-in ATE is the mean of the chosen estimator's CATEs, without a standard error; sqrt(PEHE) is of the reported CATEs in crff_cate (the chosen estimator's, with their doubly robust calibration).")
+	if s := sites[0]; len(s.candidates) > 0 {
+		fmt.Fprintln(w)
+		if err := printSelection(w, s.candidates, s.chosen, s.held, math.NaN()); err != nil {
+			return err
+		}
+	}
 
 	for _, k := range estimator.Kinds {
 		m := k.String()
@@ -269,6 +301,7 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 Look at the results with any SQLite client:
   sqlite3 %[1]s 'SELECT * FROM crff_cate ORDER BY cate DESC LIMIT 10'
   sqlite3 %[1]s 'SELECT scope, estimator, ate, se, lower, upper, n FROM crff_ate'
+  sqlite3 %[1]s 'SELECT candidate, loss, se, diff, diff_se, chosen FROM crff_model_selection'
   sqlite3 %[1]s 'SELECT kind, direction, count(*), sum(bytes) FROM crff_audit GROUP BY kind, direction'
 `, site1)
 	return err

@@ -52,7 +52,7 @@ var modelSettings = func() []setting {
 		{"model.transfer", d.Transfer.String(), "learned, none or full (federations only)"},
 		{"model.transfer_prior", d.TransferPrior, "κ of the Beta(1+κ,1) prior on every learned transfer factor λ"},
 		{"model.seed", int(d.Seed), "seed of the frequencies, initial weights and sampling"},
-		{"model.estimator", selection.KindLatent, "the CATE crff_cate reports: latent (CausalRFF's), outcome, tlearner, dr, or auto: the best on held-out rows (crffd fit; crff_model_selection lists the candidates)"},
+		{"model.estimator", "auto", "the CATE crff_cate reports: latent (CausalRFF's), outcome, tlearner, dr, or auto: the best on held-out rows (crff_model_selection lists the candidates; in a federation, the coordinator's setting decides)"},
 		{"model.validation", 0.2, "share of each arm's rows held out of training to choose the estimator and kernel on, when there is a choice"},
 		{"model.selection_z", selection.DefaultZ, "standard errors of the paired difference by which a candidate must beat the reference (the first kernel's latent CATE) to be chosen"},
 	}
