@@ -248,7 +248,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	}
 	setup := modelstore.Setup{Kernel: kernel, Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
 		Calibration: calibrationParams(r.Calibration), Estimator: &est,
-		Site:        r.Index, Sites: r.Sites, Rounds: rounds}
+		Site: r.Index, Sites: r.Sites, Rounds: rounds}
 	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model); err != nil {
 		return err
 	}
