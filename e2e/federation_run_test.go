@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/internal/testbin"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/kernels"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -351,7 +353,11 @@ func TestFederationEndToEnd(t *testing.T) {
 }
 
 // checkEquivalence compares every site's stored model with the simulated
-// federation (estimator.Fit) on the same rows, with the same kernel plugin.
+// federation on the same rows, with the same kernel plugin: estimator.Fit
+// when the run selected no model, and otherwise the fit of model
+// selection, on each site's rows less the default held-out share
+// (model.validation 0.2, federation.min_arm_rows 5) under the
+// standardisation of all its rows.
 func checkEquivalence(t *testing.T, dir string, sites int, run string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -390,6 +396,23 @@ func checkEquivalence(t *testing.T, dir string, sites int, run string) {
 	want, err := estimator.Fit(ctx, data, schema, kc, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if selected := queryFloat(t, openDB(t, filepath.Join(dir, "site1.sqlite")), "SELECT count(*) FROM crff_model_selection"); selected > 0 {
+		train := make([]*estimator.Data, len(data))
+		for s, d := range data {
+			held, err := selection.SiteHoldout(d.W, 0.2, cfg.Seed, federation.DefaultMinArmRows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := selection.TrainingRows(d.Rows(), held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			train[s] = d.Subset(rows)
+		}
+		if want, err = estimator.FitSetup(ctx, train, want.Setup); err != nil {
+			t.Fatal(err)
+		}
 	}
 	worst := 0.0
 	for s, m := range own {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/internal/testbin"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/kernels"
@@ -188,7 +189,7 @@ func TestFederatedModelSelection(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg = setup.Config
-		_, h, err := selection.Holdout(recs.Data.W, 0.25, cfg.Seed)
+		h, err := selection.SiteHoldout(recs.Data.W, 0.25, cfg.Seed, federation.DefaultMinArmRows)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -97,9 +97,11 @@ var fitLine = regexp.MustCompile(`run \S+: (\d+) rows scored, 0 rejected\nlocal 
 
 // TestFitAndScoreNewRows is issue 4's acceptance: fit one simulated site,
 // check the views, then keep crffd site running while another process
-// reads the views and inserts rows, which must be scored within 10 s.
+// reads the views and inserts rows, which must be scored within 10 s. It
+// fits the latent CATE (model.estimator: latent), whose mean is the plug-in
+// ATE; TestFitModelSelection covers the default, auto.
 func TestFitAndScoreNewRows(t *testing.T) {
-	dir, cfg := simulateSite(t, 200, smallModel)
+	dir, cfg := simulateSite(t, 200, smallModel+"  estimator: latent\n")
 	b, _ := os.ReadFile(cfg)
 	b = bytes.Replace(b, []byte("  on_invalid: refuse\n"), []byte("  on_invalid: refuse\n  poll_interval: 200ms\n"), 1)
 	if err := os.WriteFile(cfg, b, 0o644); err != nil {

@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -85,6 +86,10 @@ type SiteSelection struct {
 	Held       int                 // this site's held-out rows
 	HeldAll    int                 // every site's held-out rows
 }
+
+// ErrNoHeldOut reports a run that selects a model while no site could hold
+// rows out to choose on.
+var ErrNoHeldOut = errors.New("federation: no held-out rows")
 
 // The kinds of candidate as the wire codes them. Their values are part of
 // the protocol.
@@ -361,6 +366,10 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 			sums[i].Add(site[i])
 		}
 	}
+	if sums[0].N < 2 {
+		return fmt.Errorf("%w: the sites hold %v rows out for model selection, too few to choose on: every site is too small for model.validation %v within its federation.min_arm_rows (set model.estimator: latent)",
+			ErrNoHeldOut, sums[0].N, sel.Share)
+	}
 	scores, chosen, err := selection.Choose(sums, 0, sel.Z)
 	if err != nil {
 		return err
@@ -440,9 +449,11 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Mo
 		}
 		models[i] = model
 	}
-	sums, err := selection.SiteLosses(ctx, s.res.Setup, s.res.Index, s.kept, s.held, ests, models, 0)
-	if err != nil {
-		return nil, err
+	sums := make([]selection.Sums, len(ests))
+	if len(s.held) > 0 {
+		if sums, err = selection.SiteLosses(ctx, s.res.Setup, s.res.Index, s.kept, s.held, ests, models, 0); err != nil {
+			return nil, err
+		}
 	}
 	out, err := s.reply(e, wire.KindLosses, sumsTensors(sums))
 	if err != nil {

@@ -24,7 +24,7 @@ func selectionRun(ctx context.Context, t *testing.T, sel Selection, sizes ...int
 	held := make([][]int, len(sizes))
 	for s, d := range f.data {
 		var err error
-		if _, held[s], err = selection.Holdout(d.W, sel.Share, cfg.Seed); err != nil {
+		if held[s], err = selection.SiteHoldout(d.W, sel.Share, cfg.Seed, DefaultMinArmRows); err != nil {
 			t.Fatal(err)
 		}
 		f.cfgs[s].KernelName = sel.Kernel
@@ -124,31 +124,30 @@ func TestSelectionKindsAndRidge(t *testing.T) {
 	}
 }
 
-// TestSelectionRefusals: a share that leaves an arm of the held-out rows
-// below min_arm_rows is refused before anything computed from the rows is
-// sent, and a coordinator refuses a bad selection configuration.
-func TestSelectionRefusals(t *testing.T) {
+// TestSelectionSmallSites: a site too small to hold rows out within
+// min_arm_rows trains on all its rows and adds nothing to the losses, still
+// bit for bit with selection.Run; when every site is, the run stops with
+// ErrNoHeldOut, and a coordinator refuses a bad selection configuration.
+func TestSelectionSmallSites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f := newFed(30, 40)
-	sites := f.start(ctx)
-	cc := f.coordinator(testConfig())
-	cc.Selection = Selection{Share: 0.05, Kernel: "gaussian"}
-	_, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
-	if !errors.Is(err, ErrSiteRefused) {
-		t.Errorf("coordinator: %v, want ErrSiteRefused", err)
+	sel := Selection{Share: 0.2, Z: 0, Kernel: "gaussian"}
+	_, res, sites, want := selectionRun(ctx, t, sel, 120, 40)
+	if len(sites[1].Held) != 0 || sites[1].Selection.Held != 0 || len(sites[0].Held) != 24 || res.Selection.Held != 24 {
+		t.Errorf("held out %d and %d rows (%d in all); want 24 and none (8 < 10)", len(sites[0].Held), len(sites[1].Held), res.Selection.Held)
 	}
-	var refused int
-	for _, ch := range sites {
-		if r := <-ch; errors.Is(r.err, ErrTooFewRows) {
-			refused++
-			if !strings.Contains(r.err.Error(), "held out for model selection") {
-				t.Errorf("site error %q does not say which rows", r.err)
-			}
+	for c, cand := range res.Selection.Candidates {
+		if cand.Score != want.Candidates[c].Score {
+			t.Errorf("%s: %+v, simulated %+v", cand.Name, cand.Score, want.Candidates[c].Score)
 		}
 	}
-	if refused == 0 {
-		t.Error("no site refused a share that holds out one row per arm")
+
+	f := newFed(40, 45)
+	f.start(ctx)
+	cc := f.coordinator(testConfig())
+	cc.Selection = sel
+	if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); !errors.Is(err, ErrNoHeldOut) {
+		t.Errorf("every site too small: %v, want ErrNoHeldOut", err)
 	}
 	for _, bad := range []Selection{{Share: 1}, {Share: -0.1}, {Share: 0.2, Z: math.NaN()}, {Share: 0.2, Kinds: []string{"forest"}}, {Share: 0.2, Ridge: []float64{0}}} {
 		cc := f.coordinator(testConfig())

@@ -133,13 +133,18 @@ type SiteResult struct {
 // smallest cell count that common statistical disclosure rules publish.
 const DefaultMinArmRows = 5
 
+// minArmRows is MinArmRows, or its default when zero.
+func (c *SiteConfig) minArmRows() int {
+	if c.MinArmRows == 0 {
+		return DefaultMinArmRows
+	}
+	return c.MinArmRows
+}
+
 // checkArms refuses rows with fewer than the configured minimum in either
 // treatment arm. stage says which rows: before or after de-duplication.
 func (c *SiteConfig) checkArms(d *estimator.Data, stage string) error {
-	least := c.MinArmRows
-	if least == 0 {
-		least = DefaultMinArmRows
-	}
+	least := c.minArmRows()
 	var treated int
 	for _, w := range d.W {
 		if w == 1 {

@@ -27,13 +27,13 @@ func (s *site) final(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 			return nil, err
 		}
 	}
-	if stage > 0 && s.held == nil {
-		return nil, fmt.Errorf("%w: model selection (stage %d) in a run that holds no rows out", ErrProtocol, stage)
+	if stage > 0 && s.share == 0 {
+		return nil, fmt.Errorf("%w: model selection (stage %d) in a run that selects no model", ErrProtocol, stage)
 	}
 	switch stage {
 	case 0:
-		if s.held != nil {
-			return nil, fmt.Errorf("%w: final weights without the model selection of a run that holds rows out", ErrProtocol)
+		if s.share > 0 {
+			return nil, fmt.Errorf("%w: final weights without the model selection of a run that selects a model", ErrProtocol)
 		}
 		return s.score(ctx, e, model, nil)
 	case 1:

@@ -216,26 +216,25 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 }
 
 // holdout splits the kept rows into the rows the models train on and the
-// rows held out for model selection (selection.Holdout, keyed by the model
-// seed). Each part must have SiteConfig.MinArmRows rows in each arm: the
-// training part's sums and the held-out part's losses run over them alone.
+// rows held out for model selection (selection.SiteHoldout, keyed by the
+// model seed, with SiteConfig.MinArmRows as its bound). A site too small to
+// hold rows out within the bound trains on all its kept rows and adds
+// nothing to the validation losses; it says so in its log.
 func (s *site) holdout() (*estimator.Data, []int, error) {
-	_, held, err := selection.Holdout(s.kept.W, s.share, s.cfgE.Seed)
+	held, err := selection.SiteHoldout(s.kept.W, s.share, s.cfgE.Seed, s.cfg.minArmRows())
 	if err != nil {
 		return nil, nil, err
+	}
+	if held == nil {
+		s.log.Warn("too few rows to hold any out for model selection: training on all of them; the other sites' held-out rows choose the estimator",
+			slog.Float64("validation_share", s.share), slog.Int("min_arm_rows", s.cfg.minArmRows()))
+		return s.kept, nil, nil
 	}
 	train, err := selection.TrainingRows(s.kept.Rows(), held)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: site %s: %w", ErrTooFewRows, s.cfg.Name, err)
-	}
-	if err := s.cfg.checkArms(s.kept.Subset(held), "held out for model selection"); err != nil {
 		return nil, nil, err
 	}
-	rows := s.kept.Subset(train)
-	if err := s.cfg.checkArms(rows, "left to train on after holding rows out"); err != nil {
-		return nil, nil, err
-	}
-	return rows, held, nil
+	return s.kept.Subset(train), held, nil
 }
 
 // subset returns the rows at positions keep of d.

@@ -93,8 +93,9 @@ type Result struct {
 
 // Run fits every candidate on the training rows of the sites, scores each
 // on their validation rows (val[s]: positions in sites[s], in increasing
-// order, as Holdout returns them) by the doubly robust loss, and chooses
-// one (Choose, the first kernel's latent CATE the reference).
+// order, as Holdout returns them; none for a site that holds no rows out
+// and trains on all of them, see SiteHoldout) by the doubly robust loss,
+// and chooses one (Choose, the first kernel's latent CATE the reference).
 //
 // Every kernel's setup is agreed on the Moments of all of each site's rows,
 // as a federation's hello pools them, and the models are trained on the
@@ -173,6 +174,9 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	}
 	sums := make([]Sums, len(res.Candidates))
 	for s, d := range sites {
+		if len(val[s]) == 0 {
+			continue
+		}
 		site, err := SiteLosses(ctx, res.Models[0].Setup, s, d, val[s], res.estimators, models, opt.Workers)
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
@@ -193,10 +197,10 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 }
 
 // TrainingRows returns the positions of n rows that are not in val, which
-// must be increasing positions: at least 2 of them, and not every row.
+// must be increasing positions: none, or at least 2 and not every row.
 func TrainingRows(n int, val []int) ([]int, error) {
-	if len(val) < 2 || len(val) > n-1 {
-		return nil, fmt.Errorf("%w: %d validation rows of %d; need at least 2, and a training row", ErrInput, len(val), n)
+	if len(val) == 1 || len(val) > n-1 {
+		return nil, fmt.Errorf("%w: %d validation rows of %d; need none or at least 2, and a training row", ErrInput, len(val), n)
 	}
 	train := make([]int, 0, n-len(val))
 	next := 0

@@ -166,6 +166,7 @@ func TestRunErrors(t *testing.T) {
 		{"no kernel", val, Options{}},
 		{"unequal sites", val[:1], Options{Kernels: kernels}},
 		{"one validation row", [][]int{val[0], {3}}, Options{Kernels: kernels}},
+		{"no validation row anywhere", [][]int{nil, nil}, Options{Kernels: kernels}},
 		{"positions out of order", [][]int{val[0], {5, 3}}, Options{Kernels: kernels}},
 		{"a repeated position", [][]int{val[0], {3, 3}}, Options{Kernels: kernels}},
 		{"a position past the rows", [][]int{val[0], {3, 40}}, Options{Kernels: kernels}},

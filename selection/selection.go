@@ -162,3 +162,27 @@ func Holdout(w []float64, share float64, seed uint64) (train, val []int, err err
 	}
 	return train, val, nil
 }
+
+// SiteHoldout is Holdout for a site of a federation, which may send sums
+// over at least minArm rows of an arm of its training rows and over at
+// least 2·minArm held-out rows (the held-out losses sum over both arms,
+// like the ATE). A site whose split would break either bound holds no
+// rows out (nil): it trains on all its rows and adds nothing to the
+// validation losses, which the other sites' held-out rows decide.
+func SiteHoldout(w []float64, share float64, seed uint64, minArm int) ([]int, error) {
+	train, held, err := Holdout(w, share, seed)
+	if err != nil {
+		return nil, err
+	}
+	if len(held) < 2*minArm {
+		return nil, nil
+	}
+	var arms [2]int
+	for _, i := range train {
+		arms[int(w[i])]++
+	}
+	if arms[0] < minArm || arms[1] < minArm {
+		return nil, nil
+	}
+	return held, nil
+}
