@@ -32,6 +32,17 @@
 //  4. weights with no model: every model's final effective weights of the
 //     site and its row of the transfer matrix Λ. The site scores its rows and
 //     answers ate (local ATE, standard error, n over its kept rows).
+//     With model selection (CoordinatorConfig.Selection) two steps come
+//     first, each with the final weights too, so that a site restarted in
+//     them can answer: the site answers stats (selection.SiteStats of its
+//     training rows), the coordinator pools them into the ridge candidates
+//     and sends them, and the site answers losses (selection.SiteLosses of
+//     its held-out rows, one set of sums per candidate). The coordinator
+//     chooses (selection.Choose), and the ate step's weights carry the
+//     choice and every candidate's scores; the site then scores its rows
+//     with the chosen estimator. The hello carries the held-out share,
+//     which each site echoes, and each site holds its rows out with
+//     selection.SiteHoldout after de-duplication and trains on the rest.
 //  5. global-ate: the n-weighted global ATE. The site publishes its results
 //     (Site.Publish) and answers done.
 //
@@ -106,6 +117,13 @@
 // (store.ErrRunRowsChanged, which matches ErrRowsChanged).
 //
 // # What crosses the wire
+//
+// With model selection, a site also sends the ridge statistics of its
+// training rows on the outcome model's random features: per arm, n, Σφ,
+// Σy, ΦᵀΦ and Φᵀy, and the same for its cross-fitted pseudo-outcomes; and,
+// per candidate, n, Σl, Σl², Σd and Σd² of its held-out rows' losses. The
+// training part keeps MinArmRows rows in each arm and the held-out part
+// twice as many rows, or the site holds none out.
 //
 // Besides weights and gradients, hello carries per-site aggregates: the row
 // count and, per covariate and the outcome, the column sum and sum of

@@ -2,9 +2,10 @@
 // counterfactuals, from sums that sites can share.
 //
 // On a validation row i with treatment w_i, outcome y_i and doubly robust
-// pseudo-outcome ψ_i (inference.Scores, with nuisances cross-fitted on the
-// validation rows themselves, so that they are the same for every
-// candidate), the loss of a candidate CATE τ̂ is
+// pseudo-outcome ψ_i (inference.Scores, with nuisances cross-fitted on all
+// of the site's rows, so that a row's ψ comes from models that never saw
+// it, and ψ is the same for every candidate), the loss of a candidate CATE
+// τ̂ is
 //
 //	l_i(τ̂) = (ψ_i − τ̂(x_i))².
 //
@@ -25,13 +26,20 @@
 // candidate, the Sums n, Σl, Σl², Σd and Σd², which add up over sites to
 // the sums of the pooled rows.
 //
-// Run does the whole selection for sites' training and validation rows:
-// it fits the candidates (Options: the CausalRFF latent CATE and the
+// Run does the whole selection for sites' rows and their validation
+// rows: it fits the candidates (Options: the CausalRFF latent CATE and the
 // outcome model's μ̂1 − μ̂0 for each kernel, and the T-learner and
-// DR-learner on the first kernel's outcome features, from
-// estimator.RidgeStats, for each ridge penalty), scores them with Losses
-// and chooses with Choose. Result.CATE gives any candidate's CATE of new
-// rows, and Result.Estimator the chosen one in a form a site keeps with its
-// model (Estimator.CATE applies it). Holdout draws a site's validation
-// rows, stratified by arm.
+// DR-learner on the first kernel's outcome features, for each ridge
+// penalty), scores them and chooses with Choose. Result.CATE gives any
+// candidate's CATE of new rows, and Result.Estimator the chosen one in a
+// form a site keeps with its model (Estimator.CATE applies it). Holdout
+// draws a site's validation rows, stratified by arm, and SiteHoldout draws
+// them within a federation's bound on the rows behind a sum.
+//
+// Run is built from the parts a federation computes, so that a federation
+// of the same rows chooses the same candidate bit for bit: each site's
+// SiteStats (estimator.RidgeStats of its training rows, per arm and of its
+// training pseudo-outcomes), which Stats.Add pools and RidgeCandidates
+// solves into the ridge candidates at the coordinator; then each site's
+// SiteLosses, which Sums.Add pools and Choose decides on.
 package selection
