@@ -153,3 +153,37 @@ func TestLossTracksPEHE(t *testing.T) {
 		t.Errorf("picked reference/better/no-better %v times in %d replicates", picked, reps)
 	}
 }
+
+// TestSiteHoldout: a site holds rows out only when its training part keeps
+// minArm rows in each arm and its held-out part has 2·minArm rows.
+func TestSiteHoldout(t *testing.T) {
+	arms := func(treated, control int) []float64 {
+		w := make([]float64, treated+control)
+		for i := range treated {
+			w[i] = 1
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		name             string
+		w                []float64
+		minArm, wantHeld int
+	}{
+		{"large enough", arms(50, 50), 5, 20},
+		{"too few held out", arms(20, 20), 5, 0},                 // 8 held out < 10
+		{"a small arm that keeps its bound", arms(6, 94), 5, 20}, // 1 of 6 treated held out leaves 5
+		{"an arm left below the bound", arms(5, 95), 5, 0},
+		{"no bound", arms(5, 5), 0, 2},
+	} {
+		held, err := SiteHoldout(tc.w, 0.2, 3, tc.minArm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) != tc.wantHeld {
+			t.Errorf("%s: %d rows held out, want %d", tc.name, len(held), tc.wantHeld)
+		}
+	}
+	if _, err := SiteHoldout([]float64{0, 1}, 2, 1, 5); !errors.Is(err, ErrInput) {
+		t.Errorf("share 2: %v, want ErrInput", err)
+	}
+}
