@@ -362,33 +362,19 @@ func checkEquivalence(t *testing.T, dir string, sites int, run string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kc, err := kernels.Open(ctx, kernels.Options{Dir: testbin.Build(t), Name: "gaussian"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	kc, dbs, recs := sandboxRecords(ctx, t, dir, sites)
 	open := func(context.Context, modelstore.Kernel) (estimator.Spectral, error) { return kc, nil }
 	var data []*estimator.Data
 	var schema estimator.Schema
 	var own []*estimator.Model
-	for k := 1; k <= sites; k++ {
-		db, err := store.Open(ctx, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)), store.Options{BusyTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		recs, err := db.ReadRecords(ctx, store.Source{DB: filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)), Table: "records",
-			IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y", OutcomeType: "continuous", Continuous: []string{"x30"}, OnInvalid: "refuse"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, schema = append(data, recs.Data), recs.Schema
+	for k, db := range dbs {
+		data, schema = append(data, recs[k].Data), recs[k].Schema
 		m, setup, err := modelstore.Load(ctx, db, run, open)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if setup.Site != k-1 || setup.Sites != sites {
-			t.Fatalf("site%d stored as index %d of %d", k, setup.Site, setup.Sites)
+		if setup.Site != k || setup.Sites != sites {
+			t.Fatalf("site%d stored as index %d of %d", k+1, setup.Site, setup.Sites)
 		}
 		own = append(own, m)
 	}
@@ -492,4 +478,33 @@ func TestSimulateFederationSandbox(t *testing.T) {
 	if !strings.Contains(coord.out.String(), "3 sites, 240 rows; global ATE") {
 		t.Errorf("coordinator printed:\n%s", coord.out.String())
 	}
+}
+
+// sandboxRecords opens the Gaussian kernel plugin, closed when the test
+// ends, and reads the records of the sandbox's sites as their daemons do;
+// each site file stays open until the test ends.
+func sandboxRecords(ctx context.Context, t *testing.T, dir string, sites int) (*kernels.Client, []*store.Site, []*store.Records) {
+	t.Helper()
+	kc, err := kernels.Open(ctx, kernels.Options{Dir: testbin.Build(t), Name: "gaussian"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kc.Close() })
+	var dbs []*store.Site
+	var recs []*store.Records
+	for k := 1; k <= sites; k++ {
+		path := filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k))
+		db, err := store.Open(ctx, path, store.Options{BusyTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		r, err := db.ReadRecords(ctx, store.Source{DB: path, Table: "records", IDColumn: "id", TreatmentColumn: "w",
+			OutcomeColumn: "y", OutcomeType: "continuous", Continuous: []string{"x30"}, OnInvalid: "refuse"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbs, recs = append(dbs, db), append(recs, r)
+	}
+	return kc, dbs, recs
 }

@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/estimator"
-	"github.com/crffd/crffd/internal/testbin"
-	"github.com/crffd/crffd/plugins/kernels"
-	"github.com/crffd/crffd/store"
 )
 
 var finishedLine = regexp.MustCompile(`msg="run finished" .*rounds=(\d+) round_seconds=([0-9.e+-]+)`)
@@ -75,26 +72,11 @@ func TestFederationScale(t *testing.T) {
 	// The simulated federation on the same rows, with the same kernel plugin.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	kc, err := kernels.Open(ctx, kernels.Options{Dir: testbin.Build(t), Name: "gaussian"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	kc, _, recs := sandboxRecords(ctx, t, dir, sites)
 	var data []*estimator.Data
-	var schema estimator.Schema
-	for k := 1; k <= sites; k++ {
-		path := filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k))
-		db, err := store.Open(ctx, path, store.Options{BusyTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs, err := db.ReadRecords(ctx, store.Source{DB: path, Table: "records", IDColumn: "id", TreatmentColumn: "w",
-			OutcomeColumn: "y", OutcomeType: "continuous", Continuous: []string{"x30"}, OnInvalid: "refuse"})
-		db.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, schema = append(data, recs.Data), recs.Schema
+	schema := recs[0].Schema
+	for _, r := range recs {
+		data = append(data, r.Data)
 	}
 	cfg := estimator.DefaultConfig()
 	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 20, 3, 10, 20

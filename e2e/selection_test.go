@@ -14,11 +14,8 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
-	"github.com/crffd/crffd/internal/testbin"
 	"github.com/crffd/crffd/modelstore"
-	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/selection"
-	"github.com/crffd/crffd/store"
 )
 
 // TestFitModelSelection fits with model.estimator and kernel.name auto,
@@ -163,38 +160,23 @@ func TestFederatedModelSelection(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kc, err := kernels.Open(ctx, kernels.Options{Dir: testbin.Build(t), Name: "gaussian"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
+	kc, dbs, recs := sandboxRecords(ctx, t, dir, sites)
 	var data []*estimator.Data
 	var held [][]int
-	var schema estimator.Schema
 	var cfg estimator.Config
-	for k := 1; k <= sites; k++ {
-		path := filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k))
-		db, err := store.Open(ctx, path, store.Options{BusyTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		recs, err := db.ReadRecords(ctx, store.Source{DB: path, Table: "records", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y",
-			OutcomeType: "continuous", Continuous: []string{"x30"}, OnInvalid: "refuse"})
-		if err != nil {
-			t.Fatal(err)
-		}
+	for k, db := range dbs {
 		_, setup, err := modelstore.Load(ctx, db, run, func(context.Context, modelstore.Kernel) (estimator.Spectral, error) { return kc, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg = setup.Config
-		h, err := selection.SiteHoldout(recs.Data.W, 0.25, cfg.Seed, federation.DefaultMinArmRows)
+		h, err := selection.SiteHoldout(recs[k].Data.W, 0.25, cfg.Seed, federation.DefaultMinArmRows)
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, held, schema = append(data, recs.Data), append(held, h), recs.Schema
+		data, held = append(data, recs[k].Data), append(held, h)
 	}
+	schema := recs[0].Schema
 	want, err := selection.Run(ctx, data, held, schema, cfg, selection.Options{
 		Kernels: []selection.Kernel{{Name: "gaussian", Spectral: kc}}, Z: selection.DefaultZ})
 	if err != nil {
