@@ -54,6 +54,8 @@
 //	crff_loss          run, model, round, loss: the site's loss per round ([Site.AppendLoss])
 //	crff_run_rows      run, row_id, digest: the rows of every federated run the site took
 //	                   part in, as SHA-256 of their values ([Site.JoinRun])
+//	crff_run_log       run, status ('completed', 'refused' or 'failed'), reason, ended_at:
+//	                   how every federated run the site took part in ended ([Site.LogRun])
 //
 // and crffd's own bookkeeping: crff_schema_version, crff_run (runs, with
 // their layout as JSON), crff_model and crff_model_tensor (model state:
