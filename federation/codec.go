@@ -31,6 +31,9 @@ var (
 	// ErrRefused reports that the coordinator refused this site or aborted
 	// the run.
 	ErrRefused = errors.New("refused by the coordinator")
+	// ErrTransportClosed: the transport stopped delivering envelopes (its
+	// plugin ended).
+	ErrTransportClosed = errors.New("federation: transport closed")
 	// ErrTooFewRows reports a site whose rows, in one treatment arm, are
 	// fewer than SiteConfig.MinArmRows: its sums and gradients would come
 	// too close to single records for it to take part.

@@ -241,7 +241,7 @@ func (c *coordinator) exchangeSome(ctx context.Context, out []*wire.Envelope, sk
 			case e, ok := <-c.conn.Inbox():
 				if !ok {
 					timer.Stop()
-					return nil, errors.New("federation: transport closed")
+					return nil, ErrTransportClosed
 				}
 				s, err := c.receive(ctx, e, got, out, want)
 				if err != nil {

@@ -192,13 +192,25 @@ type site struct {
 	tooFew error
 }
 
+// RunError is the error that ended a site's run, with the run's id.
+type RunError struct {
+	RunID string
+	Err   error
+}
+
+func (e *RunError) Error() string { return fmt.Sprintf("run %s: %v", e.RunID, e.Err) }
+
+// Unwrap returns the error that ended the run.
+func (e *RunError) Unwrap() error { return e.Err }
+
 // RunSite takes part in one federation run over conn: it waits for the
 // coordinator's hello of a run, answers every step, publishes the results
 // and returns them once it has confirmed the run with done.
 //
 // A site that refuses the run (ErrTooFewRows, ErrRowsChanged, or a Join
 // error wrapping ErrTooFewChanged) sends the coordinator a done saying so
-// and why, and returns its error. A table with too few rows in an arm is
+// and why, and returns its error. An error of a run under way is a
+// *RunError naming the run. A table with too few rows in an arm is
 // refused in answer to the first hello, so that the coordinator hears of
 // it rather than waiting out its retries.
 func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error) {
@@ -216,9 +228,12 @@ func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error
 			return nil, ctx.Err()
 		case e, ok := <-conn.Inbox():
 			if !ok {
-				return nil, errors.New("federation: transport closed")
+				return nil, ErrTransportClosed
 			}
 			done, err := s.handle(ctx, e)
+			if err != nil && s.tracker != nil {
+				err = &RunError{RunID: s.runID(), Err: err}
+			}
 			if err != nil || done {
 				return s.res, err
 			}

@@ -1,7 +1,10 @@
 package federation
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 )
 
 // stateSeeds are coordinator states as JSON: what DecodeState must read,
@@ -60,4 +63,44 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("decode what was encoded: %v", err)
 		}
 	})
+}
+
+func TestEndOf(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want RunStatus
+	}{
+		{nil, RunCompleted},
+		{fmt.Errorf("site2 %w: reason", ErrSiteRefused), RunRefused},
+		{&RunError{RunID: "r", Err: fmt.Errorf("%w: 3 treated", ErrTooFewRows)}, RunRefused},
+		{fmt.Errorf("%w: %w: covariate", ErrRefused, ErrSchema), RunRefused},
+		{fmt.Errorf("%w: the coordinator aborted run r", ErrRefused), RunFailed},
+		{fmt.Errorf("%w: site3", ErrSilent), RunFailed},
+	} {
+		e := EndOf("r", tc.err)
+		if e.Status != tc.want || e.Run != "r" || (tc.err != nil) != (e.Reason != "") {
+			t.Errorf("%v: %+v, want %s", tc.err, e, tc.want)
+		}
+	}
+}
+
+func TestStateDBRunLog(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenStateDB(ctx, t.TempDir()+"/coord.sqlite", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, e := range []RunEnd{EndOf("r1", ErrSilent), EndOf("r2", nil)} {
+		if err := db.LogRun(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.RunLog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[{r1 failed site silent} {r2 completed }]" {
+		t.Errorf("run log %v", got)
+	}
 }

@@ -27,6 +27,8 @@ var (
 	sqlClear string
 	//go:embed sql/finish.sql
 	sqlFinish string
+	//go:embed sql/runlog.sql
+	sqlRunLog string
 )
 
 // StateDB is the coordinator's own SQLite file: a Checkpointer, and the list
@@ -202,13 +204,73 @@ func (s *StateDB) Clear(ctx context.Context) error {
 	return err
 }
 
-// Finish records a completed run.
+// Finish records a completed run, in crff_coordinator_runs and in the run
+// log.
 func (s *StateDB) Finish(ctx context.Context, r *Result) error {
 	total := 0
 	for _, n := range r.Rows {
 		total += n
 	}
-	_, err := s.db.ExecContext(ctx, sqlFinish, r.RunID, r.GlobalAIPW.Estimate, r.GlobalAIPW.SE,
-		r.GlobalAIPW.Lower, r.GlobalAIPW.Upper, r.GlobalATE, total)
+	if _, err := s.db.ExecContext(ctx, sqlFinish, r.RunID, r.GlobalAIPW.Estimate, r.GlobalAIPW.SE,
+		r.GlobalAIPW.Lower, r.GlobalAIPW.Upper, r.GlobalATE, total); err != nil {
+		return err
+	}
+	return s.LogRun(ctx, RunEnd{Run: r.RunID, Status: RunCompleted})
+}
+
+// RunStatus is how a run ended.
+type RunStatus string
+
+// Run statuses, as crff_coordinator_run_log records them.
+const (
+	RunCompleted RunStatus = "completed"
+	RunRefused   RunStatus = "refused" // a site refused the run, or the coordinator a site
+	RunFailed    RunStatus = "failed"  // any other reason
+)
+
+// RunEnd is how one run ended, and why when it did not complete.
+type RunEnd struct {
+	Run    string
+	Status RunStatus
+	Reason string
+}
+
+// EndOf returns how the run ended with err (nil: completed): refused when
+// err says a site refused the run (ErrSiteRefused) or the coordinator
+// refused a site (ErrSchema, ErrFrequencies), failed otherwise.
+func EndOf(run string, err error) RunEnd {
+	switch {
+	case err == nil:
+		return RunEnd{Run: run, Status: RunCompleted}
+	case errors.Is(err, ErrSiteRefused), errors.Is(err, ErrSchema), errors.Is(err, ErrFrequencies),
+		errors.Is(err, ErrTooFewRows), errors.Is(err, ErrRowsChanged), errors.Is(err, ErrTooFewChanged):
+		return RunEnd{Run: run, Status: RunRefused, Reason: err.Error()}
+	}
+	return RunEnd{Run: run, Status: RunFailed, Reason: err.Error()}
+}
+
+// LogRun records how a run ended in crff_coordinator_run_log, replacing
+// what was recorded for it before.
+func (s *StateDB) LogRun(ctx context.Context, e RunEnd) error {
+	reason := sql.NullString{String: e.Reason, Valid: e.Reason != ""}
+	_, err := s.db.ExecContext(ctx, sqlRunLog, e.Run, string(e.Status), reason)
 	return err
+}
+
+// RunLog returns crff_coordinator_run_log in the order the runs ended.
+func (s *StateDB) RunLog(ctx context.Context) ([]RunEnd, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT run, status, coalesce(reason, '') FROM crff_coordinator_run_log ORDER BY ended_at, rowid`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RunEnd
+	for rows.Next() {
+		var e RunEnd
+		if err := rows.Scan(&e.Run, &e.Status, &e.Reason); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

@@ -23,8 +23,12 @@ and drives training runs: hello (schemas, row counts, moments, kernel
 fingerprints), de-duplication, the three models round by round, the final
 weights, and the global ATE. Only parameter and gradient tables cross the wire.
 It checkpoints into coordinator.state_db and, restarted after a crash,
-resumes the interrupted run. With --once it leaves after one complete run:
-exit status 0 on success, non-zero on failure.`,
+resumes the interrupted run. A run that fails or is refused is logged and
+recorded (crff_coordinator_run_log), and the next starts after
+coordinator.retry_after, doubling after each further failure. With --once it
+leaves after one run: exit status 0 on success, 5 when the run failed or was
+refused. It stops for a configuration error (2), a transport or certificate
+failure (3) or a state file it cannot write (4).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCoordinatorDaemon(cmd.Context(), a, once) },
 	}
@@ -32,69 +36,135 @@ exit status 0 on success, non-zero on failure.`,
 	return cmd
 }
 
+// maxBackoff bounds the doubling of coordinator.retry_after.
+const maxBackoff = 32
+
+// runFailed logs and records a run of the coordinator that ended with err,
+// forgets its checkpoint, so that the next attempt is a new run rather than
+// a resumption of the failed one, and returns how long to wait before the
+// next: retryAfter doubled for each of the failures before it, up to
+// maxBackoff times.
+func (a *app) runFailed(ctx context.Context, db *federation.StateDB, run string, err error, retryAfter time.Duration, failures int) (time.Duration, error) {
+	// A resumed run has the checkpoint's id.
+	if st, lerr := db.Load(ctx); lerr == nil && st != nil {
+		run = st.RunID
+	}
+	end := federation.EndOf(run, err)
+	wait := retryAfter * time.Duration(min(1<<min(failures, 30), maxBackoff))
+	a.log.Error("run ended without results", slog.String(logKeyRun, run), slog.String(logKeyStatus, string(end.Status)),
+		slog.String(logKeyError, err.Error()), slog.Duration(logKeyRetryIn, wait))
+	if err := db.LogRun(ctx, end); err != nil {
+		return 0, withExit(exitStorage, err)
+	}
+	if err := db.Clear(ctx); err != nil {
+		return 0, withExit(exitStorage, err)
+	}
+	return wait, nil
+}
+
+// storageCheckpoints is a Checkpointer whose errors are storage failures,
+// which stop the coordinator (exitStorage) instead of failing a run.
+type storageCheckpoints struct{ db *federation.StateDB }
+
+func (s storageCheckpoints) Save(ctx context.Context, st *federation.State) error {
+	return storageError(s.db.Save(ctx, st))
+}
+
+func (s storageCheckpoints) Load(ctx context.Context) (*federation.State, error) {
+	st, err := s.db.Load(ctx)
+	return st, storageError(err)
+}
+
+func (s storageCheckpoints) Clear(ctx context.Context) error { return storageError(s.db.Clear(ctx)) }
+
 // runCoordinatorDaemon runs the coordinator until ctx ends, or for one run.
 func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	name := a.v.GetString("federation.coordinator")
 	sites := a.stringList("coordinator.sites")
 	if len(sites) == 0 {
-		return errors.New("coordinator.sites is empty: list the sites' federation names")
+		return withExit(exitConfig, errors.New("coordinator.sites is empty: list the sites' federation names"))
 	}
 	cfg, err := a.modelConfig()
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	timeout, err := a.durationSetting("federation.round_timeout")
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
+	}
+	retryAfter, err := a.durationSetting("coordinator.retry_after")
+	if err != nil {
+		return withExit(exitConfig, err)
 	}
 	retries := a.v.GetInt("federation.retries")
 	every := a.v.GetInt("coordinator.checkpoint_every")
 	if retries < 0 || every < 1 {
-		return fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 1", retries, every)
+		return withExit(exitConfig, fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 1", retries, every))
 	}
 	runEvery := a.v.GetDuration("coordinator.run_every")
 	kernel, err := a.kernelRef()
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	sel, err := a.federatedSelection(ctx, kernel)
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	spectral, err := a.openSpectral(ctx, kernel)
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	statePath := a.resolve(a.v.GetString("coordinator.state_db"))
 	db, err := federation.OpenStateDB(ctx, statePath, 5*time.Second)
 	if err != nil {
-		return err
+		return withExit(exitStorage, err)
 	}
 	defer db.Close()
 	client, err := a.openTransport(ctx, transport.RoleCoordinator, name)
 	if err != nil {
-		return err
+		return withExit(exitTransport, err)
 	}
 	defer client.Close()
 	a.log.Info("coordinator listening", slog.String(logKeyName, name), slog.String(logKeyAddress, client.Address()), slog.Any(logKeySites, sites))
 	metrics := &federation.Metrics{}
 	if err := a.serveMetrics(ctx, "coordinator", metrics); err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	conn := clientConn{c: client, in: client.Receive(ctx)}
+	failures := 0 // consecutive failed runs
 	for {
 		cc := federation.CoordinatorConfig{
 			Name: name, RunID: newRunID(), Sites: sites, Config: cfg, Spectral: spectral, Selection: sel,
-			RoundTimeout: timeout, Retries: retries, Checkpoints: db, CheckpointEvery: every,
+			RoundTimeout: timeout, Retries: retries, Checkpoints: storageCheckpoints{db}, CheckpointEvery: every,
 			Logger: a.log, Metrics: metrics,
 		}
 		start, before := time.Now(), metrics.Snapshot()
 		res, err := federation.RunCoordinator(ctx, cc, conn)
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			if fatal := fatalRunError(err); fatal != nil {
+				return fatal
+			}
+			wait, ferr := a.runFailed(ctx, db, cc.RunID, err, retryAfter, failures)
+			if ferr != nil {
+				return ferr
+			}
+			if once {
+				return withExit(exitRunFailed, err)
+			}
+			failures++
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+			continue
 		}
+		failures = 0
 		if err := db.Finish(ctx, res); err != nil {
-			return err
+			return withExit(exitStorage, err)
 		}
 		s := metrics.Snapshot()
 		a.log.Info("run finished", slog.String(logKeyRun, res.RunID), slog.Float64(logKeyATE, res.GlobalAIPW.Estimate),

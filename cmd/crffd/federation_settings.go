@@ -34,6 +34,7 @@ var federationSettings = []setting{
 	{"coordinator.state_db", "coordinator.sqlite", "the coordinator's own SQLite file: checkpoints and finished runs"},
 	{"coordinator.checkpoint_every", 1, "checkpoint the training state every N rounds (and after every model)"},
 	{"coordinator.run_every", "0s", "without --once: start a new run this often; 0 runs once, then serves health and metrics until stopped"},
+	{"coordinator.retry_after", "1m", "without --once: after a failed or refused run, start the next this much later, doubling after each further failure up to 32 times as long"},
 }
 
 // federated reports whether the configuration makes this site part of a

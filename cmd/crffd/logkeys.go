@@ -30,6 +30,8 @@ const (
 	logKeyATE       = "ate"        // the AIPW ATE
 	logKeySE        = "ate_se"     // its standard error
 	logKeyPlugInATE = "plugin_ate" // the mean CausalRFF CATE
+	logKeyStatus    = "status"     // how a run ended: completed, refused or failed
+	logKeyRetryIn   = "retry_in"   // how long until the coordinator's next attempt
 	// A run a site refused: the earlier run its rows are compared with,
 	// how many rows differ and the fewest allowed (counts, never values).
 	logKeyEarlierRun = "earlier_run"

@@ -22,11 +22,14 @@ import (
 // runFederatedSite takes part in the federation's runs: it reads and
 // validates the site's records, answers the coordinator round by round,
 // and publishes each run's results in the site file as crffd fit does,
-// with the federation's weights and the global ATE.
+// with the federation's weights and the global ATE. A run that fails or
+// is refused is logged and recorded in crff_run_log, and the site waits
+// for the next (with --once it exits with exitRunFailed); only the errors
+// of fatalRunError stop it.
 func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	ctx := cmd.Context()
 	if err := a.refuseFederatedKernels(); err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	if keys := a.ignoredModelKeys(); len(keys) > 0 {
 		a.log.Warn("model settings are the coordinator's in a federation; this site's are ignored",
@@ -34,19 +37,19 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	}
 	src, err := a.siteSource()
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	name := a.v.GetString("site.name")
 	if err := wire.CheckName(name); err != nil {
-		return fmt.Errorf("site.name: %w", err)
+		return withExit(exitConfig, fmt.Errorf("site.name: %w", err))
 	}
 	minArm := a.v.GetInt("federation.min_arm_rows")
 	if minArm < 1 {
-		return fmt.Errorf("federation.min_arm_rows %d: want at least 1", minArm)
+		return withExit(exitConfig, fmt.Errorf("federation.min_arm_rows %d: want at least 1", minArm))
 	}
 	db, err := a.openSite(ctx, src)
 	if err != nil {
-		return err
+		return withExit(exitStorage, err)
 	}
 	defer db.Close()
 	recs, ids, err := readFederated(ctx, a, db, src)
@@ -55,20 +58,20 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	}
 	kernel, err := a.kernelRef()
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	spectral, err := a.openSpectral(ctx, kernel)
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	client, err := a.openTransport(ctx, transport.RoleSite, name)
 	if err != nil {
-		return err
+		return withExit(exitTransport, err)
 	}
 	defer client.Close()
 	metrics := &federation.Metrics{}
 	if err := a.serveMetrics(ctx, "site", metrics); err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	if !once {
 		every, err := a.durationSetting("site.poll_interval")
@@ -105,7 +108,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			},
 			Join: joinRun(a, db, name, func() *store.Records { return recs }, minArm),
 			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
-				return db.AppendAudit(ctx, auditEntry(d, e))
+				return storageError(db.AppendAudit(ctx, auditEntry(d, e)))
 			},
 			Loss: func(kind estimator.Kind, round int, loss float64) {
 				losses = append(losses, store.Loss{Model: kind.String(), Round: round, Loss: loss})
@@ -125,6 +128,21 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		a.log.Info("site waiting for the coordinator", slog.String(logKeyName, name), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
 		r, err := federation.RunSite(ctx, cfg, conn)
 		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			if fatal := fatalRunError(err); fatal != nil {
+				return fatal
+			}
+			if err := logSiteRun(ctx, a, db, err); err != nil {
+				return err
+			}
+			if once {
+				return withExit(exitRunFailed, err)
+			}
+			continue
+		}
+		if err := logSiteRun(ctx, a, db, nil, r.RunID); err != nil {
 			return err
 		}
 		if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored\n", r.RunID, len(r.CATE)); err != nil {
@@ -145,6 +163,30 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			return nil
 		}
 	}
+}
+
+// logSiteRun logs how a run ended with err (nil: completed) and records it
+// in crff_run_log: the run of a *federation.RunError, or run. A failure
+// with no run (before any hello) is only logged. A run log that cannot be
+// written is a storage failure.
+func logSiteRun(ctx context.Context, a *app, db *store.Site, err error, run ...string) error {
+	id := ""
+	if len(run) > 0 {
+		id = run[0]
+	}
+	var re *federation.RunError
+	if errors.As(err, &re) {
+		id = re.RunID
+	}
+	end := federation.EndOf(id, err)
+	if err != nil {
+		a.log.Error("run ended without results; waiting for the coordinator's next run",
+			slog.String(logKeyRun, id), slog.String(logKeyStatus, string(end.Status)), slog.String(logKeyError, err.Error()))
+	}
+	if id == "" {
+		return nil
+	}
+	return withExit(exitStorage, storageError(db.LogRun(ctx, store.RunEnd{Run: id, Status: store.RunStatus(end.Status), Reason: end.Reason})))
 }
 
 // readFederated reads and validates the site's records and hashes their

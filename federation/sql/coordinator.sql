@@ -22,3 +22,13 @@ CREATE TABLE IF NOT EXISTS crff_coordinator_runs (
     global_upper REAL,
     plugin_ate   REAL
 );
+-- How every run the coordinator started ended: status is completed,
+-- refused (a site refused the run, or the coordinator refused a site) or
+-- failed (any other reason: a silent site, a protocol error, a numerical
+-- failure); reason says why for the latter two, naming sites and rules.
+CREATE TABLE IF NOT EXISTS crff_coordinator_run_log (
+    run      TEXT PRIMARY KEY,
+    status   TEXT NOT NULL CHECK (status IN ('completed', 'refused', 'failed')),
+    reason   TEXT,
+    ended_at TEXT NOT NULL
+);

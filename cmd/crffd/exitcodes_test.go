@@ -1,0 +1,45 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/store"
+)
+
+// TestFatalRunError: only storage failures and a closed transport stop a
+// daemon after a run, each with its documented exit status; refusals,
+// silent sites and protocol errors do not.
+func TestFatalRunError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int // 0: the daemon goes on
+	}{
+		{storageError(errors.New("disk full")), exitStorage},
+		{fmt.Errorf("publish: %w", store.ErrReadOnly), exitStorage},
+		{&federation.RunError{RunID: "r", Err: federation.ErrTransportClosed}, exitTransport},
+		{&federation.RunError{RunID: "r", Err: federation.ErrTooFewRows}, 0},
+		{fmt.Errorf("site2 %w: reason", federation.ErrSiteRefused), 0},
+		{fmt.Errorf("%w: site3", federation.ErrSilent), 0},
+		{fmt.Errorf("%w: bad tensor", federation.ErrProtocol), 0},
+		{fmt.Errorf("publish: %w", store.ErrLocked), 0},
+	} {
+		fatal := fatalRunError(tc.err)
+		code := 0
+		var ec exitCoder
+		if errors.As(fatal, &ec) {
+			code = ec.ExitCode()
+		}
+		if code != tc.code || (fatal != nil && !errors.Is(fatal, tc.err)) {
+			t.Errorf("%v: exit %d (%v), want %d", tc.err, code, fatal, tc.code)
+		}
+	}
+	if err := withExit(exitConfig, withExit(exitStorage, errors.New("x"))); err.(exitCoder).ExitCode() != exitStorage {
+		t.Error("withExit replaced an exit status already set")
+	}
+	if withExit(exitConfig, nil) != nil {
+		t.Error("withExit of nil is not nil")
+	}
+}
