@@ -49,7 +49,11 @@ type Method int
 const (
 	// LBFGS is gonum's limited-memory BFGS with a Moré–Thuente line search,
 	// run on the objective with the latent model's noise draws held fixed
-	// (the paper's "complete dataset" form).
+	// (the paper's "complete dataset" form). It stops when the objective
+	// stalls, at a zero gradient, after Rounds evaluations, or when its
+	// line search can make no progress from a stationary point; any other
+	// line-search failure is an error (ErrLineSearch) naming the model and
+	// round.
 	LBFGS Method = iota
 	// Adam is stochastic Adam with fresh noise draws every round, as in the
 	// reference implementation.

@@ -229,7 +229,7 @@ func (c *Coordinator) Update(outs []*SiteOutput) (bool, error) {
 	c.round++
 	if err != nil {
 		c.done = true
-		return true, err
+		return true, fmt.Errorf("%v model, round %d: %w", c.lay.kind, c.round, err)
 	}
 	c.done = done
 	return done, nil

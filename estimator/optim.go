@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	"gonum.org/v1/gonum/floats"
@@ -123,6 +124,29 @@ func (r *resumeDirectioner) InitDirection(loc *optimize.Location, dir []float64)
 	return r.LBFGS.InitDirection(loc, dir)
 }
 
+// stationaryTol bounds, relative to max(1, |J|), the largest gradient
+// element of an iterate from which a line search that makes no progress
+// counts as converged.
+const stationaryTol = 1e-4
+
+// stationary reports whether it is a stationary point within stationaryTol.
+func stationary(it Iterate) bool {
+	return maxAbs(it.Gradient) <= stationaryTol*math.Max(1, math.Abs(it.F))
+}
+
+// maxAbs returns ‖v‖∞.
+func maxAbs(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = math.Max(m, math.Abs(x))
+	}
+	return m
+}
+
+// ErrLineSearch reports an L-BFGS fit whose line search failed before the
+// fit converged.
+var ErrLineSearch = errors.New("estimator: L-BFGS line search failed")
+
 // lbfgs drives gonum's LBFGS direction and Moré–Thuente line search through
 // optimize.LinesearchMethod one evaluation at a time, which is what gonum's
 // Minimize does internally, but with the loop turned inside out so that each
@@ -191,9 +215,18 @@ func (l *lbfgs) tell(f float64, g []float64) (bool, error) {
 	}
 	for {
 		if err != nil {
-			// The line search can make no more progress: the last accepted
-			// iterate is the answer.
-			return true, nil
+			last := l.hist[len(l.hist)-1]
+			if errors.Is(err, optimize.ErrNoProgress) && stationary(last) {
+				// The line search can make no more progress from a
+				// stationary point: the last accepted iterate is the
+				// answer, converged to the precision of the objective.
+				return true, nil
+			}
+			// It failed (too many steps, a bound, a direction that does
+			// not descend, or no progress from a point that is not
+			// stationary): the fit has not converged, and saying so beats
+			// publishing its last accepted iterate as an answer.
+			return true, fmt.Errorf("%w: %w (largest gradient element %.3g, objective %.6g)", ErrLineSearch, err, maxAbs(last.Gradient), last.F)
 		}
 		switch {
 		case op == optimize.MajorIteration:
