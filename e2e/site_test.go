@@ -293,3 +293,61 @@ func TestImportCSV(t *testing.T) {
 	}
 	crffd(t, nil, "import", "--db", db, "--table", "t2", "--csv", bad, "--header").mustFail(t, bad, "line 3")
 }
+
+// TestSiteScoresEditedRows is issue 15's "results follow the rows": while
+// crffd site runs, a row whose covariate is edited is scored again (its
+// CATE changes), a row whose outcome is edited keeps its CATE (the CATE
+// depends on the covariates only), and a deleted row leaves crff_cate.
+func TestSiteScoresEditedRows(t *testing.T) {
+	dir, cfg := simulateSite(t, 120, smallModel)
+	b, _ := os.ReadFile(cfg)
+	b = bytes.Replace(b, []byte("  on_invalid: refuse\n"), []byte("  on_invalid: refuse\n  poll_interval: 200ms\n"), 1)
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crffd(t, nil, "fit", "--config", cfg).mustSucceed(t)
+	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
+	cateOf := func(id int) (float64, string) {
+		var c float64
+		var at string
+		if err := db.QueryRow(`SELECT cate, scored_at FROM crff_cate WHERE row_id = ?`, id).Scan(&c, &at); err != nil {
+			t.Fatalf("CATE of row %d: %v", id, err)
+		}
+		return c, at
+	}
+	c1, at1 := cateOf(1)
+	c2, at2 := cateOf(2)
+	stderr := startSiteDaemon(t, cfg)
+	if _, err := db.Exec(`UPDATE records SET x1 = 1 - x1 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE records SET y = y + 100 WHERE id = 2`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DELETE FROM records WHERE id = 3`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var n float64
+		if err := db.QueryRow(`SELECT count(*) FROM crff_cate WHERE row_id = 1 AND scored_at <> ?`, at1).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 && queryFloat(t, db, `SELECT count(*) FROM crff_cate WHERE row_id = 3`) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edited row 1 not scored again, or deleted row 3 still scored, within 15 s; crffd site log:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c, _ := cateOf(1); c == c1 {
+		t.Errorf("row 1's CATE %v did not change after its covariate x1 changed", c)
+	}
+	if c, at := cateOf(2); c != c2 || at != at2 {
+		t.Errorf("row 2 was scored again (CATE %v → %v) after only its outcome changed", c2, c)
+	}
+	if n := queryFloat(t, db, `SELECT count(*) FROM crff_cate`); n != 119 {
+		t.Errorf("crff_cate has %v rows for 119", n)
+	}
+}

@@ -22,6 +22,11 @@ type Records struct {
 	Layout   Layout           // the resolved configuration the rows were read with
 	Schema   estimator.Schema // Layout.Schema()
 	IDs      []RowID          // per kept row, in ascending id order
+	// XDigests are, per kept row, the digest of its covariates as stored;
+	// a CATE written with its row's digest (CATE.XDigest) is dropped and
+	// the row scored again once the row's covariates change (see
+	// [Site.ForgetEdited]).
+	XDigests []RowDigest
 	Data     *estimator.Data  // the kept rows; nil when there are none
 	Rejected []Rejection      // with on_invalid: skip, the faults of the rows left out
 	Read     int              // rows read, kept or not

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	sqlfiles "github.com/crffd/crffd/sql"
@@ -25,6 +26,9 @@ type CATE struct {
 	LatentQ025, LatentQ975 float64
 	Y0, Y1                 float64 // mean predicted outcome under control and under treatment
 	Propensity             float64 // p(w=1|x)
+	// XDigest is Records.XDigests of the row the CATE was computed from;
+	// nil for none, and then the CATE is kept when the row is edited.
+	XDigest *RowDigest
 
 	Run      string    // set when read back; ignored when writing
 	ScoredAt time.Time // set when read back; ignored when writing
@@ -220,6 +224,73 @@ func (s *Site) PruneScores(ctx context.Context, run string) (int, error) {
 	return int(deleted), err
 }
 
+// ForgetEdited deletes, for the current run run, the CATEs of rows whose
+// covariates changed since they were scored (their digest differs from
+// the one kept with the CATE), so that [Site.UnscoredRows] returns them to
+// be scored again. It returns how many it deleted, and fails with
+// ErrStaleRun when run is not the current run. CATEs kept without a digest
+// are left alone. The ATEs, which are of the run's rows, are not
+// recomputed.
+func (s *Site) ForgetEdited(ctx context.Context, run string) (int, error) {
+	if errDigestFunc != nil {
+		return 0, fmt.Errorf("forget edited rows in %q: register %s: %w", s.path, digestFunc, errDigestFunc)
+	}
+	var found bool
+	err := s.readTx(ctx, "forget edited rows in", func(tx *sql.Tx) error {
+		where, err := editedScores(ctx, tx, run)
+		if err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM crff_cate WHERE `+where+`)`).Scan(&found)
+	})
+	if err != nil || !found {
+		return 0, err
+	}
+	var deleted int64
+	err = s.writeTx(ctx, "forget edited rows in", func(tx *sql.Tx) error {
+		where, err := editedScores(ctx, tx, run)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM crff_cate WHERE `+where)
+		if err == nil {
+			deleted, _ = res.RowsAffected()
+		}
+		return err
+	})
+	return int(deleted), err
+}
+
+// editedScores checks that run is the current run and returns the
+// condition that a crff_cate row's covariates changed since it was scored.
+func editedScores(ctx context.Context, tx *sql.Tx, run string) (string, error) {
+	r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
+	if err != nil {
+		return "", fmt.Errorf("run %q: %w", run, err)
+	}
+	if r.State != RunCurrent {
+		return "", fmt.Errorf("run %q: %w", run, ErrStaleRun)
+	}
+	qt, err := sqlfiles.QuoteIdent(r.Layout.Table)
+	if err != nil {
+		return "", err
+	}
+	qi, err := sqlfiles.QuoteIdent(r.Layout.ID)
+	if err != nil {
+		return "", err
+	}
+	cols := make([]string, len(r.Layout.Covariates))
+	for j, c := range r.Layout.Covariates {
+		q, err := sqlfiles.QuoteIdent(c)
+		if err != nil {
+			return "", err
+		}
+		cols[j] = "+u." + q
+	}
+	return fmt.Sprintf(`x_digest IS NOT NULL AND EXISTS (SELECT 1 FROM %[1]s AS u WHERE crff_cate.row_id IS +u.%[2]s AND %[3]s(%[4]s) IS NOT crff_cate.x_digest)`,
+		qt, qi, digestFunc, strings.Join(cols, ", ")), nil
+}
+
 // orphanedScores checks that run is the current run and returns, for a
 // table of crff_cate's or crff_rejected's kind, the condition that a row's
 // row_id is no longer in the run's table.
@@ -298,8 +369,8 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 		return nil
 	}
 	q := `INSERT INTO crff_cate (row_id, cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975,
-	          y0, y1, propensity, run, scored_at)
-	      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	          y0, y1, propensity, run, scored_at, x_digest)
+	      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	if ignoreScored {
 		q += ` ON CONFLICT (row_id) DO NOTHING`
 	}
@@ -310,8 +381,12 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 	defer st.Close()
 	at := now()
 	for _, c := range cs {
+		var digest any
+		if c.XDigest != nil {
+			digest = c.XDigest[:]
+		}
 		if _, err := st.ExecContext(ctx, c.RowID, c.CATE, nullable(c.SE), nullable(c.Lower), nullable(c.Upper),
-			c.Latent, c.LatentSD, c.LatentQ025, c.LatentQ975, c.Y0, c.Y1, c.Propensity, run, at); err != nil {
+			c.Latent, c.LatentSD, c.LatentQ025, c.LatentQ975, c.Y0, c.Y1, c.Propensity, run, at, digest); err != nil {
 			return fmt.Errorf("CATE of row %s: %w", c.RowID, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/crffd/crffd/estimator"
@@ -24,7 +25,8 @@ type validator struct {
 	scoring bool
 	ids     []RowID
 	w, y    []float64
-	x       []float64 // row-major, every row read
+	x       []float64   // row-major, every row read
+	xd      []RowDigest // per row read: covariateDigest of its stored covariates
 	faults  map[int][]fault
 	count   map[RowID]int
 }
@@ -73,6 +75,11 @@ func (v *validator) add(vals []any) error {
 	v.w = append(v.w, w)
 	v.y = append(v.y, y)
 
+	xd, err := covariateDigest(vals[3:])
+	if err != nil {
+		return fmt.Errorf("row %s: %w", id, err)
+	}
+	v.xd = append(v.xd, xd)
 	for j, c := range p.Covariates {
 		val := vals[3+j]
 		if err := covariateFault(val, p.types[j] == typeBinary); err != nil {
@@ -134,11 +141,12 @@ func (v *validator) finish() (*Records, error) {
 		return nil, &ValidationError{File: v.file, Table: p.Table, Err: emptyError(n)}
 	}
 	ids := make([]RowID, m)
+	xd := make([]RowDigest, m)
 	w, y := make([]float64, m), make([]float64, m)
 	x := make([]float64, m*d)
 	treated := 0
 	for k, i := range keep {
-		ids[k], w[k], y[k] = v.ids[i], v.w[i], v.y[i]
+		ids[k], xd[k], w[k], y[k] = v.ids[i], v.xd[i], v.w[i], v.y[i]
 		copy(x[k*d:(k+1)*d], v.x[i*d:(i+1)*d])
 		if w[k] == 1 {
 			treated++
@@ -171,7 +179,7 @@ func (v *validator) finish() (*Records, error) {
 	}
 	recs.Layout = l
 	recs.Schema = l.Schema()
-	recs.IDs = ids
+	recs.IDs, recs.XDigests = ids, xd
 	if m > 0 {
 		recs.Data = &estimator.Data{X: toDense(m, d, x), W: w, Y: y}
 	}

@@ -10,8 +10,6 @@ import (
 	"math"
 	"time"
 
-	"gonum.org/v1/gonum/mat"
-
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/progress"
@@ -26,23 +24,24 @@ func newRunID() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
-// cateRows pairs row ids with their estimated effects: the chosen
+// cateRows pairs the rows of recs with their estimated effects: the chosen
 // estimator's CATE (cate; e.CATE, the CausalRFF CATE, unless model
-// selection chose another) corrected by cal, with its interval, for the
-// rows whose covariates are x; with a nil cal that CATE without an
-// interval. The latent_* columns are e's.
-func cateRows(ids []store.RowID, e *estimator.Effects, cate []float64, cal *inference.Calibration, x mat.Matrix) ([]store.CATE, error) {
-	out := make([]store.CATE, len(ids))
+// selection chose another) corrected by cal, with its interval; with a nil
+// cal that CATE without an interval. The latent_* columns are e's, and each
+// CATE keeps its row's covariate digest, so that an edited row is scored
+// again (store.Site.ForgetEdited).
+func cateRows(recs *store.Records, e *estimator.Effects, cate []float64, cal *inference.Calibration) ([]store.CATE, error) {
+	out := make([]store.CATE, len(recs.IDs))
 	nan := math.NaN()
-	for i, id := range ids {
+	for i, id := range recs.IDs {
 		out[i] = store.CATE{RowID: id, CATE: cate[i], SE: nan, Lower: nan, Upper: nan,
 			Latent: e.CATE[i], LatentSD: e.SD[i], LatentQ025: e.Lower[i], LatentQ975: e.Upper[i],
-			Y0: e.Y0[i], Y1: e.Y1[i], Propensity: e.Propensity[i]}
+			Y0: e.Y0[i], Y1: e.Y1[i], Propensity: e.Propensity[i], XDigest: &recs.XDigests[i]}
 	}
-	if cal == nil || len(ids) == 0 {
+	if cal == nil || len(out) == 0 {
 		return out, nil
 	}
-	tau, se, lo, hi, err := cal.Interval(cate, x)
+	tau, se, lo, hi, err := cal.Interval(cate, recs.Data.X)
 	if err != nil {
 		return nil, err
 	}

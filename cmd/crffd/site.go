@@ -147,7 +147,8 @@ func (s *scorer) spectral(ctx context.Context, k modelstore.Kernel) (estimator.S
 	return sp, nil
 }
 
-// poll scores the rows that have no CATE yet.
+// poll drops the CATEs of rows deleted or whose covariates were edited
+// since they were scored, and scores the rows that have no CATE.
 func (s *scorer) poll(ctx context.Context) error {
 	cur, err := s.db.CurrentRun(ctx)
 	if err != nil {
@@ -182,6 +183,16 @@ func (s *scorer) poll(ctx context.Context) error {
 	if pruned > 0 {
 		s.a.log.Info("dropped the CATEs of deleted rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, pruned))
 	}
+	edited, err := s.db.ForgetEdited(ctx, s.run)
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun) {
+			return fmt.Errorf("%w: %w", errTransient, err)
+		}
+		return err
+	}
+	if edited > 0 {
+		s.a.log.Info("scoring edited rows again", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, edited))
+	}
 	recs, err := s.db.UnscoredRows(ctx)
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -206,7 +217,7 @@ func (s *scorer) poll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if scores, err = cateRows(recs.IDs, eff, cate, s.cal, recs.Data.X); err != nil {
+		if scores, err = cateRows(recs, eff, cate, s.cal); err != nil {
 			return err
 		}
 	}

@@ -294,7 +294,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model); err != nil {
 		return err
 	}
-	cates, err := cateRows(recs.IDs, r.Effects, r.CATE, r.Calibration, recs.Data.X)
+	cates, err := cateRows(recs, r.Effects, r.CATE, r.Calibration)
 	if err != nil {
 		return err
 	}
