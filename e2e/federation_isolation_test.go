@@ -120,8 +120,8 @@ func TestOnceExitStatus(t *testing.T) {
 	}
 	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
 	for _, d := range []*daemon{ds[1], coord} {
-		if code := d.wait(t, 2*time.Minute); code != 5 {
-			t.Errorf("%s exited %d, want 5\nstderr:\n%s", d.name, code, d.err.String())
+		if code := d.wait(t, 2*time.Minute); code != exitRunFailed {
+			t.Errorf("%s exited %d, want %d\nstderr:\n%s", d.name, code, exitRunFailed, d.err.String())
 		}
 	}
 	db := openDB(t, filepath.Join(dir, "site2.sqlite"))
