@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cast"
+	"github.com/spf13/pflag"
+)
+
+// showConfig runs crffd config show with args and returns, by key, the
+// value and origin it prints.
+func showConfig(t *testing.T, args ...string) map[string][2]string {
+	t.Helper()
+	a, err := execute(t, append([]string{"config", "show"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]string{}
+	lines := strings.Split(strings.TrimSpace(a.stdout.(*bytes.Buffer).String()), "\n")
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		switch len(f) {
+		case 2:
+			out[f[0]] = [2]string{"", f[1]}
+		case 3:
+			out[f[0]] = [2]string{f[1], f[2]}
+		default:
+			t.Fatalf("config show line %q", l)
+		}
+	}
+	return out
+}
+
+// yamlFor is a configuration file setting the dotted key to value.
+func yamlFor(key, value string) string {
+	parts := strings.Split(key, ".")
+	var b strings.Builder
+	for i, p := range parts {
+		b.WriteString(strings.Repeat("  ", i) + p + ":")
+		if i < len(parts)-1 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String() + " " + value + "\n"
+}
+
+// layerSamples are, for setting s, a value for the file and one for the
+// environment, and what config show prints for each (the environment's
+// printed over the file's).
+func layerSamples(s setting) (file, env, wantFile, wantEnv string) {
+	switch s.Key {
+	case "log_level":
+		return "warn", "error", "warn", "error"
+	case "log_format":
+		return "json", "text", "json", "text"
+	}
+	switch s.Default.(type) {
+	case int:
+		return "11", "12", "11", "12"
+	case float64:
+		return "0.75", "0.5", "0.75", "0.5"
+	case []string:
+		return "[a, b]", "c d", "a,b", "c,d"
+	case map[string]string, map[string]float64:
+		// The environment adds an entry to the file's.
+		return "{k1: 1.5}", "2.5", "k1=1.5", "k1=1.5,k2=2.5"
+	}
+	return "from-file", "from-env", "from-file", "from-env"
+}
+
+// TestEveryKeyThroughEveryLayer walks every key of the registry (settings,
+// from which the README's table is generated) through the layers: its
+// documented default, the file, the environment over the file, and for
+// the keys with a flag, the flag over the environment, as crffd config show
+// reads them the way the commands do (lists split, map entries from the
+// file and the environment merged).
+func TestEveryKeyThroughEveryLayer(t *testing.T) {
+	flags := map[string]string{"plugin_dir": "--plugin-dir", "log_level": "--log-level", "log_format": "--log-format"}
+	flagValues := map[string]string{"plugin_dir": "/from/flag", "log_level": "debug", "log_format": "json"}
+	// Every flag bound to a key has its case above.
+	rootCmd(&app{}).PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if k := f.Annotations[configKey]; len(k) == 1 && flags[k[0]] != "--"+f.Name {
+			t.Errorf("flag --%s sets %s, which the walk does not try", f.Name, k[0])
+		}
+	})
+	for _, s := range settings {
+		t.Run(s.Key, func(t *testing.T) {
+			file, env, wantFile, wantEnv := layerSamples(s)
+			want := func(got map[string][2]string, value, origin string) {
+				t.Helper()
+				if got[s.Key] != [2]string{value, origin} {
+					t.Errorf("%s: %q from %s, want %q from %s", s.Key, got[s.Key][0], got[s.Key][1], value, origin)
+				}
+			}
+			def := cast.ToString(s.Default)
+			if secretKeys[s.Key] {
+				def, wantFile, wantEnv = "(empty)", "(set)", "(set)"
+			}
+			want(showConfig(t), def, originDefault)
+			path := writeConfig(t, yamlFor(s.Key, file))
+			want(showConfig(t, "--config", path), wantFile, originFile)
+			variable := envName(s.Key)
+			if isMap(s.Default) {
+				variable += "_K2"
+			}
+			t.Setenv(variable, env)
+			want(showConfig(t, "--config", path), wantEnv, originEnv)
+			if flag := flags[s.Key]; flag != "" {
+				want(showConfig(t, "--config", path, flag, flagValues[s.Key]), flagValues[s.Key], originFlag)
+			}
+		})
+	}
+}
