@@ -43,10 +43,14 @@ type CoordinatorConfig struct {
 	RoundTimeout time.Duration
 	Retries      int
 
-	// Checkpoints, when set, stores the coordinator's state every
-	// CheckpointEvery rounds (1 when zero) and is asked for it at start.
-	Checkpoints     Checkpointer
-	CheckpointEvery int
+	// Checkpoints, when set, stores the coordinator's state after every
+	// model and, in training, every CheckpointEvery rounds and whenever
+	// CheckpointInterval has passed since the last save (either may be
+	// zero for none; every round when both are); it is asked for the state
+	// at start.
+	Checkpoints        Checkpointer
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
 
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil counts nothing
@@ -69,6 +73,11 @@ type Result struct {
 	// Selection is the run's model selection, nil when it selected none.
 	Selection *SelectState
 }
+
+// maxRoundsBetweenSaves bounds the training rounds between two checkpoints
+// written by time (CheckpointInterval): more than a million rounds a
+// second for a minute.
+const maxRoundsBetweenSaves = 1 << 26
 
 // resumeGap bounds the steps a coordinator sends between its last
 // checkpoint of a model and the next one (the final weights, ate, global-ate
@@ -102,7 +111,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Res
 	if cfg.RoundTimeout <= 0 {
 		cfg.RoundTimeout = time.Minute
 	}
-	if cfg.CheckpointEvery <= 0 {
+	if cfg.CheckpointEvery <= 0 && cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointEvery = 1
 	}
 	log := cfg.Logger
@@ -329,7 +338,8 @@ func (c *coordinator) refused(s int, e *wire.Envelope) error {
 
 func (c *coordinator) run(ctx context.Context) (*Result, error) {
 	if c.st == nil {
-		c.st = &State{RunID: c.cfg.RunID, Sites: c.cfg.Sites, Config: c.cfg.Config, Every: c.cfg.CheckpointEvery, Select: c.cfg.Selection}
+		c.st = &State{RunID: c.cfg.RunID, Sites: c.cfg.Sites, Config: c.cfg.Config, Every: c.cfg.CheckpointEvery,
+			Interval: c.cfg.CheckpointInterval, Select: c.cfg.Selection}
 		c.tracker = wire.NewTracker(c.st.RunID, 0)
 		if err := c.handshake(ctx); err != nil {
 			return nil, err
@@ -350,7 +360,7 @@ func (c *coordinator) run(ctx context.Context) (*Result, error) {
 		// Steps after the checkpoint may have been sent before the stop;
 		// skip past all of them so that the sites take the resumed steps
 		// as new.
-		c.step = c.st.Step + uint64(c.st.Every) + resumeGap
+		c.step = c.st.Step + c.st.roundsBetweenSaves() + resumeGap
 		c.tracker = wire.NewTracker(c.st.RunID, c.step)
 	}
 	setup, err := estimator.NewSetup(ctx, c.st.Schema, c.cfg.Spectral, c.st.Config, c.st.Scaler)

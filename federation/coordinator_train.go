@@ -26,6 +26,7 @@ func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
 			return err
 		}
 		outs := make([]*estimator.SiteOutput, m)
+		saved := time.Now()
 		for !co.Done() {
 			start := time.Now()
 			ins := co.Inputs()
@@ -52,11 +53,14 @@ func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
 			}
 			c.cfg.Metrics.round(time.Since(start))
 			c.log.Debug("round", slog.String(wire.LogKeyModel, kind.String()), slog.Int(wire.LogKeyRound, co.Round()), slog.Float64("loss", co.Loss()))
-			if co.Round()%c.cfg.CheckpointEvery == 0 && !co.Done() {
+			every, interval := c.cfg.CheckpointEvery, c.cfg.CheckpointInterval
+			due := (every > 0 && co.Round()%every == 0) || (interval > 0 && time.Since(saved) >= interval)
+			if due && !co.Done() {
 				c.st.Step, c.st.Checkpoint = c.step, co.Checkpoint()
 				if err := c.save(ctx); err != nil {
 					return err
 				}
+				saved = time.Now()
 			}
 		}
 		// The model and the move to the next one are saved together, so a

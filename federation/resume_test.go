@@ -258,3 +258,46 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 		})
 	}
 }
+
+// TestCoordinatorResumesFromTimedCheckpoint: checkpoints written by time
+// (CheckpointInterval, no round count) resume bit-identically too, with the
+// resumed steps past any the stopped coordinator may have sent.
+func TestCoordinatorResumesFromTimedCheckpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	ref := newFed(40, 50)
+	want, err := estimator.Fit(ctx, ref.data, testSchema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFed(40, 50)
+	sites := f.start(ctx)
+	cp := &MemCheckpoints{}
+	cctx, stop := context.WithCancel(ctx)
+	var mu sync.Mutex
+	grads := 0
+	f.net.Intercept = func(b []byte) [][]byte {
+		if e, _ := wire.Unmarshal(b); e != nil && e.Kind == wire.KindGradient {
+			mu.Lock()
+			if grads++; grads == 2*13 {
+				stop()
+			}
+			mu.Unlock()
+		}
+		return [][]byte{b}
+	}
+	cc := f.coordinator(cfg)
+	cc.Checkpoints, cc.CheckpointEvery, cc.CheckpointInterval = cp, 0, time.Microsecond
+	runUntilStopped(t, cctx, cc, f)
+	st, err := cp.Load(ctx)
+	if err != nil || st == nil || st.Interval != time.Microsecond || st.Every != 0 {
+		t.Fatalf("checkpoint %+v, %v: want one saved by time", st, err)
+	}
+	res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModels(t, res, want.Trained, "resumed model differs by %g")
+	waitSites(t, sites)
+}

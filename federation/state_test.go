@@ -3,8 +3,14 @@ package federation
 import (
 	"context"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
 )
 
 // stateSeeds are coordinator states as JSON: what DecodeState must read,
@@ -102,5 +108,48 @@ func TestStateDBRunLog(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[{r1 failed site silent} {r2 completed }]" {
 		t.Errorf("run log %v", got)
+	}
+}
+
+// TestStateFloatsAreBinary: a checkpoint's vectors travel as the base64 of
+// their bits, exact to the bit and smaller than decimal text, and states
+// saved as decimal arrays before read the same.
+func TestStateFloatsAreBinary(t *testing.T) {
+	x := []float64{0.1, -1e-300, math.MaxFloat64, 1.0 / 3, 0}
+	st := &State{RunID: "r", Sites: []string{"a"}, Kind: 1,
+		Checkpoint: &estimator.Checkpoint{Model: estimator.Outcome, Sites: 1, Method: estimator.Adam, Round: 3, X: x, M: x, V: x, Step: 3,
+			History: []estimator.Iterate{{X: x, Gradient: x, F: 2.5, Round: 1}}},
+		Trained: []*estimator.Trained{{Model: estimator.Propensity, Shared: map[string][]float64{"a": x},
+			Weights: []map[string]*mat.Dense{{"W": mat.NewDense(1, 5, x)}}, Lambda: mat.NewSymDense(1, []float64{1}), Rounds: 4}}}
+	b, err := EncodeState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "0.1,") || strings.Contains(string(b), "1.7976931348623157e+308") {
+		t.Errorf("floats written as decimals: %s", b)
+	}
+	back, err := DecodeState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][]float64{"X": back.Checkpoint.X, "M": back.Checkpoint.M, "V": back.Checkpoint.V,
+		"history X": back.Checkpoint.History[0].X, "shared": back.Trained[0].Shared["a"], "weights": back.Trained[0].Weights[0]["W"].RawRowView(0)} {
+		for i := range x {
+			if math.Float64bits(got[i]) != math.Float64bits(x[i]) {
+				t.Errorf("%s[%d] = %v, want %v", name, i, got[i], x[i])
+			}
+		}
+	}
+	old := `{"RunID":"r","Sites":["a"],"Kind":1,"Checkpoint":{"Model":1,"Sites":1,"Method":1,"Round":3,"X":[0.1,2],"M":[0,0],"V":[0,0],"Step":3},
+		"Trained":[{"Model":0,"Weights":[{"W":{"Rows":1,"Cols":2,"Data":[0.5,1.5]}}],"Shared":{"a":[0.25]},"Lambda":{"Rows":1,"Cols":1,"Data":[1]},"Rounds":4}]}`
+	st2, err := DecodeState([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.Checkpoint.X[0] != 0.1 || st2.Trained[0].Weights[0]["W"].At(0, 1) != 1.5 || st2.Trained[0].Shared["a"][0] != 0.25 {
+		t.Errorf("a decimal state reads as %+v", st2)
+	}
+	if _, err := DecodeState([]byte(`{"Checkpoint":{"X":"AAAA"}}`)); err == nil {
+		t.Error("a vector of 3 bytes decoded")
 	}
 }

@@ -98,8 +98,12 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	}
 	retries := a.v.GetInt("federation.retries")
 	every := a.v.GetInt("coordinator.checkpoint_every")
-	if retries < 0 || every < 1 {
-		return withExit(exitConfig, fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 1", retries, every))
+	if retries < 0 || every < 0 {
+		return withExit(exitConfig, fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 0", retries, every))
+	}
+	checkpointInterval := a.v.GetDuration("coordinator.checkpoint_interval")
+	if checkpointInterval < 0 {
+		return withExit(exitConfig, fmt.Errorf("coordinator.checkpoint_interval %q: want a duration ≥ 0", a.v.GetString("coordinator.checkpoint_interval")))
 	}
 	runEvery := a.v.GetDuration("coordinator.run_every")
 	kernel, err := a.kernelRef()
@@ -135,7 +139,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	for {
 		cc := federation.CoordinatorConfig{
 			Name: name, RunID: newRunID(), Sites: sites, Config: cfg, Spectral: spectral, Selection: sel,
-			RoundTimeout: timeout, Retries: retries, Checkpoints: storageCheckpoints{db}, CheckpointEvery: every,
+			RoundTimeout: timeout, Retries: retries, Checkpoints: storageCheckpoints{db}, CheckpointEvery: every, CheckpointInterval: checkpointInterval,
 			Logger: a.log, Metrics: metrics,
 		}
 		start, before := time.Now(), metrics.Snapshot()

@@ -32,7 +32,8 @@ var federationSettings = []setting{
 	{"federation.metrics_address", "", "local host:port serving /healthz and Prometheus /metrics; empty for none"},
 	{"coordinator.sites", []string{}, "the sites' federation names, in priority order: de-duplication keeps the copy of the site listed first"},
 	{"coordinator.state_db", "coordinator.sqlite", "the coordinator's own SQLite file: checkpoints and finished runs"},
-	{"coordinator.checkpoint_every", 1, "checkpoint the training state every N rounds (and after every model)"},
+	{"coordinator.checkpoint_every", 0, "also checkpoint the training state every N rounds (0: by time only; with both 0, every round)"},
+	{"coordinator.checkpoint_interval", "10s", "checkpoint the training state when this long has passed since the last checkpoint, and after every model; a restarted coordinator repeats the rounds since"},
 	{"coordinator.run_every", "0s", "without --once: start a new run this often; 0 runs once, then serves health and metrics until stopped"},
 	{"coordinator.retry_after", "1m", "without --once: after a failed or refused run, start the next this much later, doubling after each further failure up to 32 times as long"},
 }
