@@ -153,3 +153,22 @@ func TestStateFloatsAreBinary(t *testing.T) {
 		t.Error("a vector of 3 bytes decoded")
 	}
 }
+
+// TestRoundsBetweenSaves: a coordinator resumed from a checkpoint skips the
+// steps it may have sent since: Every rounds, or when it saved by time any
+// number up to maxRoundsBetweenSaves.
+func TestRoundsBetweenSaves(t *testing.T) {
+	for _, tc := range []struct {
+		st   State
+		want uint64
+	}{
+		{State{Every: 5}, 5},
+		{State{}, 1}, // saved before Every existed, or by model only
+		{State{Every: 0, Interval: time.Second}, maxRoundsBetweenSaves},
+		{State{Every: 5, Interval: time.Second}, maxRoundsBetweenSaves},
+	} {
+		if got := tc.st.roundsBetweenSaves(); got != tc.want {
+			t.Errorf("every %d, interval %v: %d, want %d", tc.st.Every, tc.st.Interval, got, tc.want)
+		}
+	}
+}

@@ -189,29 +189,39 @@ func (s *Site) AppendScores(ctx context.Context, run string, scores []CATE, reje
 // it deleted, and fails with ErrStaleRun when run is not the current run.
 // The ATEs, which are of the run's rows, are not recomputed.
 func (s *Site) PruneScores(ctx context.Context, run string) (int, error) {
-	// Look first, in a read transaction: most polls find nothing to
-	// delete, and the user's own writers to the file should not wait for
-	// crffd's write lock every poll.
+	return s.deleteScores(ctx, "prune scores in", func(tx *sql.Tx) (func(string) string, error) { return orphanedScores(ctx, tx, run) },
+		"crff_cate", "crff_rejected")
+}
+
+// deleteScores deletes from each of tables (crff_cate first) the rows
+// where returns, within the transaction, for that table, and returns how
+// many CATEs it deleted. It looks first, in a read transaction: most polls
+// find nothing to delete, and the user's own writers to the file should
+// not wait for crffd's write lock every poll.
+func (s *Site) deleteScores(ctx context.Context, op string, where func(tx *sql.Tx) (func(table string) string, error), tables ...string) (int, error) {
 	var found bool
-	err := s.readTx(ctx, "prune scores in", func(tx *sql.Tx) error {
-		where, err := orphanedScores(ctx, tx, run)
+	err := s.readTx(ctx, op, func(tx *sql.Tx) error {
+		cond, err := where(tx)
 		if err != nil {
 			return err
 		}
-		return tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM crff_cate WHERE %s)
-			OR EXISTS (SELECT 1 FROM crff_rejected WHERE %s)`, where("crff_cate"), where("crff_rejected"))).Scan(&found)
+		var exists []string
+		for _, t := range tables {
+			exists = append(exists, fmt.Sprintf(`EXISTS (SELECT 1 FROM %s WHERE %s)`, t, cond(t)))
+		}
+		return tx.QueryRowContext(ctx, `SELECT `+strings.Join(exists, " OR ")).Scan(&found)
 	})
 	if err != nil || !found {
 		return 0, err
 	}
 	var deleted int64
-	err = s.writeTx(ctx, "prune scores in", func(tx *sql.Tx) error {
-		where, err := orphanedScores(ctx, tx, run)
+	err = s.writeTx(ctx, op, func(tx *sql.Tx) error {
+		cond, err := where(tx)
 		if err != nil {
 			return err
 		}
-		for _, t := range []string{"crff_cate", "crff_rejected"} {
-			res, err := tx.ExecContext(ctx, "DELETE FROM "+t+" WHERE "+where(t))
+		for _, t := range tables {
+			res, err := tx.ExecContext(ctx, "DELETE FROM "+t+" WHERE "+cond(t))
 			if err != nil {
 				return err
 			}
@@ -235,30 +245,10 @@ func (s *Site) ForgetEdited(ctx context.Context, run string) (int, error) {
 	if errDigestFunc != nil {
 		return 0, fmt.Errorf("forget edited rows in %q: register %s: %w", s.path, digestFunc, errDigestFunc)
 	}
-	var found bool
-	err := s.readTx(ctx, "forget edited rows in", func(tx *sql.Tx) error {
-		where, err := editedScores(ctx, tx, run)
-		if err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM crff_cate WHERE `+where+`)`).Scan(&found)
-	})
-	if err != nil || !found {
-		return 0, err
-	}
-	var deleted int64
-	err = s.writeTx(ctx, "forget edited rows in", func(tx *sql.Tx) error {
-		where, err := editedScores(ctx, tx, run)
-		if err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM crff_cate WHERE `+where)
-		if err == nil {
-			deleted, _ = res.RowsAffected()
-		}
-		return err
-	})
-	return int(deleted), err
+	return s.deleteScores(ctx, "forget edited rows in", func(tx *sql.Tx) (func(string) string, error) {
+		cond, err := editedScores(ctx, tx, run)
+		return func(string) string { return cond }, err
+	}, "crff_cate")
 }
 
 // editedScores checks that run is the current run and returns the

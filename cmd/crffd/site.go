@@ -147,6 +147,16 @@ func (s *scorer) spectral(ctx context.Context, k modelstore.Kernel) (estimator.S
 	return sp, nil
 }
 
+// transient marks err as transient (errTransient) when the next poll may
+// not meet it: a lock another writer held, or a run another process (crffd
+// fit) published meanwhile, which the next poll loads.
+func transient(err error) error {
+	if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun) {
+		return fmt.Errorf("%w: %w", errTransient, err)
+	}
+	return err
+}
+
 // poll drops the CATEs of rows deleted or whose covariates were edited
 // since they were scored, and scores the rows that have no CATE.
 func (s *scorer) poll(ctx context.Context) error {
@@ -173,32 +183,21 @@ func (s *scorer) poll(ctx context.Context) error {
 	}
 	pruned, err := s.db.PruneScores(ctx, s.run)
 	if err != nil {
-		// A new run published meanwhile (crffd fit) is picked up by
-		// the next poll.
-		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun) {
-			return fmt.Errorf("%w: %w", errTransient, err)
-		}
-		return err
+		return transient(err)
 	}
 	if pruned > 0 {
 		s.a.log.Info("dropped the CATEs of deleted rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, pruned))
 	}
 	edited, err := s.db.ForgetEdited(ctx, s.run)
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun) {
-			return fmt.Errorf("%w: %w", errTransient, err)
-		}
-		return err
+		return transient(err)
 	}
 	if edited > 0 {
 		s.a.log.Info("scoring edited rows again", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, edited))
 	}
 	recs, err := s.db.UnscoredRows(ctx)
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
-			return fmt.Errorf("%w: %w", errTransient, err)
-		}
-		return err
+		return transient(err)
 	}
 	if recs.Len() == 0 && len(recs.Rejected) == 0 {
 		return nil
@@ -222,12 +221,7 @@ func (s *scorer) poll(ctx context.Context) error {
 		}
 	}
 	if err := s.db.AppendScores(ctx, s.run, scores, recs.Rejected); err != nil {
-		// A new run published meanwhile (crffd fit) is picked up by
-		// the next poll.
-		if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun) {
-			return fmt.Errorf("%w: %w", errTransient, err)
-		}
-		return err
+		return transient(err)
 	}
 	s.a.log.Info("scored new rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, len(scores)), slog.Int(logKeyRejected, len(recs.Rejected)))
 	return nil
