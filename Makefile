@@ -4,7 +4,7 @@ BIN     ?= bin
 PROTOC  ?= protoc
 GOBIN   := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: build test check generate clean
+.PHONY: build test check generate clean soak
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/crffd ./plugins/kernels/... ./plugins/transport/...
@@ -28,3 +28,9 @@ generate:
 
 clean:
 	rm -rf $(BIN)
+
+# The soak test of issue 15: a coordinator and 5 site daemons with rows
+# changing and daemons killed, for DURATION (make soak DURATION=30m).
+DURATION ?= 30m
+soak:
+	CRFFD_SOAK=$(DURATION) $(GO) test -count=1 -run TestSoak -v -timeout 0 ./e2e

@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/crffd/crffd/internal/testbin"
+)
+
+// TestSoak is issue 15's soak test, run when CRFFD_SOAK holds a duration
+// (`make soak DURATION=30m`; CI runs it for 2 minutes). A coordinator with
+// run_every and 5 long-lived site daemons run over grpc on loopback while
+// a driver inserts, edits and deletes rows at every site (6 a second), and a killer
+// SIGKILLs a random daemon every DURATION/12 (at least every 20 s) and
+// restarts it. At the end it checks:
+//   - every run ended completed, or refused or failed with a recorded reason,
+//     in every site's crff_run_log and in the coordinator's run log;
+//   - PRAGMA integrity_check is ok in every file;
+//   - every live row has exactly one CATE, from the site's current run;
+//   - no plugin process outlives the daemons;
+//   - every daemon process's open files and RSS are flat after a warm-up.
+//
+// It logs one summary line: runs, kills, rows changed, violations.
+func TestSoak(t *testing.T) {
+	spec := os.Getenv("CRFFD_SOAK")
+	if spec == "" {
+		t.Skip("set CRFFD_SOAK to a duration (make soak DURATION=30m)")
+	}
+	duration, err := time.ParseDuration(spec)
+	if err != nil || duration <= 0 {
+		t.Fatalf("CRFFD_SOAK=%q: want a duration such as 30m", spec)
+	}
+	const sites, rows = 5, 120
+	dir := sandbox(t, sites, rows, "grpc")
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "coordinator:\n", "coordinator:\n  run_every: 5s\n  retry_after: 2s\n",
+		"round_timeout: 30s", "round_timeout: 5s", "retries: 3", "retries: 2")
+	for k := 1; k <= sites; k++ {
+		editFile(t, filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "  on_invalid: refuse\n", "  on_invalid: refuse\n  poll_interval: 500ms\n")
+	}
+
+	// The daemons, restartable by name.
+	var mu sync.Mutex
+	daemons := map[string]*daemon{}
+	var names []string
+	start := func(name string) {
+		role := "site"
+		if name == "coordinator" {
+			role = "coordinator"
+		}
+		d := startDaemon(t, name, role, "--config", filepath.Join(dir, name+".yaml"))
+		mu.Lock()
+		daemons[name] = d
+		mu.Unlock()
+	}
+	for k := 1; k <= sites; k++ {
+		names = append(names, fmt.Sprintf("site%d", k))
+	}
+	names = append(names, "coordinator")
+	for _, n := range names {
+		start(n)
+	}
+	dbs := make([]*sql.DB, sites)
+	for k := range dbs {
+		dbs[k] = openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k+1)))
+	}
+
+	// Samples of each daemon process's open files and RSS.
+	type sample struct {
+		at        time.Time
+		fds, rssK int
+	}
+	samples := map[int][]sample{} // by pid
+	procName := map[int]string{}
+	sampleAll := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for n, d := range daemons {
+			pid := d.cmd.Process.Pid
+			fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+			if err != nil {
+				continue
+			}
+			status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			rss := 0
+			for _, l := range strings.Split(string(status), "\n") {
+				if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+					rss, _ = strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+				}
+			}
+			samples[pid] = append(samples[pid], sample{time.Now(), len(fds), rss})
+			procName[pid] = n
+		}
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	changed, kills := 0, 0
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	var rngMu sync.Mutex
+	intn := func(n int) int { rngMu.Lock(); defer rngMu.Unlock(); return rng.IntN(n) }
+	// The driver: every second, at a random site, 6 rows inserted, edited
+	// or deleted in one transaction. A site refuses a run whose rows differ
+	// from an earlier run's by 1 to min_arm_rows−1 (5) rows, so changes
+	// come 6 distinct rows at a time, and no edit undoes another (y only
+	// grows). Locks held by the daemons are waited out by busy_timeout.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		next := 100000
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+			db := dbs[intn(sites)]
+			var q string
+			switch intn(3) {
+			case 0:
+				q = fmt.Sprintf(`INSERT INTO records SELECT %d + row_number() OVER (), w, y, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10,
+					x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30
+					FROM (SELECT * FROM records ORDER BY random() LIMIT 6)`, next)
+				next += 6
+			case 1:
+				q = `UPDATE records SET x1 = 1 - x1, y = y + 0.5 WHERE id IN (SELECT id FROM records ORDER BY random() LIMIT 6)`
+			default:
+				q = `DELETE FROM records WHERE id IN (SELECT id FROM records ORDER BY random() LIMIT 6) AND (SELECT count(*) FROM records) > 100`
+			}
+			if res, err := db.Exec(q); err == nil {
+				n, _ := res.RowsAffected()
+				mu.Lock()
+				changed += int(n)
+				mu.Unlock()
+			}
+		}
+	}()
+	// The killer and the sampler.
+	every := max(duration/12, 20*time.Second)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		kill := time.NewTicker(every)
+		defer kill.Stop()
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				sampleAll()
+			case <-kill.C:
+				n := names[intn(len(names))]
+				mu.Lock()
+				d := daemons[n]
+				mu.Unlock()
+				_ = d.cmd.Process.Signal(syscall.SIGKILL)
+				<-d.done
+				mu.Lock()
+				kills++
+				mu.Unlock()
+				time.Sleep(time.Second)
+				start(n)
+			}
+		}
+	}()
+	time.Sleep(duration)
+	close(stop)
+	wg.Wait()
+
+	var violations []string
+	violate := func(format string, args ...any) {
+		violations = append(violations, fmt.Sprintf(format, args...))
+		t.Errorf(format, args...)
+	}
+	// Every daemon still runs: none stopped on its own.
+	mu.Lock()
+	for n, d := range daemons {
+		select {
+		case <-d.done:
+			violate("%s exited %d on its own\n%s", n, d.code, d.err.String())
+		default:
+		}
+	}
+	mu.Unlock()
+	// Every live row gets its CATE from the site's current run.
+	deadline := time.Now().Add(3 * time.Minute)
+	for k, db := range dbs {
+		for {
+			live := queryFloat(t, db, `SELECT count(*) FROM records`)
+			scored := queryFloat(t, db, `SELECT count(*) FROM crff_cate c JOIN crff_run r ON r.run = c.run AND r.state = 'current'
+				JOIN records u ON u.id = c.row_id`)
+			all := queryFloat(t, db, `SELECT count(*) FROM crff_cate`)
+			if live == scored && all == live {
+				break
+			}
+			if time.Now().After(deadline) {
+				violate("site%d: %v live rows, %v CATEs of the current run for them, %v CATEs in all", k+1, live, scored, all)
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	// Every run ended with a status, and a reason unless it completed.
+	runs := 0
+	state := openDB(t, filepath.Join(dir, "coordinator.sqlite"))
+	for name, db := range map[string]*sql.DB{"coordinator": state} {
+		runs = int(queryFloat(t, db, `SELECT count(*) FROM crff_coordinator_run_log`))
+		if n := queryFloat(t, db, `SELECT count(*) FROM crff_coordinator_run_log WHERE status <> 'completed' AND coalesce(reason, '') = ''`); n != 0 {
+			violate("%s: %v runs ended without a reason", name, n)
+		}
+		if n := queryFloat(t, db, `SELECT count(*) FROM crff_coordinator_run_log WHERE status = 'completed'`); n == 0 {
+			violate("%s: no completed run", name)
+		}
+	}
+	for k, db := range dbs {
+		if n := queryFloat(t, db, `SELECT count(*) FROM crff_run_log WHERE status <> 'completed' AND coalesce(reason, '') = ''`); n != 0 {
+			violate("site%d: %v runs ended without a reason", k+1, n)
+		}
+	}
+	completed := int(queryFloat(t, state, `SELECT count(*) FROM crff_coordinator_run_log WHERE status = 'completed'`))
+	if rs, err := state.Query(`SELECT status, substr(reason, 1, 160) FROM crff_coordinator_run_log WHERE status <> 'completed'`); err == nil {
+		for rs.Next() {
+			var status, reason string
+			if rs.Scan(&status, &reason) == nil {
+				t.Logf("run %s: %s", status, reason)
+			}
+		}
+		rs.Close()
+	}
+	// Stop every daemon, then: files intact, no plugin left running.
+	mu.Lock()
+	for _, d := range daemons {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for n, d := range daemons {
+		select {
+		case <-d.done:
+		case <-time.After(30 * time.Second):
+			violate("%s did not stop on SIGTERM", n)
+		}
+	}
+	mu.Unlock()
+	for _, f := range append([]string{"coordinator.sqlite"}, func() []string {
+		var out []string
+		for k := 1; k <= sites; k++ {
+			out = append(out, fmt.Sprintf("site%d.sqlite", k))
+		}
+		return out
+	}()...) {
+		var check string
+		if err := openDB(t, filepath.Join(dir, f)).QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+			violate("%s: integrity_check %q %v", f, check, err)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	bin := testbin.Build(t)
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
+		if err == nil && strings.HasPrefix(exe, bin) && strings.Contains(filepath.Base(exe), "crff-") {
+			violate("plugin %s (pid %s) outlived the daemons", exe, p.Name())
+		}
+	}
+	// Open files and RSS of every process that lived through a warm-up of
+	// 30 s and three samples after it.
+	for pid, ss := range samples {
+		var after []sample
+		for _, s := range ss {
+			if s.at.Sub(ss[0].at) >= 30*time.Second {
+				after = append(after, s)
+			}
+		}
+		if len(after) < 3 {
+			continue
+		}
+		first, last := after[0], after[len(after)-1]
+		if last.fds > first.fds+5 || last.rssK > 2*first.rssK+50*1024 {
+			violate("%s (pid %d): open files %d → %d, RSS %d kB → %d kB after warm-up", procName[pid], pid, first.fds, last.fds, first.rssK, last.rssK)
+		}
+	}
+	mu.Lock()
+	t.Logf("soak %s: %d runs (%d completed), %d kills, %d rows changed, %d violations", duration, runs, completed, kills, changed, len(violations))
+	mu.Unlock()
+}
