@@ -150,7 +150,7 @@ type demoSite struct {
 	local, global, trueTE float64 // AIPW ATEs and the truth
 	localLo, localHi      float64 // the local AIPW interval
 	globalLo, globalHi    float64 // the global AIPW interval
-	localPlugIn           float64 // the mean CausalRFF CATE
+	localPlugIn           float64 // the mean of the chosen estimator's CATEs
 	pehe, ateErr          float64
 	treated, control      int                           // scored rows by arm
 	extreme               int                           // scored rows with a propensity outside the positivity bounds

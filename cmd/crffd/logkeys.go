@@ -29,7 +29,7 @@ const (
 	logKeySites     = "sites"
 	logKeyATE       = "ate"        // the AIPW ATE
 	logKeySE        = "ate_se"     // its standard error
-	logKeyPlugInATE = "plugin_ate" // the mean CausalRFF CATE
+	logKeyPlugInATE = "plugin_ate" // the mean of the chosen estimator's CATEs
 	logKeyStatus    = "status"     // how a run ended: completed, refused or failed
 	logKeyRetryIn   = "retry_in"   // how long until the coordinator's next attempt
 	// A run a site refused: the earlier run its rows are compared with,
