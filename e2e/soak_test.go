@@ -272,7 +272,9 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	// Open files and RSS of every process that lived through a warm-up of
-	// 30 s and three samples after it.
+	// 30 s and three samples after it. The tolerance allows SQLite's
+	// connection pools to open a few more connections (three files each)
+	// under load; a leak per run or per poll exceeds it within minutes.
 	for pid, ss := range samples {
 		var after []sample
 		for _, s := range ss {
@@ -284,7 +286,7 @@ func TestSoak(t *testing.T) {
 			continue
 		}
 		first, last := after[0], after[len(after)-1]
-		if last.fds > first.fds+5 || last.rssK > 2*first.rssK+50*1024 {
+		if last.fds > first.fds+10 || last.rssK > 2*first.rssK+50*1024 {
 			violate("%s (pid %d): open files %d → %d, RSS %d kB → %d kB after warm-up", procName[pid], pid, first.fds, last.fds, first.rssK, last.rssK)
 		}
 	}
