@@ -34,6 +34,17 @@ func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
 			}
 		})
 	}
+	// Checkpoints written by time (CheckpointInterval, no round count)
+	// resume bit-identically too, with the resumed steps past any the
+	// stopped coordinator may have sent.
+	t.Run("timed", func(t *testing.T) {
+		cp := stopAndResume(ctx, t, cfg, want, 13, func(cc *CoordinatorConfig) {
+			cc.CheckpointEvery, cc.CheckpointInterval = 0, time.Microsecond
+		})
+		if cp.Saves < 13 {
+			t.Errorf("%d checkpoints saved by time, want one per round or more", cp.Saves)
+		}
+	})
 }
 
 // stopAndResume runs a federation of two sites of 40 and 50 rows whose
@@ -271,24 +282,3 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 	}
 }
 
-// TestCoordinatorResumesFromTimedCheckpoint: checkpoints written by time
-// (CheckpointInterval, no round count) resume bit-identically too, with the
-// resumed steps past any the stopped coordinator may have sent.
-func TestCoordinatorResumesFromTimedCheckpoint(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfg := testConfig()
-	ref := newFed(40, 50)
-	want, err := estimator.Fit(ctx, ref.data, testSchema, estimator.GaussianSpectral{}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := stopAndResume(ctx, t, cfg, want, 13, func(cc *CoordinatorConfig) {
-		cc.CheckpointEvery, cc.CheckpointInterval = 0, time.Microsecond
-	})
-	// The last checkpoint was saved by time; the resumed run, which has
-	// finished and cleared it, saved more since.
-	if cp.Saves < 13 {
-		t.Errorf("%d checkpoints saved by time, want one per round or more", cp.Saves)
-	}
-}
