@@ -281,4 +281,3 @@ func TestCoordinatorResumesInFinish(t *testing.T) {
 		})
 	}
 }
-
