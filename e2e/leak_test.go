@@ -17,9 +17,11 @@ import (
 // daemon takes part in 20 runs of a coordinator with run_every. After each
 // run the test counts the daemon's child processes (its kernel and
 // transport plugins), open files and goroutines (go_goroutines on its
-// metrics endpoint). After a warm-up of 3 runs none may grow: a plugin
+// metrics endpoint). After a warm-up of 5 runs none may grow: a plugin
 // opened per run and never closed, or a file or goroutine left behind per
-// run, would show within 17 runs.
+// run, would show within 15 runs. The warm-up covers the one-time step up
+// when the scoring loop between runs (polling every 200 ms here) first
+// loads a run's model and its kernel plugin.
 func TestSiteDaemonDoesNotLeak(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("needs /proc")
@@ -33,7 +35,8 @@ func TestSiteDaemonDoesNotLeak(t *testing.T) {
 	}
 	metrics := l.Addr().String()
 	l.Close()
-	editFile(t, filepath.Join(dir, "site1.yaml"), "federation:\n", "federation:\n  metrics_address: "+metrics+"\n")
+	editFile(t, filepath.Join(dir, "site1.yaml"), "federation:\n", "federation:\n  metrics_address: "+metrics+"\n",
+		"  on_invalid: refuse\n", "  on_invalid: refuse\n  poll_interval: 200ms\n")
 	site1 := startDaemon(t, "site1", "site", "--config", filepath.Join(dir, "site1.yaml"))
 	startDaemon(t, "site2", "site", "--config", filepath.Join(dir, "site2.yaml"))
 	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"))
@@ -94,9 +97,11 @@ func TestSiteDaemonDoesNotLeak(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("site1 after runs 1..%d (children, open files, goroutines): %v", runs, after)
-	warm, last := after[2], after[runs-1]
-	if last.children != warm.children || last.files > warm.files+2 || last.goroutines > warm.goroutines+10 {
-		t.Errorf("site1 grew from %+v after run 3 to %+v after run %d", warm, last, runs)
+	// Up to two more pooled SQLite connections (three files each) may
+	// open under load; a leak per run shows 15 or more.
+	warm, last := after[4], after[runs-1]
+	if last.children != warm.children || last.files > warm.files+6 || last.goroutines > warm.goroutines+10 {
+		t.Errorf("site1 grew from %+v after run 5 to %+v after run %d", warm, last, runs)
 	}
 	if n := queryFloat(t, db, `SELECT count(*) FROM crff_run_log WHERE status <> 'completed'`); n != 0 {
 		t.Errorf("%v runs did not complete", n)
