@@ -451,7 +451,11 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Mo
 	}
 	sums := make([]selection.Sums, len(ests))
 	if len(s.held) > 0 {
-		if sums, err = selection.SiteLosses(ctx, s.res.Setup, s.res.Index, s.kept, s.held, ests, models, 0); err != nil {
+		nu, err := s.nuisance(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("validation pseudo-outcomes: %w", err)
+		}
+		if sums, err = selection.SiteLosses(ctx, nu, s.res.Index, s.kept, s.held, ests, models, 0); err != nil {
 			return nil, err
 		}
 	}

@@ -176,6 +176,9 @@ type site struct {
 	share     float64
 	held      []int
 	trainRows *estimator.Data
+	// nu are the nuisances cross-fitted on the kept rows, once computed
+	// (for the held-out losses): the AIPW ATE reuses them.
+	nu *inference.Nuisance
 	fp        wire.Digest
 	cfgE      estimator.Config
 	peers     []string // every site's name by index, from hello ("" when not sent)
@@ -291,7 +294,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
-		s.res, s.kept, s.train, s.held, s.trainRows = nil, nil, nil, nil, nil
+		s.res, s.kept, s.train, s.held, s.trainRows, s.nu = nil, nil, nil, nil, nil, nil
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
 		if err := s.refreshRows(ctx); err != nil {
 			return false, err

@@ -102,7 +102,11 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	// The nuisances of the AIPW estimate, and of the calibration of the
 	// CATEs, are cross-fitted on the site's own kept rows: no rounds, and
 	// nothing leaves but the three sums.
-	an, err := estimator.Analyse(ctx, s.res.Setup, s.res.Index, s.kept, cate)
+	nu, err := s.nuisance(ctx)
+	if err != nil {
+		return nil, err
+	}
+	an, err := inference.Analyse(s.kept.W, s.kept.Y, nu, cate, s.kept.X)
 	if err != nil {
 		return nil, err
 	}
@@ -137,4 +141,18 @@ func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		return nil, err
 	}
 	return []*wire.Envelope{d}, nil
+}
+
+// nuisance returns the nuisances cross-fitted on the kept rows, computed
+// once per run: the held-out losses of model selection and the AIPW ATE
+// use the same ones.
+func (s *site) nuisance(ctx context.Context) (inference.Nuisance, error) {
+	if s.nu == nil {
+		nu, err := estimator.CrossFit(ctx, s.res.Setup, s.res.Index, s.kept)
+		if err != nil {
+			return inference.Nuisance{}, err
+		}
+		s.nu = &nu
+	}
+	return *s.nu, nil
 }

@@ -105,8 +105,15 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err != nil {
 		return fmt.Errorf("score %q: %w", src.DB, err)
 	}
-	a.log.Info("cross-fitting the nuisance models of the AIPW ATE", slog.String(logKeyRun, run), slog.Int("folds", cfg.Folds))
-	an, err := estimator.Analyse(ctx, model.Setup, 0, recs.Data, cate)
+	var an *inference.Analysis
+	if sel != nil && model == sel.result.Models[0] {
+		// Model selection cross-fitted these rows' nuisances under this
+		// model's setup for its held-out losses: the AIPW ATE reuses them.
+		an, err = inference.Analyse(recs.Data.W, recs.Data.Y, sel.result.Nuisance[0], cate, recs.Data.X)
+	} else {
+		a.log.Info("cross-fitting the nuisance models of the AIPW ATE", slog.String(logKeyRun, run), slog.Int("folds", cfg.Folds))
+		an, err = estimator.Analyse(ctx, model.Setup, 0, recs.Data, cate)
+	}
 	if err != nil {
 		return fmt.Errorf("ATE of %q: %w", src.DB, err)
 	}
