@@ -178,10 +178,10 @@ type site struct {
 	trainRows *estimator.Data
 	// nu are the nuisances cross-fitted on the kept rows, once computed
 	// (for the held-out losses): the AIPW ATE reuses them.
-	nu *inference.Nuisance
-	fp        wire.Digest
-	cfgE      estimator.Config
-	peers     []string // every site's name by index, from hello ("" when not sent)
+	nu    *inference.Nuisance
+	fp    wire.Digest
+	cfgE  estimator.Config
+	peers []string // every site's name by index, from hello ("" when not sent)
 	// instance is the value of the rejoin scalar this process sends: a
 	// random integer in [1, 2^52], exact in a float64, drawn once per
 	// RunSite. The coordinator drops an envelope equal to one it admitted
