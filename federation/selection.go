@@ -83,8 +83,7 @@ type SiteSelection struct {
 	Candidates []selection.Candidate // scored over every site's held-out rows
 	Chosen     int
 	Estimator  selection.Estimator // the chosen candidate, whose CATE SiteResult.CATE holds
-	Held       int                 // this site's held-out rows
-	HeldAll    int                 // every site's held-out rows
+	HeldAll    int                 // every site's held-out rows (this site's: SiteResult.Held)
 }
 
 // ErrNoHeldOut reports a run that selects a model while no site could hold
@@ -450,12 +449,12 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Mo
 		models[i] = model
 	}
 	sums := make([]selection.Sums, len(ests))
-	if len(s.held) > 0 {
+	if len(s.res.Held) > 0 {
 		nu, err := s.nuisance(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("validation pseudo-outcomes: %w", err)
 		}
-		if sums, err = selection.SiteLosses(ctx, nu, s.res.Index, s.kept, s.held, ests, models, 0); err != nil {
+		if sums, err = selection.SiteLosses(ctx, nu, s.res.Index, s.kept, s.res.Held, ests, models, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -497,5 +496,5 @@ func (s *site) choice(e *wire.Envelope) (*SiteSelection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SiteSelection{Candidates: cands, Chosen: chosen, Estimator: est, Held: len(s.held), HeldAll: all}, nil
+	return &SiteSelection{Candidates: cands, Chosen: chosen, Estimator: est, HeldAll: all}, nil
 }

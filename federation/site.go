@@ -170,11 +170,10 @@ type site struct {
 	res   *SiteResult
 	kept  *estimator.Data
 	train *estimator.Site
-	// share is the run's held-out share (hello; 0: no selection); held
-	// are the positions in kept of the rows held out, and trainRows the
-	// others, which the models train on.
+	// share is the run's held-out share (hello; 0: no selection), and
+	// trainRows the kept rows not held out (res.Held), which the models
+	// train on.
 	share     float64
-	held      []int
 	trainRows *estimator.Data
 	// nu are the nuisances cross-fitted on the kept rows, once computed
 	// (for the held-out losses): the AIPW ATE reuses them.
@@ -294,7 +293,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
-		s.res, s.kept, s.train, s.held, s.trainRows, s.nu = nil, nil, nil, nil, nil, nil
+		s.res, s.kept, s.train, s.trainRows, s.nu = nil, nil, nil, nil, nil
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
 		if err := s.refreshRows(ctx); err != nil {
 			return false, err

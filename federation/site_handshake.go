@@ -200,13 +200,12 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 		return fmt.Errorf("%w: the kernel plugin is not deterministic", ErrFrequencies)
 	}
 	s.res.Setup = setup
-	s.trainRows, s.held = s.kept, nil
+	s.trainRows, s.res.Held = s.kept, nil
 	if s.share > 0 {
-		if s.trainRows, s.held, err = s.holdout(); err != nil {
+		if s.trainRows, s.res.Held, err = s.holdout(); err != nil {
 			return err
 		}
 	}
-	s.res.Held = s.held
 	s.train, err = estimator.NewSite(s.res.Index, s.trainRows, setup)
 	if err != nil {
 		return err
