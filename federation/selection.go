@@ -306,16 +306,8 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 			return err
 		}
 		st := &SelectState{}
-		for _, kind := range []string{selection.KindLatent, selection.KindOutcome} {
-			if sel.wants(kind) {
-				st.Candidates = append(st.Candidates, selection.Candidate{Name: selection.CandidateName(kind, sel.Kernel, 0), Kind: kind})
-				st.Estimators = append(st.Estimators, selection.Estimator{Kind: kind})
-			}
-		}
-		ridge := sel.Ridge
-		if ridge == nil {
-			ridge = selection.DefaultRidge
-		}
+		st.Candidates, st.Estimators = selection.KernelCandidates(0, sel.Kernel, sel.Kinds)
+		ridge := selection.Penalties(sel.Ridge)
 		if len(ridge) > 0 && (sel.wants(selection.KindTLearner) || dr) {
 			var pooled selection.Stats
 			for s, name := range c.cfg.Sites {

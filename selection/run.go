@@ -55,8 +55,35 @@ type Options struct {
 }
 
 // wants reports whether candidates of kind are fitted.
-func (o Options) wants(kind string) bool {
-	return len(o.Kinds) == 0 || slices.Contains(o.Kinds, kind)
+func (o Options) wants(kind string) bool { return Wants(o.Kinds, kind) }
+
+// Wants reports whether a selection among candidates of kinds (empty:
+// every kind) has candidates of kind.
+func Wants(kinds []string, kind string) bool {
+	return len(kinds) == 0 || slices.Contains(kinds, kind)
+}
+
+// Penalties returns the ridge penalties of the ridge candidates: p, or
+// DefaultRidge when p is nil.
+func Penalties(p []float64) []float64 {
+	if p == nil {
+		return DefaultRidge
+	}
+	return p
+}
+
+// KernelCandidates returns the latent and outcome candidates of kinds
+// (Wants) of the kernel of index k, named name, with their Estimators.
+func KernelCandidates(k int, name string, kinds []string) ([]Candidate, []Estimator) {
+	var cands []Candidate
+	var ests []Estimator
+	for _, kind := range []string{KindLatent, KindOutcome} {
+		if Wants(kinds, kind) {
+			cands = append(cands, Candidate{Name: CandidateName(kind, name, 0), Kind: kind, Kernel: k})
+			ests = append(ests, Estimator{Kind: kind})
+		}
+	}
+	return cands, ests
 }
 
 // Candidate is one fitted candidate and its validation score.
@@ -129,10 +156,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		}
 		train[s] = d.Subset(rows)
 	}
-	ridge := opt.Ridge
-	if ridge == nil {
-		ridge = DefaultRidge
-	}
+	ridge := Penalties(opt.Ridge)
 	scaler, err := estimator.PooledScaler(sites, schema)
 	if err != nil {
 		return nil, err
@@ -142,12 +166,8 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		return nil, err
 	}
 	for i, kn := range opt.Kernels {
-		for _, kind := range []string{KindLatent, KindOutcome} {
-			if opt.wants(kind) {
-				res.Candidates = append(res.Candidates, Candidate{Name: CandidateName(kind, kn.Name, 0), Kind: kind, Kernel: i})
-				res.estimators = append(res.estimators, Estimator{Kind: kind})
-			}
-		}
+		cands, ests := KernelCandidates(i, kn.Name, opt.Kinds)
+		res.Candidates, res.estimators = append(res.Candidates, cands...), append(res.estimators, ests...)
 	}
 	// The cross-fits below report no training progress: their folds run
 	// at once, and their rounds are not the model's.
@@ -336,7 +356,7 @@ func SiteStats(ctx context.Context, m *estimator.Model, site int, train *estimat
 // penalty, with their Estimators. Their Kernel is 0: they use the
 // reference kernel's outcome features.
 func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candidate, []Estimator, error) {
-	want := func(k string) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
+	want := func(k string) bool { return Wants(kinds, k) }
 	if pooled.Arms[0] == nil || (want(KindDR) && pooled.DR == nil) {
 		return nil, nil, fmt.Errorf("%w: ridge candidates without their statistics", ErrInput)
 	}
