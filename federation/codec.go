@@ -31,6 +31,10 @@ var (
 	// ErrRefused reports that the coordinator refused this site or aborted
 	// the run.
 	ErrRefused = errors.New("refused by the coordinator")
+	// ErrCheckpointSites: the coordinator's checkpoint is of a run of other
+	// sites than its configuration lists, so it can neither resume it nor
+	// drop it without the operator's say.
+	ErrCheckpointSites = errors.New("the checkpoint's sites differ from the configuration's")
 	// ErrTransportClosed: the transport stopped delivering envelopes (its
 	// plugin ended).
 	ErrTransportClosed = errors.New("federation: transport closed")

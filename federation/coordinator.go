@@ -99,6 +99,22 @@ type coordinator struct {
 	st *State
 }
 
+// CheckSites returns an error unless every site name is a valid
+// federation name (wire.CheckName) listed once.
+func CheckSites(sites []string) error {
+	seen := map[string]bool{}
+	for _, s := range sites {
+		if err := wire.CheckName(s); err != nil {
+			return fmt.Errorf("site %q: %w", s, err)
+		}
+		if seen[s] {
+			return fmt.Errorf("federation: site %q listed twice", s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
 // RunCoordinator runs one complete federation run over conn and returns its
 // result. Sites must be listening already or join within the retries.
 func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Result, error) {
@@ -119,13 +135,10 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Res
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &coordinator{cfg: cfg, conn: conn, log: log, index: map[string]int{}}
+	if err := CheckSites(cfg.Sites); err != nil {
+		return nil, err
+	}
 	for i, s := range cfg.Sites {
-		if err := wire.CheckName(s); err != nil {
-			return nil, fmt.Errorf("site %q: %w", s, err)
-		}
-		if _, dup := c.index[s]; dup {
-			return nil, fmt.Errorf("federation: site %q listed twice", s)
-		}
 		c.index[s] = i
 	}
 	if cfg.Checkpoints != nil {
@@ -135,7 +148,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Res
 		}
 		if st != nil {
 			if !slices.Equal(st.Sites, cfg.Sites) {
-				return nil, fmt.Errorf("checkpoint of run %s has sites %v, configuration %v", st.RunID, st.Sites, cfg.Sites)
+				return nil, fmt.Errorf("%w: checkpoint of run %s has sites %v, configuration %v", ErrCheckpointSites, st.RunID, st.Sites, cfg.Sites)
 			}
 			c.st = st
 			log.Info("resuming run from checkpoint", slog.String(wire.LogKeyRun, st.RunID), slog.Uint64(wire.LogKeyRound, st.Step))

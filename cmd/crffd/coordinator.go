@@ -84,6 +84,9 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if len(sites) == 0 {
 		return withExit(exitConfig, errors.New("coordinator.sites is empty: list the sites' federation names"))
 	}
+	if err := federation.CheckSites(sites); err != nil {
+		return withExit(exitConfig, fmt.Errorf("coordinator.sites: %w", err))
+	}
 	cfg, err := a.modelConfig()
 	if err != nil {
 		return withExit(exitConfig, err)

@@ -44,10 +44,11 @@ func withExit(code int, err error) error {
 // state file, which stops a daemon (exitStorage).
 var errStorage = errors.New("storage failed")
 
-// storageError marks err, when not nil, as a storage failure.
+// storageError marks err, when not nil, as a storage failure; a lock
+// another writer held (store.ErrLocked) is not one, and passes unmarked.
 func storageError(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, store.ErrLocked) {
+		return err
 	}
 	return fmt.Errorf("%w: %w", errStorage, err)
 }
@@ -61,6 +62,8 @@ func fatalRunError(err error) error {
 		return withExit(exitStorage, err)
 	case errors.Is(err, federation.ErrTransportClosed):
 		return withExit(exitTransport, err)
+	case errors.Is(err, federation.ErrCheckpointSites):
+		return withExit(exitConfig, err)
 	}
 	return nil
 }

@@ -25,6 +25,8 @@ func TestFatalRunError(t *testing.T) {
 		{fmt.Errorf("%w: site3", federation.ErrSilent), 0},
 		{fmt.Errorf("%w: bad tensor", federation.ErrProtocol), 0},
 		{fmt.Errorf("publish: %w", store.ErrLocked), 0},
+		{storageError(fmt.Errorf("audit: %w", store.ErrLocked)), 0},
+		{fmt.Errorf("%w: sites [a] in the configuration", federation.ErrCheckpointSites), exitConfig},
 	} {
 		fatal := fatalRunError(tc.err)
 		code := 0
