@@ -321,3 +321,25 @@ func TestChoiceSettingsLayers(t *testing.T) {
 		})
 	}
 }
+
+// TestDurationSettings: a duration key holding text that is not a duration
+// is an error naming the key, not a silent 0, and durationSetting also
+// refuses 0.
+func TestDurationSettings(t *testing.T) {
+	for _, tc := range []struct{ value, err string }{
+		{"10s", ""}, {"0s", ""}, {"10 seconds", `coordinator.checkpoint_interval "10 seconds": want a duration`}, {"-1s", "want a duration ≥ 0"},
+	} {
+		a, err := execute(t, "version", "--config", writeConfig(t, "coordinator:\n  checkpoint_interval: "+tc.value+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.duration("coordinator.checkpoint_interval")
+		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%q: %v, want %q", tc.value, err, tc.err)
+		}
+	}
+	a, _ := execute(t, "version", "--config", writeConfig(t, "site:\n  poll_interval: 0s\n"))
+	if _, err := a.durationSetting("site.poll_interval"); err == nil || !strings.Contains(err.Error(), "want a positive duration") {
+		t.Errorf("poll_interval 0s: %v", err)
+	}
+}

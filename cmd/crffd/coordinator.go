@@ -104,11 +104,14 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if retries < 0 || every < 0 {
 		return withExit(exitConfig, fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 0", retries, every))
 	}
-	checkpointInterval := a.v.GetDuration("coordinator.checkpoint_interval")
-	if checkpointInterval < 0 {
-		return withExit(exitConfig, fmt.Errorf("coordinator.checkpoint_interval %q: want a duration ≥ 0", a.v.GetString("coordinator.checkpoint_interval")))
+	checkpointInterval, err := a.duration("coordinator.checkpoint_interval")
+	if err != nil {
+		return withExit(exitConfig, err)
 	}
-	runEvery := a.v.GetDuration("coordinator.run_every")
+	runEvery, err := a.duration("coordinator.run_every")
+	if err != nil {
+		return withExit(exitConfig, err)
+	}
 	kernel, err := a.kernelRef()
 	if err != nil {
 		return withExit(exitConfig, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/spf13/cast"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -160,9 +161,19 @@ func (a *app) kernelRef() (modelstore.Kernel, error) {
 
 // durationSetting reads a positive duration key.
 func (a *app) durationSetting(key string) (time.Duration, error) {
-	d := a.v.GetDuration(key)
-	if d <= 0 {
-		return 0, fmt.Errorf("%s %q: want a positive duration such as 5s", key, a.v.GetString(key))
+	d, err := a.duration(key)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("%s %q: want a positive duration such as 5s", key, a.v.GetString(key))
+	}
+	return d, err
+}
+
+// duration reads key as a duration ≥ 0, refusing text that is not one
+// ("10 seconds"), which viper would read as 0.
+func (a *app) duration(key string) (time.Duration, error) {
+	d, err := cast.ToDurationE(a.v.Get(key))
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s %q: want a duration ≥ 0 such as 5s", key, a.v.GetString(key))
 	}
 	return d, nil
 }
