@@ -253,56 +253,59 @@ func (s *Site) ForgetEdited(ctx context.Context, run string) (int, error) {
 
 // editedScores checks that run is the current run and returns the
 // condition that a crff_cate row's covariates changed since it was scored.
+//
+// The user's table is the outer loop and crff_cate is searched by its
+// primary key, so a poll costs one pass over the table; a condition
+// correlated on crff_cate would scan the user's table once per CATE.
 func editedScores(ctx context.Context, tx *sql.Tx, run string) (string, error) {
-	r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
-	if err != nil {
-		return "", fmt.Errorf("run %q: %w", run, err)
-	}
-	if r.State != RunCurrent {
-		return "", fmt.Errorf("run %q: %w", run, ErrStaleRun)
-	}
-	qt, err := sqlfiles.QuoteIdent(r.Layout.Table)
+	l, qt, qi, err := currentTable(ctx, tx, run)
 	if err != nil {
 		return "", err
 	}
-	qi, err := sqlfiles.QuoteIdent(r.Layout.ID)
-	if err != nil {
-		return "", err
-	}
-	cols := make([]string, len(r.Layout.Covariates))
-	for j, c := range r.Layout.Covariates {
+	cols := make([]string, len(l.Covariates))
+	for j, c := range l.Covariates {
 		q, err := sqlfiles.QuoteIdent(c)
 		if err != nil {
 			return "", err
 		}
-		cols[j] = "+u." + q
+		cols[j] = "u." + q
 	}
-	return fmt.Sprintf(`x_digest IS NOT NULL AND EXISTS (SELECT 1 FROM %[1]s AS u WHERE crff_cate.row_id IS +u.%[2]s AND %[3]s(%[4]s) IS NOT crff_cate.x_digest)`,
+	return fmt.Sprintf(`rowid IN (SELECT k.rowid FROM %[1]s AS u JOIN crff_cate AS k ON k.row_id IS +u.%[2]s
+		WHERE k.x_digest IS NOT NULL AND %[3]s(%[4]s) IS NOT k.x_digest)`,
 		qt, qi, digestFunc, strings.Join(cols, ", ")), nil
 }
 
 // orphanedScores checks that run is the current run and returns, for a
 // table of crff_cate's or crff_rejected's kind, the condition that a row's
-// row_id is no longer in the run's table.
+// row_id is no longer in the run's table. As in editedScores, the user's
+// table is the outer loop: the condition keeps the rows it finds there.
 func orphanedScores(ctx context.Context, tx *sql.Tx, run string) (func(table string) string, error) {
-	r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
-	if err != nil {
-		return nil, fmt.Errorf("run %q: %w", run, err)
-	}
-	if r.State != RunCurrent {
-		return nil, fmt.Errorf("run %q: %w", run, ErrStaleRun)
-	}
-	qt, err := sqlfiles.QuoteIdent(r.Layout.Table)
-	if err != nil {
-		return nil, err
-	}
-	qi, err := sqlfiles.QuoteIdent(r.Layout.ID)
+	_, qt, qi, err := currentTable(ctx, tx, run)
 	if err != nil {
 		return nil, err
 	}
 	return func(table string) string {
-		return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %[2]s AS u WHERE %[1]s.row_id IS +u.%[3]s)`, table, qt, qi)
+		return fmt.Sprintf(`rowid NOT IN (SELECT k.rowid FROM %[2]s AS u JOIN %[1]s AS k ON k.row_id IS +u.%[3]s)`, table, qt, qi)
 	}, nil
+}
+
+// currentTable checks that run is the current run, as requireCurrent
+// does, and returns its layout with its table and id column quoted.
+func currentTable(ctx context.Context, tx *sql.Tx, run string) (l Layout, table, id string, err error) {
+	if err := requireCurrent(ctx, tx, run); err != nil {
+		return Layout{}, "", "", err
+	}
+	r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
+	if err != nil {
+		return Layout{}, "", "", fmt.Errorf("run %q: %w", run, err)
+	}
+	if table, err = sqlfiles.QuoteIdent(r.Layout.Table); err != nil {
+		return Layout{}, "", "", err
+	}
+	if id, err = sqlfiles.QuoteIdent(r.Layout.ID); err != nil {
+		return Layout{}, "", "", err
+	}
+	return r.Layout, table, id, nil
 }
 
 // WriteATE sets ATEs of the current run, replacing those of the same scope

@@ -421,7 +421,19 @@ func TestPruneScores(t *testing.T) {
 			t.Errorf("row %v's CATE is still in crff_cate", gone)
 		}
 	}
-	if _, err := s.PruneScores(ctx, "run-0"); err == nil {
-		t.Error("pruned the scores of a run that does not exist")
+	if _, err := s.PruneScores(ctx, "run-0"); !errors.Is(err, store.ErrStaleRun) {
+		t.Errorf("pruned the scores of a run that does not exist: %v, want ErrStaleRun", err)
+	}
+	// A daemon still on run-1 when crffd fit publishes run-2 meets
+	// ErrStaleRun, which it treats as transient, and loads run-2.
+	src := recordsSource(path)
+	src.OnInvalid = store.Skip
+	src.Covariates = []string{"age", "smoker"}
+	fit(t, s, src, "run-2", 2)
+	if _, err := s.PruneScores(ctx, "run-1"); !errors.Is(err, store.ErrStaleRun) {
+		t.Errorf("pruned the scores of a replaced run: %v, want ErrStaleRun", err)
+	}
+	if _, err := s.ForgetEdited(ctx, "run-1"); !errors.Is(err, store.ErrStaleRun) {
+		t.Errorf("forgot the scores of a replaced run: %v, want ErrStaleRun", err)
 	}
 }

@@ -86,7 +86,7 @@ func TestForgetEdited(t *testing.T) {
 	if fmt.Sprint(again.IDs) != "[5 6]" || again.XDigests[0] == recs.XDigests[4] {
 		t.Errorf("unscored again: %v", again.IDs)
 	}
-	if _, err := s.ForgetEdited(ctx, "run-0"); err == nil {
-		t.Error("forgot the scores of a run that does not exist")
+	if _, err := s.ForgetEdited(ctx, "run-0"); !errors.Is(err, store.ErrStaleRun) {
+		t.Errorf("forgot the scores of a run that does not exist: %v, want ErrStaleRun", err)
 	}
 }

@@ -289,6 +289,26 @@ func (s *Site) readTx(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 	return nil
 }
 
+// DataVersion returns SQLite's data_version as seen by the write
+// connection. It changes when another connection, in this process or
+// another, commits to the file, and not when this Site writes. A daemon
+// that polls the file compares it between polls and skips the poll when
+// nobody else wrote. It fails with ErrReadOnly on a Site opened read-only.
+func (s *Site) DataVersion(ctx context.Context) (int64, error) {
+	const op = "read the data version of"
+	if err := s.usable(op); err != nil {
+		return 0, err
+	}
+	if s.rw == nil {
+		return 0, fmt.Errorf("%s %q: %w", op, s.path, ErrReadOnly)
+	}
+	var v int64
+	if err := s.rw.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		return 0, s.wrap(op, err)
+	}
+	return v, nil
+}
+
 // now is the time stamp format of every crff_ table: RFC 3339, UTC,
 // milliseconds.
 func now() string { return formatTime(time.Now()) }

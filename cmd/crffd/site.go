@@ -118,6 +118,12 @@ type scorer struct {
 	setup modelstore.Setup
 	cal   *inference.Calibration // the run's calibration of the CATEs; nil when it has none
 
+	// seen is the file's data version (store.Site.DataVersion) when the
+	// last poll began, and clean whether that poll succeeded: a poll that
+	// finds both unchanged has nothing to do.
+	seen  int64
+	clean bool
+
 	// open opens a kernel plugin (app.openSpectral when nil). Each kernel
 	// is opened once and kept in kernels for the daemon's life, so that
 	// reloading the model after every run does not start one more plugin
@@ -157,8 +163,9 @@ func transient(err error) error {
 	return err
 }
 
-// poll drops the CATEs of rows deleted or whose covariates were edited
-// since they were scored, and scores the rows that have no CATE.
+// poll loads the current run's model when it changed, and rescores when
+// the run or the file changed since the last poll that succeeded: a poll
+// of an unchanged file costs two small queries, not a pass over the table.
 func (s *scorer) poll(ctx context.Context) error {
 	cur, err := s.db.CurrentRun(ctx)
 	if err != nil {
@@ -178,9 +185,27 @@ func (s *scorer) poll(ctx context.Context) error {
 				return fmt.Errorf("load the calibration of run %q: %w", cur.ID, err)
 			}
 		}
-		s.run, s.model, s.setup, s.cal = cur.ID, m, setup, cal
+		s.run, s.model, s.setup, s.cal, s.clean = cur.ID, m, setup, cal, false
 		s.a.log.Info("loaded model", slog.String(logKeyRun, cur.ID))
 	}
+	seen, err := s.db.DataVersion(ctx)
+	if err != nil {
+		return transient(err)
+	}
+	if s.clean && seen == s.seen {
+		return nil
+	}
+	s.clean, s.seen = false, seen
+	if err := s.rescore(ctx); err != nil {
+		return err
+	}
+	s.clean = true
+	return nil
+}
+
+// rescore drops the CATEs of rows deleted or whose covariates were edited
+// since they were scored, and scores the rows that have no CATE.
+func (s *scorer) rescore(ctx context.Context) error {
 	pruned, err := s.db.PruneScores(ctx, s.run)
 	if err != nil {
 		return transient(err)
