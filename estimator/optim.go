@@ -131,16 +131,15 @@ const stationaryTol = 1e-4
 
 // stationary reports whether it is a stationary point within stationaryTol.
 func stationary(it Iterate) bool {
-	return maxAbs(it.Gradient) <= stationaryTol*math.Max(1, math.Abs(it.F))
+	return infNorm(it.Gradient) <= stationaryTol*math.Max(1, math.Abs(it.F))
 }
 
-// maxAbs returns ‖v‖∞.
-func maxAbs(v []float64) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = math.Max(m, math.Abs(x))
+// infNorm returns ‖v‖∞, and 0 for an empty v.
+func infNorm(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
 	}
-	return m
+	return floats.Norm(v, math.Inf(1))
 }
 
 // ErrLineSearch reports an L-BFGS fit whose line search failed before the
@@ -216,17 +215,18 @@ func (l *lbfgs) tell(f float64, g []float64) (bool, error) {
 	for {
 		if err != nil {
 			last := l.hist[len(l.hist)-1]
-			if errors.Is(err, optimize.ErrNoProgress) && stationary(last) {
-				// The line search can make no more progress from a
-				// stationary point: the last accepted iterate is the
-				// answer, converged to the precision of the objective.
+			if stationary(last) {
+				// A line search that fails from a stationary point (no
+				// progress, or no step meeting its conditions) fails for
+				// want of precision in the objective: the last accepted
+				// iterate is the answer.
 				return true, nil
 			}
-			// It failed (too many steps, a bound, a direction that does
-			// not descend, or no progress from a point that is not
-			// stationary): the fit has not converged, and saying so beats
-			// publishing its last accepted iterate as an answer.
-			return true, fmt.Errorf("%w: %w (largest gradient element %.3g, objective %.6g)", ErrLineSearch, err, maxAbs(last.Gradient), last.F)
+			// It failed from a point that is not stationary (too many
+			// steps, a bound, a direction that does not descend): the fit
+			// has not converged, and saying so beats publishing its last
+			// accepted iterate as an answer.
+			return true, fmt.Errorf("%w: %w (largest gradient element %.3g, objective %.6g)", ErrLineSearch, err, infNorm(last.Gradient), last.F)
 		}
 		switch {
 		case op == optimize.MajorIteration:
@@ -348,10 +348,13 @@ func (l *lbfgs) restore(cp *Checkpoint) (done bool, err error) {
 	}
 	op, err := l.ls.Init(l.loc)
 	if err != nil {
-		return false, err
+		if stationary(last) {
+			return true, nil // as in tell
+		}
+		return false, fmt.Errorf("%w: restart from the checkpoint of round %d: %w", ErrLineSearch, last.Round, err)
 	}
 	if op&(optimize.FuncEvaluation|optimize.GradEvaluation) == 0 {
-		return false, errors.New("estimator: unexpected line search operation on restore")
+		return false, fmt.Errorf("%w: restart from the checkpoint of round %d: unexpected line search operation %v", ErrLineSearch, last.Round, op)
 	}
 	return false, nil
 }
