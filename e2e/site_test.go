@@ -148,6 +148,9 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate_records WHERE cate IS NOT NULL"); n != 200 {
 		t.Errorf("crff_cate_records joins %v rows to a CATE, want 200", n)
 	}
+	// crff_cate keeps each row's AIPW score and uncalibrated CATE, whose
+	// means are the local ATEs.
+	checkLocalATE(t, db, 200)
 	if after := tableSum(t, db, "records"); after != before {
 		t.Error("fit changed the user's records table")
 	}
@@ -197,6 +200,34 @@ func TestFitAndScoreNewRows(t *testing.T) {
 			t.Fatalf("the CATEs of deleted rows still in crff_cate after 10 s; crffd site log:\n%s", stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The local ATEs follow: over the 203 rows the table holds now.
+	for queryFloat(t, db, "SELECT n FROM crff_ate WHERE scope = 'local' AND estimator = 'aipw'") != 203 {
+		if time.Since(deleted) > 10*time.Second {
+			t.Fatalf("crff_ate not recomputed after 10 s; crffd site log:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkLocalATE(t, db, 203)
+}
+
+// checkLocalATE checks that the local ATEs of crff_ate are over the n
+// rows of crff_cate: the AIPW estimate the mean of their ψ with its
+// standard error sd/√n, the plug-in the mean of their uncalibrated CATEs.
+func checkLocalATE(t *testing.T, db *sql.DB, n float64) {
+	t.Helper()
+	var ate, se, rows, mean, sd, count, plugin, prows, raw float64
+	if err := db.QueryRow(`SELECT a.ate, a.se, a.n, p.ate, p.n FROM crff_ate a, crff_ate p
+		WHERE a.scope = 'local' AND a.estimator = 'aipw' AND p.scope = 'local' AND p.estimator = 'plugin'`).Scan(&ate, &se, &rows, &plugin, &prows); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT avg(psi), sqrt((total(psi * psi) - count(psi) * avg(psi) * avg(psi)) / (count(psi) - 1)), count(psi), avg(raw_cate)
+		FROM crff_cate`).Scan(&mean, &sd, &count, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n || count != n || prows != n || math.Abs(ate-mean) > 1e-9 || math.Abs(se-sd/math.Sqrt(n)) > 1e-9 || math.Abs(plugin-raw) > 1e-9 {
+		t.Errorf("local ATEs: AIPW %v (se %v, %v rows), plug-in %v (%v rows); crff_cate: mean ψ %v (sd/√n %v, %v rows), mean uncalibrated CATE %v; want %v rows",
+			ate, se, rows, plugin, prows, mean, sd/math.Sqrt(n), count, raw, n)
 	}
 }
 

@@ -123,6 +123,11 @@ type SiteResult struct {
 	// CATE is every row's CATE, in Data order, by the estimator the run
 	// chose (Selection), or the latent CATE of Effects when it chose none.
 	CATE []float64
+	// Scores are every row's AIPW score ψ in Data order, NaN for a row
+	// not kept, and ScoreClipped whether its propensity was clipped: the
+	// local AIPW ATE is the mean of Scores.
+	Scores       []float64
+	ScoreClipped []bool
 	// Selection is the run's model selection, nil when it made none; the
 	// models were then trained on the rows not in Held.
 	Selection *SiteSelection

@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
@@ -112,6 +113,13 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	}
 	sums := an.Sums
 	s.res.Local.AIPW, s.res.Local.Clipped, s.res.Calibration = an.AIPW, an.Clipped, an.Calibration
+	s.res.Scores, s.res.ScoreClipped = make([]float64, len(s.res.CATE)), make([]bool, len(s.res.CATE))
+	for i := range s.res.Scores {
+		s.res.Scores[i] = math.NaN()
+	}
+	for j, k := range s.res.Kept {
+		s.res.Scores[k], s.res.ScoreClipped[k] = an.Scores[j], an.ClippedRows[j]
+	}
 	a, err := s.reply(e, wire.KindATE, []wire.Tensor{
 		wire.Scalar(tATE, s.res.Local.PlugIn.Estimate), wire.Scalar(tN, float64(len(cate))),
 		wire.Scalar(tAIPWSum, sums.Sum), wire.Scalar(tAIPWSumSq, sums.SumSq), wire.Scalar(tClipped, float64(s.res.Local.Clipped))})

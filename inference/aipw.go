@@ -57,7 +57,7 @@ func Scores(w, y []float64, nu Nuisance, clip float64) (psi []float64, clipped i
 		if !finite(e) || e < 0 || e > 1 || !finite(m0) || !finite(m1) || !finite(y[i]) {
 			return nil, 0, fmt.Errorf("%w: row %d: propensity %v, outcome means %v and %v, outcome %v", ErrInput, i, e, m0, m1, y[i])
 		}
-		if e < clip || e > 1-clip {
+		if IsClipped(e, clip) {
 			e = min(max(e, clip), 1-clip)
 			clipped++
 		}
@@ -75,6 +75,10 @@ func Scores(w, y []float64, nu Nuisance, clip float64) (psi []float64, clipped i
 	}
 	return psi, clipped, nil
 }
+
+// IsClipped reports whether Scores clips the propensity e to
+// [clip, 1 − clip].
+func IsClipped(e, clip float64) bool { return e < clip || e > 1-clip }
 
 // Sums are what a site shares of its scores: their count, sum and sum of
 // squares. They add over disjoint sets of rows.
@@ -178,6 +182,11 @@ type Analysis struct {
 	Sums        Sums
 	Clipped     int
 	Calibration *Calibration
+	// Scores are the rows' ψ_i and ClippedRows whether each row's
+	// propensity was clipped: a site keeps them beside its CATEs, so that
+	// the AIPW estimate can be recomputed as rows come and go.
+	Scores      []float64
+	ClippedRows []bool
 }
 
 // Analyse computes the Analysis of rows with treatments w, outcomes y,
@@ -188,7 +197,10 @@ func Analyse(w, y []float64, nu Nuisance, cate []float64, x mat.Matrix) (*Analys
 	if err != nil {
 		return nil, err
 	}
-	a := &Analysis{Sums: Accumulate(psi), Clipped: clipped}
+	a := &Analysis{Sums: Accumulate(psi), Clipped: clipped, Scores: psi, ClippedRows: make([]bool, len(psi))}
+	for i, e := range nu.Propensity {
+		a.ClippedRows[i] = IsClipped(e, DefaultClip)
+	}
 	if a.AIPW, err = a.Sums.Estimate(); err != nil {
 		return nil, err
 	}

@@ -42,6 +42,8 @@ func checkCATE(cs []CATE) error {
 			return fmt.Errorf("%w: CATE for id %s: se %v and interval [%v, %v] are not a standard error and an interval, nor all absent", ErrBadResult, c.RowID, c.SE, c.Lower, c.Upper)
 		case c.Propensity < 0 || c.Propensity > 1:
 			return fmt.Errorf("%w: CATE for id %s: propensity outside [0, 1]", ErrBadResult, c.RowID)
+		case math.IsInf(c.Raw, 0) || math.IsInf(c.PSI, 0):
+			return fmt.Errorf("%w: CATE for id %s: uncalibrated CATE %v or AIPW score %v is infinite", ErrBadResult, c.RowID, c.Raw, c.PSI)
 		}
 		seen[c.RowID] = true
 	}

@@ -175,7 +175,7 @@ func fakeResults(ids []store.RowID, v float64) store.Results {
 	for _, id := range ids {
 		res.CATE = append(res.CATE, store.CATE{
 			RowID: id, CATE: v, SE: 0.5, Lower: v - 0.98, Upper: v + 0.98, Latent: v - 0.1, LatentSD: 0.5, LatentQ025: v - 1, LatentQ975: v + 1,
-			Y0: 1, Y1: 1 + v, Propensity: 0.5,
+			Y0: 1, Y1: 1 + v, Propensity: 0.5, Raw: v, PSI: math.NaN(),
 		})
 	}
 	return res

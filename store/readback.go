@@ -14,7 +14,7 @@ func (s *Site) ReadCATE(ctx context.Context) ([]CATE, error) {
 	err := s.readTx(ctx, "read crff_cate from", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx,
 			`SELECT row_id, cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975,
-			        y0, y1, propensity, run, scored_at FROM crff_cate ORDER BY row_id`)
+			        y0, y1, propensity, run, scored_at, raw_cate, psi, coalesce(psi_clipped, 0) FROM crff_cate ORDER BY row_id`)
 		if err != nil {
 			return err
 		}
@@ -22,12 +22,13 @@ func (s *Site) ReadCATE(ctx context.Context) ([]CATE, error) {
 		for rows.Next() {
 			var c CATE
 			var at string
-			var se, lower, upper sql.NullFloat64
+			var se, lower, upper, raw, psi sql.NullFloat64
 			if err := rows.Scan(&c.RowID, &c.CATE, &se, &lower, &upper, &c.Latent, &c.LatentSD, &c.LatentQ025, &c.LatentQ975,
-				&c.Y0, &c.Y1, &c.Propensity, &c.Run, &at); err != nil {
+				&c.Y0, &c.Y1, &c.Propensity, &c.Run, &at, &raw, &psi, &c.PSIClipped); err != nil {
 				return err
 			}
 			c.SE, c.Lower, c.Upper = nullFloat(se), nullFloat(lower), nullFloat(upper)
+			c.Raw, c.PSI = nullFloat(raw), nullFloat(psi)
 			if c.ScoredAt, err = parseTime(at); err != nil {
 				return fmt.Errorf("%w: crff_cate.scored_at: %w", ErrCorrupt, err)
 			}

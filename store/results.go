@@ -29,6 +29,14 @@ type CATE struct {
 	// XDigest is Records.XDigests of the row the CATE was computed from;
 	// nil for none, and then the CATE is kept when the row is edited.
 	XDigest *RowDigest
+	// Raw is the chosen estimator's CATE before calibration, whose mean is
+	// the plug-in ATE; PSI is the row's AIPW score ψ, whose mean is the
+	// AIPW ATE, and PSIClipped whether its propensity was clipped. Raw and
+	// PSI are NaN when unknown (PSI for a row without a valid treatment
+	// and outcome), and stored as NULL. [Site.UpdateLocalATE] averages
+	// them.
+	Raw, PSI   float64
+	PSIClipped bool
 
 	Run      string    // set when read back; ignored when writing
 	ScoredAt time.Time // set when read back; ignored when writing
@@ -362,8 +370,8 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 		return nil
 	}
 	q := `INSERT INTO crff_cate (row_id, cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975,
-	          y0, y1, propensity, run, scored_at, x_digest)
-	      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	          y0, y1, propensity, run, scored_at, x_digest, raw_cate, psi, psi_clipped)
+	      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	if ignoreScored {
 		q += ` ON CONFLICT (row_id) DO NOTHING`
 	}
@@ -378,8 +386,13 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 		if c.XDigest != nil {
 			digest = c.XDigest[:]
 		}
+		var clipped any
+		if !math.IsNaN(c.PSI) {
+			clipped = c.PSIClipped
+		}
 		if _, err := st.ExecContext(ctx, c.RowID, c.CATE, nullable(c.SE), nullable(c.Lower), nullable(c.Upper),
-			c.Latent, c.LatentSD, c.LatentQ025, c.LatentQ975, c.Y0, c.Y1, c.Propensity, run, at, digest); err != nil {
+			c.Latent, c.LatentSD, c.LatentQ025, c.LatentQ975, c.Y0, c.Y1, c.Propensity, run, at, digest,
+			nullable(c.Raw), nullable(c.PSI), clipped); err != nil {
 			return fmt.Errorf("CATE of row %s: %w", c.RowID, err)
 		}
 	}

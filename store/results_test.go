@@ -166,6 +166,8 @@ func TestWriteResultsRefuses(t *testing.T) {
 		{"latent quantiles reversed", "run-1", func(r *store.Results) { r.CATE[0].LatentQ025 = 99 }, store.ErrBadResult},
 		{"NaN latent CATE", "run-1", func(r *store.Results) { r.CATE[0].Latent = math.NaN() }, store.ErrBadResult},
 		{"propensity 2", "run-1", func(r *store.Results) { r.CATE[0].Propensity = 2 }, store.ErrBadResult},
+		{"infinite AIPW score", "run-1", func(r *store.Results) { r.CATE[0].PSI = math.Inf(1) }, store.ErrBadResult},
+		{"infinite uncalibrated CATE", "run-1", func(r *store.Results) { r.CATE[0].Raw = math.Inf(-1) }, store.ErrBadResult},
 		{"duplicate id", "run-1", func(r *store.Results) { r.CATE[1].RowID = r.CATE[0].RowID }, store.ErrBadResult},
 		{"NULL id", "run-1", func(r *store.Results) { r.CATE[1].RowID = store.RowID{} }, store.ErrBadResult},
 		{"scope", "run-1", func(r *store.Results) { r.ATE[0].Scope = "site" }, store.ErrBadResult},

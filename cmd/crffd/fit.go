@@ -122,7 +122,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return fmt.Errorf("ATE of %q: %w", src.DB, err)
 	}
 	local := inference.ATEs{AIPW: an.AIPW, Clipped: an.Clipped, PlugIn: plugin}
-	cates, err := cateRows(recs, eff, cate, an.Calibration)
+	cates, err := cateRows(recs, eff, cate, rowScores{an.Scores, an.ClippedRows}, an.Calibration)
 	if err != nil {
 		return fmt.Errorf("CATE of %q: %w", src.DB, err)
 	}

@@ -123,6 +123,9 @@ type scorer struct {
 	// finds both unchanged has nothing to do.
 	seen  int64
 	clean bool
+	// ateStale is set when crff_cate changed since the local ATEs were
+	// last computed, and cleared when they are computed again.
+	ateStale bool
 
 	// open opens a kernel plugin (app.openSpectral when nil). Each kernel
 	// is opened once and kept in kernels for the daemon's life, so that
@@ -185,7 +188,7 @@ func (s *scorer) poll(ctx context.Context) error {
 				return fmt.Errorf("load the calibration of run %q: %w", cur.ID, err)
 			}
 		}
-		s.run, s.model, s.setup, s.cal, s.clean = cur.ID, m, setup, cal, false
+		s.run, s.model, s.setup, s.cal, s.clean, s.ateStale = cur.ID, m, setup, cal, false, false
 		s.a.log.Info("loaded model", slog.String(logKeyRun, cur.ID))
 	}
 	seen, err := s.db.DataVersion(ctx)
@@ -204,13 +207,15 @@ func (s *scorer) poll(ctx context.Context) error {
 }
 
 // rescore drops the CATEs of rows deleted or whose covariates were edited
-// since they were scored, and scores the rows that have no CATE.
+// since they were scored, scores the rows that have no CATE, and then
+// recomputes the local ATEs over the rows the site now holds.
 func (s *scorer) rescore(ctx context.Context) error {
 	pruned, err := s.db.PruneScores(ctx, s.run)
 	if err != nil {
 		return transient(err)
 	}
 	if pruned > 0 {
+		s.ateStale = true
 		s.a.log.Info("dropped the CATEs of deleted rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, pruned))
 	}
 	edited, err := s.db.ForgetEdited(ctx, s.run)
@@ -220,6 +225,27 @@ func (s *scorer) rescore(ctx context.Context) error {
 	if edited > 0 {
 		s.a.log.Info("scoring edited rows again", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, edited))
 	}
+	if err := s.scoreNew(ctx); err != nil {
+		return err
+	}
+	if !s.ateStale {
+		return nil
+	}
+	ates, err := s.db.UpdateLocalATE(ctx, s.run)
+	if err != nil {
+		return transient(err)
+	}
+	s.ateStale = false
+	if len(ates) > 0 {
+		s.a.log.Info("recomputed the local ATEs", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, ates[len(ates)-1].N))
+	}
+	return nil
+}
+
+// scoreNew scores the rows that have no CATE, with their AIPW scores
+// from the model's nuisance predictions where their treatment and
+// outcome are valid.
+func (s *scorer) scoreNew(ctx context.Context) error {
 	recs, err := s.db.UnscoredRows(ctx)
 	if err != nil {
 		return transient(err)
@@ -241,13 +267,25 @@ func (s *scorer) rescore(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if scores, err = cateRows(recs, eff, cate, s.cal); err != nil {
+		// The model never saw these rows, so its own nuisance predictions
+		// are out of sample for them, as the cross-fitted ones are for
+		// the run's rows.
+		nu, err := s.model.Nuisance(s.setup.Site, recs.Data)
+		if err != nil {
+			return err
+		}
+		sc, err := newScores(recs.Data, nu)
+		if err != nil {
+			return fmt.Errorf("AIPW scores of new rows: %w", err)
+		}
+		if scores, err = cateRows(recs, eff, cate, sc, s.cal); err != nil {
 			return err
 		}
 	}
 	if err := s.db.AppendScores(ctx, s.run, scores, recs.Rejected); err != nil {
 		return transient(err)
 	}
+	s.ateStale = s.ateStale || len(scores) > 0
 	s.a.log.Info("scored new rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, len(scores)), slog.Int(logKeyRejected, len(recs.Rejected)))
 	return nil
 }

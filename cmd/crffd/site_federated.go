@@ -294,7 +294,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model); err != nil {
 		return err
 	}
-	cates, err := cateRows(recs, r.Effects, r.CATE, r.Calibration)
+	cates, err := cateRows(recs, r.Effects, r.CATE, rowScores{r.Scores, r.ScoreClipped}, r.Calibration)
 	if err != nil {
 		return err
 	}
