@@ -70,6 +70,9 @@ type Result struct {
 	// added sums, with its standard error and 95% interval.
 	GlobalAIPW inference.Estimate
 	Dropped    []int // per site: rows left out by de-duplication
+	// Sites are the sites the run covered (CoordinatorConfig.Sites), in
+	// the order of the per-site lists above.
+	Sites []string
 	// Selection is the run's model selection, nil when it selected none.
 	Selection *SelectState
 }
@@ -286,8 +289,8 @@ func (c *coordinator) exchangeSome(ctx context.Context, out []*wire.Envelope, sk
 			return got, nil
 		}
 		if attempt >= c.cfg.Retries {
-			return nil, fmt.Errorf("%w: %v did not answer %s step %d within %s after %d retries",
-				ErrSilent, p, want[0], c.step, c.cfg.RoundTimeout, c.cfg.Retries)
+			return nil, &SitesError{Sites: p, Err: fmt.Errorf("%w: %v did not answer %s step %d within %s after %d retries",
+				ErrSilent, p, want[0], c.step, c.cfg.RoundTimeout, c.cfg.Retries)}
 		}
 		c.log.Warn("sites silent; sending again", slog.Any(LogKeySites, p), slog.Uint64(wire.LogKeyRound, c.step), slog.Int(LogKeyAttempt, attempt+1))
 	}
@@ -346,7 +349,7 @@ func (c *coordinator) refused(s int, e *wire.Envelope) error {
 	c.refuser = name
 	// A code that is missing or not a count reads as 0, unknown.
 	code, _ := integer(e, tRefusalReason)
-	return fmt.Errorf("%s %w: %s", name, ErrSiteRefused, refusal(code))
+	return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%s %w: %s", name, ErrSiteRefused, refusal(code))}
 }
 
 func (c *coordinator) run(ctx context.Context) (*Result, error) {

@@ -41,7 +41,7 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	f := c.st.Finish
 	res := &Result{RunID: c.st.RunID, Setup: setup, Models: map[estimator.Kind]*estimator.Trained{},
 		LocalATE: slices.Clone(f.LocalATE), LocalAIPW: slices.Clone(f.AIPW), Clipped: slices.Clone(f.Clipped),
-		Rows: make([]int, m), Dropped: c.st.Dropped, Selection: c.st.Selected}
+		Rows: make([]int, m), Dropped: c.st.Dropped, Selection: c.st.Selected, Sites: c.cfg.Sites}
 	for s, a := range f.AIPW {
 		res.Rows[s] = a.N
 	}

@@ -41,12 +41,12 @@ func (c *coordinator) handshake(ctx context.Context) error {
 			c.st.Schema, ref, fp = schema, cols, omega
 		} else if col := schemaDiff(c.st.Schema, ref, schema, cols); col >= 0 {
 			c.refuse(ctx, name, wire.Scalar(tRefusedColumn, float64(col)))
-			return fmt.Errorf("%w: site %s: covariate %d (0-based) differs from site %s's (the site's log names the column)", ErrSchema, name, col, c.cfg.Sites[0])
+			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%w: site %s: covariate %d (0-based) differs from site %s's (the site's log names the column)", ErrSchema, name, col, c.cfg.Sites[0])}
 		}
 		// A site that does not hold the share out would train on rows the
 		// choice is made on.
 		if share, err := scalar(h, tSelectShare); c.st.Select.On() && (err != nil || share != c.st.Select.Share) {
-			return fmt.Errorf("%w: site %s does not hold out rows for model selection (an older crffd?)", ErrProtocol, name)
+			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%w: site %s does not hold out rows for model selection (an older crffd?)", ErrProtocol, name)}
 		}
 		moments[s] = mo
 		d := got[s][wire.KindDedupHashes]
@@ -62,7 +62,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 		_ = fp
 		if omega != fp {
 			c.refuse(ctx, name, wire.Scalar(tRefusedKernel, 1))
-			return fmt.Errorf("%w: site %s", ErrFrequencies, name)
+			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%w: site %s", ErrFrequencies, name)}
 		}
 	}
 	scaler, err := estimator.NewScaler(c.st.Schema, moments)

@@ -322,6 +322,9 @@ func TestSchemaMismatchIsRefusedNamingTheColumn(t *testing.T) {
 	if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "site2") || !strings.Contains(err.Error(), "covariate 3") {
 		t.Fatalf("coordinator: %v", err)
 	}
+	if got := FaultySites(err); !slices.Equal(got, []string{"site2"}) {
+		t.Errorf("FaultySites: %v, want [site2]", got)
+	}
 	r := <-sites[1]
 	if !errors.Is(r.err, ErrRefused) || !strings.Contains(r.err.Error(), `"age"`) {
 		t.Fatalf("site2: %v", r.err)
@@ -340,6 +343,9 @@ func TestFrequencyMismatchIsRefused(t *testing.T) {
 	_, err := RunCoordinator(ctx, f.coordinator(testConfig()), f.net.Endpoint("coord"))
 	if !errors.Is(err, ErrFrequencies) || !strings.Contains(err.Error(), "site2") {
 		t.Fatalf("coordinator: %v", err)
+	}
+	if got := FaultySites(err); !slices.Equal(got, []string{"site2"}) {
+		t.Errorf("FaultySites: %v, want [site2]", got)
 	}
 	if r := <-sites[1]; !errors.Is(r.err, ErrFrequencies) {
 		t.Fatalf("site2: %v", r.err)
@@ -364,6 +370,9 @@ func TestSilentSiteStopsTheRunNamingIt(t *testing.T) {
 	_, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 	if !errors.Is(err, ErrSilent) || !strings.Contains(err.Error(), "site2") || strings.Contains(err.Error(), "site1") {
 		t.Fatalf("got %v", err)
+	}
+	if got := FaultySites(err); !slices.Equal(got, []string{"site2"}) {
+		t.Errorf("FaultySites: %v, want [site2]", got)
 	}
 }
 

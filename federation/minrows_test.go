@@ -151,6 +151,9 @@ func TestSiteRefusalStopsTheRun(t *testing.T) {
 				if !errors.Is(err, ErrSiteRefused) || !strings.Contains(err.Error(), want) {
 					t.Errorf("coordinator: %v, want ErrSiteRefused saying %q", err, want)
 				}
+				if got := FaultySites(err); !slices.Equal(got, []string{name}) {
+					t.Errorf("FaultySites: %v, want [%s]", got, name)
+				}
 				if took > 10*time.Second {
 					t.Errorf("coordinator stopped after %s, want within seconds of the refusal", took)
 				}

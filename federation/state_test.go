@@ -2,8 +2,10 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +172,23 @@ func TestRoundsBetweenSaves(t *testing.T) {
 		if got := tc.st.roundsBetweenSaves(); got != tc.want {
 			t.Errorf("every %d, interval %v: %d, want %d", tc.st.Every, tc.st.Interval, got, tc.want)
 		}
+	}
+}
+
+func TestWithoutAndSubsequence(t *testing.T) {
+	all := []string{"a", "b", "c", "d"}
+	if got := Without(all, []string{"d", "b"}); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("Without: %v", got)
+	}
+	for _, tc := range []struct {
+		sub  []string
+		want bool
+	}{{nil, true}, {[]string{"a", "c"}, true}, {all, true}, {[]string{"c", "a"}, false}, {[]string{"e"}, false}, {[]string{"a", "a"}, false}} {
+		if got := Subsequence(tc.sub, all); got != tc.want {
+			t.Errorf("Subsequence(%v): %v, want %v", tc.sub, got, tc.want)
+		}
+	}
+	if FaultySites(errors.New("other")) != nil {
+		t.Error("FaultySites of an error that blames no site")
 	}
 }

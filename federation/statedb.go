@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -62,15 +63,21 @@ func OpenStateDB(ctx context.Context, path string, busy time.Duration) (*StateDB
 	return &StateDB{db: db}, nil
 }
 
-// newRunColumns are the columns of crff_coordinator_runs that files
-// written before the AIPW estimate lack.
-var newRunColumns = []string{"global_lower", "global_upper", "plugin_ate"}
+// newRunColumns are the columns of crff_coordinator_runs, with their
+// types, that files written before them lack: the AIPW columns, then
+// sites.
+var newRunColumns = []struct{ name, typ string }{
+	{"global_lower", "REAL"}, {"global_upper", "REAL"}, {"plugin_ate", "REAL"},
+	// The sites a run covered, as a JSON array; NULL in runs recorded
+	// before coordinator.min_sites, which covered every configured site.
+	{"sites", "TEXT"},
+}
 
-// missingRunColumns returns the newRunColumns that q's
+// missingRunColumns returns the names of the newRunColumns that q's
 // crff_coordinator_runs lacks.
 func missingRunColumns(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}) ([]string, error) {
+}) (map[string]bool, error) {
 	have := map[string]bool{}
 	rows, err := q.QueryContext(ctx, `SELECT name FROM pragma_table_info('crff_coordinator_runs')`)
 	if err != nil {
@@ -87,28 +94,30 @@ func missingRunColumns(ctx context.Context, q interface {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	var missing []string
+	missing := map[string]bool{}
 	for _, c := range newRunColumns {
-		if !have[c] {
-			missing = append(missing, c)
+		if !have[c.name] {
+			missing[c.name] = true
 		}
 	}
 	return missing, nil
 }
 
-// addRunColumns adds to crff_coordinator_runs of a file written before the
-// AIPW estimate the columns it lacks. Its old rows keep NULL there, which
-// is how ReadRuns tells that their global_ate is the plug-in ATE and their
-// global_se not a standard error.
+// addRunColumns adds to crff_coordinator_runs of an older file the columns
+// it lacks. Its old rows keep NULL there, which is how ReadRuns tells that
+// their global_ate is the plug-in ATE and their global_se not a standard
+// error, or that they covered every site.
 func addRunColumns(ctx context.Context, db *sql.DB) error {
 	missing, err := missingRunColumns(ctx, db)
 	if err != nil {
 		return err
 	}
-	for _, col := range missing {
-		// col is one of newRunColumns, never input.
-		if _, err := db.ExecContext(ctx, `ALTER TABLE crff_coordinator_runs ADD COLUMN `+col+` REAL`); err != nil {
-			return err
+	for _, c := range newRunColumns {
+		if missing[c.name] {
+			// c is one of newRunColumns, never input.
+			if _, err := db.ExecContext(ctx, `ALTER TABLE crff_coordinator_runs ADD COLUMN `+c.name+` `+c.typ); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -124,6 +133,9 @@ type FinishedRun struct {
 	AIPW   inference.Estimate
 	PlugIn float64 // the global plug-in ATE
 	Rows   int
+	// Sites are the sites the run covered; nil for a run recorded before
+	// they were, which covered every configured site.
+	Sites []string
 }
 
 // ReadRuns returns the finished runs recorded in a coordinator's state
@@ -134,10 +146,14 @@ func ReadRuns(ctx context.Context, db *sql.DB) ([]FinishedRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := `SELECT run, finished_at, global_ate, global_se, global_lower, global_upper, plugin_ate, rows FROM crff_coordinator_runs ORDER BY finished_at DESC`
-	if len(missing) > 0 {
-		q = `SELECT run, finished_at, global_ate, global_se, NULL, NULL, NULL, rows FROM crff_coordinator_runs ORDER BY finished_at DESC`
+	aipw, sites := "global_lower, global_upper, plugin_ate", "sites"
+	if missing["plugin_ate"] {
+		aipw = "NULL, NULL, NULL"
 	}
+	if missing["sites"] {
+		sites = "NULL"
+	}
+	q := `SELECT run, finished_at, global_ate, global_se, ` + aipw + `, rows, ` + sites + ` FROM crff_coordinator_runs ORDER BY finished_at DESC`
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, err
@@ -148,8 +164,14 @@ func ReadRuns(ctx context.Context, db *sql.DB) ([]FinishedRun, error) {
 		var r FinishedRun
 		var ate float64
 		var se, lower, upper, plugin sql.NullFloat64
-		if err := rows.Scan(&r.Run, &r.Finished, &ate, &se, &lower, &upper, &plugin, &r.Rows); err != nil {
+		var sites sql.NullString
+		if err := rows.Scan(&r.Run, &r.Finished, &ate, &se, &lower, &upper, &plugin, &r.Rows, &sites); err != nil {
 			return nil, err
+		}
+		if sites.Valid {
+			if err := json.Unmarshal([]byte(sites.String), &r.Sites); err != nil {
+				return nil, fmt.Errorf("crff_coordinator_runs.sites of run %s: %w", r.Run, err)
+			}
 		}
 		if !plugin.Valid {
 			// Recorded before the AIPW estimate: global_ate was the
@@ -211,8 +233,12 @@ func (s *StateDB) Finish(ctx context.Context, r *Result) error {
 	for _, n := range r.Rows {
 		total += n
 	}
+	sites, err := json.Marshal(r.Sites)
+	if err != nil {
+		return err
+	}
 	if _, err := s.db.ExecContext(ctx, sqlFinish, r.RunID, r.GlobalAIPW.Estimate, r.GlobalAIPW.SE,
-		r.GlobalAIPW.Lower, r.GlobalAIPW.Upper, r.GlobalATE, total); err != nil {
+		r.GlobalAIPW.Lower, r.GlobalAIPW.Upper, r.GlobalATE, total, string(sites)); err != nil {
 		return err
 	}
 	return s.LogRun(ctx, RunEnd{Run: r.RunID, Status: RunCompleted})

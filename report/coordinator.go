@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -35,6 +36,7 @@ type runRow struct {
 	Interval string
 	PlugIn   string
 	Rows     int
+	Sites    string // the sites the run covered
 }
 
 type stateInfo struct {
@@ -101,7 +103,10 @@ func (pg *coordinatorPage) read(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	for _, fr := range runs {
-		r := runRow{Run: fr.Run, Finished: fr.Finished, Rows: fr.Rows, PlugIn: fmt.Sprintf("%.4f", fr.PlugIn)}
+		r := runRow{Run: fr.Run, Finished: fr.Finished, Rows: fr.Rows, PlugIn: fmt.Sprintf("%.4f", fr.PlugIn), Sites: strings.Join(fr.Sites, ", ")}
+		if fr.Sites == nil {
+			r.Sites = "all" // recorded before coordinator.min_sites
+		}
 		fa := newATERow(store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorAIPW, ATE: fr.AIPW.Estimate,
 			SE: fr.AIPW.SE, Lower: fr.AIPW.Lower, Upper: fr.AIPW.Upper, N: fr.Rows, Clipped: -1})
 		r.ATE, r.SE, r.Interval = fa.ATE, fa.SE, fa.Interval

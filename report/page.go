@@ -129,9 +129,10 @@ const coordinatorHTML = `<!DOCTYPE html>
 
 <h2>Finished runs</h2>
 {{if .Runs}}<table>
-<tr><th class="l">run</th><th class="l">finished</th><th>global ATE (AIPW)</th><th>standard error</th><th>95% interval</th><th>plug-in ATE</th><th>rows</th></tr>
-{{range .Runs}}<tr><td class="l"><code>{{.Run}}</code></td><td class="l">{{.Finished}}</td><td>{{.ATE}}</td><td>{{.SE}}</td><td>{{.Interval}}</td><td>{{.PlugIn}}</td><td>{{.Rows}}</td></tr>
-{{end}}</table>{{else}}<p class="note">No run has finished yet.</p>{{end}}
+<tr><th class="l">run</th><th class="l">finished</th><th>global ATE (AIPW)</th><th>standard error</th><th>95% interval</th><th>plug-in ATE</th><th>rows</th><th class="l">sites</th></tr>
+{{range .Runs}}<tr><td class="l"><code>{{.Run}}</code></td><td class="l">{{.Finished}}</td><td>{{.ATE}}</td><td>{{.SE}}</td><td>{{.Interval}}</td><td>{{.PlugIn}}</td><td>{{.Rows}}</td><td class="l">{{.Sites}}</td></tr>
+{{end}}</table>
+<p>sites: the sites whose rows the global ATEs and the transfer factors cover. With coordinator.min_sites, a run that a site refused or fell silent in is run again at once without it, while enough sites remain; "all" marks runs recorded before the column existed.</p>{{else}}<p class="note">No run has finished yet.</p>{{end}}
 
 <h2>Run in progress</h2>
 {{with .State}}<p>Run <code>{{.Run}}</code>, step {{.Step}}, checkpoint saved {{.Saved}}{{with .Training}}; training {{.}}{{end}}.</p>
