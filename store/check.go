@@ -72,6 +72,8 @@ func checkATE(as []ATE) error {
 			return fmt.Errorf("%w: %s %s ATE: interval [%v, %v] with se %v", ErrBadResult, a.Scope, a.Estimator, a.Lower, a.Upper, a.SE)
 		case a.N <= 0:
 			return fmt.Errorf("%w: %s %s ATE over %d rows", ErrBadResult, a.Scope, a.Estimator, a.N)
+		case a.Sites != nil && a.Scope != ScopeGlobal:
+			return fmt.Errorf("%w: %s %s ATE with sites: only a global ATE covers sites", ErrBadResult, a.Scope, a.Estimator)
 		case a.Clipped < -1 || a.Clipped > a.N:
 			return fmt.Errorf("%w: %s %s ATE: %d clipped rows of %d", ErrBadResult, a.Scope, a.Estimator, a.Clipped, a.N)
 		}

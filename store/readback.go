@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -45,7 +46,7 @@ func (s *Site) ReadATE(ctx context.Context) ([]ATE, error) {
 	var out []ATE
 	err := s.readTx(ctx, "read crff_ate from", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx,
-			`SELECT scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at FROM crff_ate
+			`SELECT scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at, sites FROM crff_ate
 			 ORDER BY scope = 'global', scope, estimator != 'aipw', estimator`)
 		if err != nil {
 			return err
@@ -56,8 +57,14 @@ func (s *Site) ReadATE(ctx context.Context) ([]ATE, error) {
 			var se, lower, upper sql.NullFloat64
 			var clipped sql.NullInt64
 			var at string
-			if err := rows.Scan(&a.Scope, &a.Estimator, &a.ATE, &se, &lower, &upper, &a.N, &clipped, &a.Run, &at); err != nil {
+			var sites sql.NullString
+			if err := rows.Scan(&a.Scope, &a.Estimator, &a.ATE, &se, &lower, &upper, &a.N, &clipped, &a.Run, &at, &sites); err != nil {
 				return err
+			}
+			if sites.Valid {
+				if err := json.Unmarshal([]byte(sites.String), &a.Sites); err != nil {
+					return fmt.Errorf("%w: crff_ate.sites: %w", ErrCorrupt, err)
+				}
 			}
 			a.SE, a.Lower, a.Upper = nullFloat(se), nullFloat(lower), nullFloat(upper)
 			a.Clipped = -1

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -70,6 +71,9 @@ type ATE struct {
 	// Clipped is the number of rows whose propensity was clipped, or −1
 	// when the estimator uses none (stored as NULL).
 	Clipped int
+	// Sites are the names of the sites a global ATE covers (nil when
+	// unknown, and for a local ATE).
+	Sites []string
 
 	Run        string    // set when read back; ignored when writing
 	ComputedAt time.Time // set when read back; ignored when writing
@@ -402,17 +406,24 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {
 	at := now()
 	for _, a := range as {
-		var clipped any
+		var clipped, sites any
 		if a.Clipped >= 0 {
 			clipped = a.Clipped
 		}
+		if a.Sites != nil {
+			b, err := json.Marshal(a.Sites)
+			if err != nil {
+				return err
+			}
+			sites = string(b)
+		}
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO crff_ate (scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			`INSERT INTO crff_ate (scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at, sites)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			 ON CONFLICT (scope, estimator) DO UPDATE SET ate = excluded.ate, se = excluded.se,
 			     lower = excluded.lower, upper = excluded.upper, n = excluded.n, clipped = excluded.clipped,
-			     run = excluded.run, computed_at = excluded.computed_at`,
-			string(a.Scope), a.Estimator, a.ATE, nullable(a.SE), nullable(a.Lower), nullable(a.Upper), a.N, clipped, run, at); err != nil {
+			     run = excluded.run, computed_at = excluded.computed_at, sites = excluded.sites`,
+			string(a.Scope), a.Estimator, a.ATE, nullable(a.SE), nullable(a.Lower), nullable(a.Upper), a.N, clipped, run, at, sites); err != nil {
 			return fmt.Errorf("%s %s ATE: %w", a.Scope, a.Estimator, err)
 		}
 	}

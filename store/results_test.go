@@ -63,11 +63,13 @@ func TestWriteResults(t *testing.T) {
 		ates[1].Estimator != store.EstimatorPlugIn || !math.IsNaN(ates[1].SE) || !math.IsNaN(ates[1].Upper) || ates[1].Clipped != -1 {
 		t.Errorf("crff_ate: %+v, %v", ates, err)
 	}
-	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorPlugIn, ATE: 1.5, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN(), N: 40, Clipped: -1}); err != nil {
+	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorPlugIn, ATE: 1.5, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN(), N: 40, Clipped: -1,
+		Sites: []string{"site1", "site3"}}); err != nil {
 		t.Fatal(err)
 	}
 	ates, _ = s.ReadATE(ctx)
-	if len(ates) != 3 || ates[2].Scope != store.ScopeGlobal || !math.IsNaN(ates[2].SE) || ates[2].N != 40 {
+	if len(ates) != 3 || ates[2].Scope != store.ScopeGlobal || !math.IsNaN(ates[2].SE) || ates[2].N != 40 ||
+		strings.Join(ates[2].Sites, ",") != "site1,site3" || ates[0].Sites != nil {
 		t.Errorf("crff_ate after the global ATE: %+v", ates)
 	}
 	tr, err := s.ReadTransfer(ctx)
@@ -166,6 +168,7 @@ func TestWriteResultsRefuses(t *testing.T) {
 		{"latent quantiles reversed", "run-1", func(r *store.Results) { r.CATE[0].LatentQ025 = 99 }, store.ErrBadResult},
 		{"NaN latent CATE", "run-1", func(r *store.Results) { r.CATE[0].Latent = math.NaN() }, store.ErrBadResult},
 		{"propensity 2", "run-1", func(r *store.Results) { r.CATE[0].Propensity = 2 }, store.ErrBadResult},
+		{"local ATE with sites", "run-1", func(r *store.Results) { r.ATE[0].Sites = []string{"site1"} }, store.ErrBadResult},
 		{"infinite AIPW score", "run-1", func(r *store.Results) { r.CATE[0].PSI = math.Inf(1) }, store.ErrBadResult},
 		{"infinite uncalibrated CATE", "run-1", func(r *store.Results) { r.CATE[0].Raw = math.Inf(-1) }, store.ErrBadResult},
 		{"duplicate id", "run-1", func(r *store.Results) { r.CATE[1].RowID = r.CATE[0].RowID }, store.ErrBadResult},

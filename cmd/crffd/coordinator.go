@@ -25,7 +25,9 @@ weights, and the global ATE. Only parameter and gradient tables cross the wire.
 It checkpoints into coordinator.state_db and, restarted after a crash,
 resumes the interrupted run. A run that fails or is refused is logged and
 recorded (crff_coordinator_run_log), and the next starts after
-coordinator.retry_after, doubling after each further failure. With --once it
+coordinator.retry_after, doubling after each further failure; with
+coordinator.min_sites, a run that sites refused, were refused in or fell
+silent in is run again at once without them while that many remain. With --once it
 leaves after one run: exit status 0 on success, 5 when the run failed or was
 refused. It stops for a configuration error (2), a transport or certificate
 failure (3) or a state file it cannot write (4).`,
@@ -60,6 +62,21 @@ func (a *app) runFailed(ctx context.Context, db *federation.StateDB, run string,
 		return 0, withExit(exitStorage, err)
 	}
 	return wait, nil
+}
+
+// resumedSites returns the sites of the coordinator's first run: those of
+// the checkpoint of a run that went on without some of the listed sites,
+// which it resumes, or else every listed site. A checkpoint of other sites
+// is left for RunCoordinator to refuse (federation.ErrCheckpointSites).
+func resumedSites(ctx context.Context, db *federation.StateDB, sites []string, minSites int) ([]string, error) {
+	st, err := db.Load(ctx)
+	if err != nil {
+		return nil, withExit(exitStorage, err)
+	}
+	if st != nil && len(st.Sites) >= minSites && federation.Subsequence(st.Sites, sites) {
+		return st.Sites, nil
+	}
+	return sites, nil
 }
 
 // storageCheckpoints is a Checkpointer whose errors are storage failures,
@@ -104,6 +121,13 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if retries < 0 || every < 0 {
 		return withExit(exitConfig, fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 0", retries, every))
 	}
+	minSites := a.v.GetInt("coordinator.min_sites")
+	if minSites < 0 || minSites > len(sites) {
+		return withExit(exitConfig, fmt.Errorf("coordinator.min_sites %d: want 0 (every site) to the %d sites listed", minSites, len(sites)))
+	}
+	if minSites == 0 {
+		minSites = len(sites)
+	}
 	checkpointInterval, err := a.duration("coordinator.checkpoint_interval")
 	if err != nil {
 		return withExit(exitConfig, err)
@@ -142,9 +166,15 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	}
 	conn := clientConn{c: client, in: client.Receive(ctx)}
 	failures := 0 // consecutive failed runs
+	// The sites of the next run: every listed one, or those a run that
+	// went on without some of them covers.
+	cover, err := resumedSites(ctx, db, sites, minSites)
+	if err != nil {
+		return err
+	}
 	for {
 		cc := federation.CoordinatorConfig{
-			Name: name, RunID: newRunID(), Sites: sites, Config: cfg, Spectral: spectral, Selection: sel,
+			Name: name, RunID: newRunID(), Sites: cover, Config: cfg, Spectral: spectral, Selection: sel,
 			RoundTimeout: timeout, Retries: retries, Checkpoints: storageCheckpoints{db}, CheckpointEvery: every, CheckpointInterval: checkpointInterval,
 			Logger: a.log, Metrics: metrics,
 		}
@@ -161,6 +191,13 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 			if ferr != nil {
 				return ferr
 			}
+			if rest := federation.Without(cover, federation.FaultySites(err)); len(rest) < len(cover) && len(rest) >= minSites {
+				a.log.Warn("running again without the sites at fault", slog.Any(logKeySites, rest),
+					slog.Any(logKeyWithout, federation.Without(sites, rest)), slog.Int(logKeyMinSites, minSites))
+				cover = rest
+				continue
+			}
+			cover = sites
 			if once {
 				return withExit(exitRunFailed, err)
 			}
@@ -172,7 +209,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 			}
 			continue
 		}
-		failures = 0
+		failures, cover = 0, sites
 		if err := db.Finish(ctx, res); err != nil {
 			return withExit(exitStorage, err)
 		}
@@ -188,7 +225,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 		}
 		g := res.GlobalAIPW
 		if _, err := fmt.Fprintf(a.stdout, "run %s: %d sites, %d rows; global ATE %.4f, 95%% interval [%.4f, %.4f] (AIPW, se %.4f); plug-in %.4f\n",
-			res.RunID, len(sites), total, g.Estimate, g.Lower, g.Upper, g.SE, res.GlobalATE); err != nil {
+			res.RunID, len(res.Sites), total, g.Estimate, g.Lower, g.Upper, g.SE, res.GlobalATE); err != nil {
 			return err
 		}
 		if st := res.Selection; st != nil {

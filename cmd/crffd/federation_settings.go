@@ -35,6 +35,7 @@ var federationSettings = []setting{
 	{"coordinator.checkpoint_every", 0, "also checkpoint the training state every N rounds (0: by time only; with both 0, every round)"},
 	{"coordinator.checkpoint_interval", "10s", "checkpoint the training state when this long has passed since the last checkpoint, and after every model; a restarted coordinator repeats the rounds since"},
 	{"coordinator.run_every", "0s", "without --once: start a new run this often; 0 runs once, then serves health and metrics until stopped"},
+	{"coordinator.min_sites", 0, "the fewest sites a run may cover: when sites refuse a run, are refused or fall silent, the coordinator runs again at once without them while at least this many remain; 0 means every listed site"},
 	{"coordinator.retry_after", "1m", "without --once: after a failed or refused run, start the next this much later, doubling after each further failure up to 32 times as long"},
 }
 

@@ -32,6 +32,8 @@ const (
 	logKeyPlugInATE = "plugin_ate" // the mean of the chosen estimator's CATEs
 	logKeyStatus    = "status"     // how a run ended: completed, refused or failed
 	logKeyRetryIn   = "retry_in"   // how long until the coordinator's next attempt
+	logKeyWithout   = "without"    // the listed sites a run goes on without
+	logKeyMinSites  = "min_sites"
 	// A run a site refused: the earlier run its rows are compared with,
 	// how many rows differ and the fewest allowed (counts, never values).
 	logKeyEarlierRun = "earlier_run"

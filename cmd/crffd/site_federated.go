@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -299,9 +300,15 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		return err
 	}
 	warnUncalibrated(a, store.Source{DB: db.Path()}, len(r.Kept), r.Calibration)
+	global := storeATEs(store.ScopeGlobal, r.Global)
+	for i := range global {
+		// The run's sites: with coordinator.min_sites, perhaps fewer than
+		// the coordinator lists.
+		global[i].Sites = runSites(r)
+	}
 	res := store.Results{
 		CATE:     cates,
-		ATE:      append(storeATEs(store.ScopeLocal, r.Local), storeATEs(store.ScopeGlobal, r.Global)...),
+		ATE:      append(storeATEs(store.ScopeLocal, r.Local), global...),
 		Rejected: recs.Rejected,
 	}
 	if sel := r.Selection; sel != nil {
@@ -325,6 +332,15 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	}
 	a.log.Info("published federated results", slog.String(logKeyRun, r.RunID), slog.Int(logKeyRows, len(res.CATE)))
 	return nil
+}
+
+// runSites returns the names of the sites of r's run, or nil when the
+// coordinator did not name them all.
+func runSites(r *federation.SiteResult) []string {
+	if len(r.Peers) != r.Sites || slices.Contains(r.Peers, "") {
+		return nil
+	}
+	return slices.Clone(r.Peers)
 }
 
 // identityHashes returns the HMAC of every kept row's identity columns, or
