@@ -106,3 +106,26 @@ func TestRunGoesOnWithoutFaultySites(t *testing.T) {
 		})
 	}
 }
+
+// TestCoordinatorConfigurationErrors: a coordinator whose configuration
+// cannot run stops at once with exit status 2 (exitConfig) and an error
+// naming the key.
+func TestCoordinatorConfigurationErrors(t *testing.T) {
+	for _, tc := range []struct {
+		from, to, want string
+	}{
+		{"coordinator:\n", "coordinator:\n  min_sites: 3\n", "coordinator.min_sites 3"},
+		{"coordinator:\n", "coordinator:\n  min_sites: -1\n", "coordinator.min_sites -1"},
+		{"retries: 3", "retries: -1", "federation.retries -1"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			dir := sandbox(t, 2, 40, "grpc")
+			cfg := filepath.Join(dir, "coordinator.yaml")
+			editFile(t, cfg, tc.from, tc.to)
+			d := startDaemon(t, "coordinator", "coordinator", "--config", cfg, "--once")
+			if code := d.wait(t, time.Minute); code != 2 || !strings.Contains(d.err.String(), tc.want) {
+				t.Errorf("exit %d, want 2, and an error saying %q:\n%s", code, tc.want, d.err.String())
+			}
+		})
+	}
+}
