@@ -43,15 +43,15 @@ the latest run's model, and each run retrains on, and rescores, every row.`,
 func runScoringSite(ctx context.Context, a *app, once bool) error {
 	src, err := a.siteSource()
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	every, err := a.durationSetting("site.poll_interval")
 	if err != nil {
-		return err
+		return withExit(exitConfig, err)
 	}
 	db, err := a.openSite(ctx, src)
 	if err != nil {
-		return err
+		return withExit(exitStorage, err)
 	}
 	defer db.Close()
 	s := &scorer{a: a, db: db}

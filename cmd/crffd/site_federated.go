@@ -48,6 +48,10 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if minArm < 1 {
 		return withExit(exitConfig, fmt.Errorf("federation.min_arm_rows %d: want at least 1", minArm))
 	}
+	every, err := a.durationSetting("site.poll_interval")
+	if err != nil {
+		return withExit(exitConfig, err)
+	}
 	db, err := a.openSite(ctx, src)
 	if err != nil {
 		return withExit(exitStorage, err)
@@ -75,10 +79,6 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		return withExit(exitConfig, err)
 	}
 	if !once {
-		every, err := a.durationSetting("site.poll_interval")
-		if err != nil {
-			return err
-		}
 		// Rows added between runs are scored with the current run's model,
 		// as crffd site does without a federation; the next run trains on
 		// them and rescores every row.

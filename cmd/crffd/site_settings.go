@@ -193,11 +193,12 @@ func (a *app) openSpectral(ctx context.Context, k modelstore.Kernel) (estimator.
 }
 
 // openSite opens the configured site file with the configured busy timeout.
-// The caller closes it.
+// The caller closes it. A busy timeout that is not a duration is a
+// configuration error (exitConfig), which a caller's withExit keeps.
 func (a *app) openSite(ctx context.Context, src store.Source) (*store.Site, error) {
 	timeout, err := a.durationSetting("site.busy_timeout")
 	if err != nil {
-		return nil, err
+		return nil, withExit(exitConfig, err)
 	}
 	return store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
 }
