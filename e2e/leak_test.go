@@ -19,9 +19,9 @@ import (
 // transport plugins), open files and goroutines (go_goroutines on its
 // metrics endpoint). After a warm-up of 5 runs none may grow: a plugin
 // opened per run and never closed, or a file or goroutine left behind per
-// run, would show within 15 runs. The warm-up covers the one-time step up
-// when the scoring loop between runs (polling every 200 ms here) first
-// loads a run's model and its kernel plugin.
+// run, would show within 15 runs. The scoring loop between runs (polling
+// every 200 ms here) shares the run's kernel plugin, so the daemon has
+// exactly two children: one kernel and one transport plugin.
 func TestSiteDaemonDoesNotLeak(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("needs /proc")
@@ -102,6 +102,11 @@ func TestSiteDaemonDoesNotLeak(t *testing.T) {
 	warm, last := after[4], after[runs-1]
 	if last.children != warm.children || last.files > warm.files+6 || last.goroutines > warm.goroutines+10 {
 		t.Errorf("site1 grew from %+v after run 5 to %+v after run %d", warm, last, runs)
+	}
+	for i, c := range after {
+		if c.children != 2 {
+			t.Errorf("site1 has %d child processes after run %d, want 2 (its kernel and transport plugins)", c.children, i+1)
+		}
 	}
 	if n := queryFloat(t, db, `SELECT count(*) FROM crff_run_log WHERE status <> 'completed'`); n != 0 {
 		t.Errorf("%v runs did not complete", n)

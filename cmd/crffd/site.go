@@ -84,9 +84,10 @@ func runScoringSite(ctx context.Context, a *app, once bool) error {
 // not returned: the site keeps taking part in federation runs, and each
 // run rescores every row. Before the first run, and while a new run
 // replaces the current one, there is nothing to score with, which is not
-// worth a warning.
-func scoreBetweenRuns(ctx context.Context, a *app, db *store.Site, every time.Duration) {
-	s := &scorer{a: a, db: db}
+// worth a warning. kernels are the kernel plugins the site has open
+// already, by kernelLabel, which the scorer uses rather than start its own.
+func scoreBetweenRuns(ctx context.Context, a *app, db *store.Site, every time.Duration, kernels map[string]estimator.Spectral) {
+	s := &scorer{a: a, db: db, kernels: kernels}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {

@@ -87,7 +87,8 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		defer func() { stop(); <-done }()
 		go func() {
 			defer close(done)
-			scoreBetweenRuns(scoreCtx, a, db, every)
+			// The run's kernel plugin serves the scorer too: one process.
+			scoreBetweenRuns(scoreCtx, a, db, every, map[string]estimator.Spectral{kernelLabel(kernel): spectral})
 		}()
 	}
 	conn := clientConn{c: client, in: client.Receive(ctx)}
