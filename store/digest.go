@@ -11,25 +11,25 @@ import (
 )
 
 // digestFunc is the SQL function, registered with the driver for crffd's
-// connections, that gives a row's covariate digest from its covariate
-// columns as stored: ForgetEdited compares it with the digest kept with a
-// row's CATE.
+// connections, that gives a row's digest from its treatment, outcome and
+// covariate columns as stored: ForgetEdited compares it with the digest
+// kept with a row's CATE.
 const digestFunc = "crff_x_digest"
 
 // errDigestFunc is why registering digestFunc failed, nil when it did not.
 var errDigestFunc = sqlite.RegisterDeterministicScalarFunction(digestFunc, -1,
 	func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
-		d, err := covariateDigest(args)
+		d, err := valuesDigest(args)
 		if err != nil {
 			return nil, err
 		}
 		return d[:], nil
 	})
 
-// covariateDigest is the SHA-256 of a row's covariate values as SQLite
-// stores them (integer, real, text, blob or NULL), each with its type, so
-// that any edit of a covariate changes it, and nothing else does.
-func covariateDigest[T any](vals []T) (RowDigest, error) {
+// valuesDigest is the SHA-256 of a row's values as SQLite stores them
+// (integer, real, text, blob or NULL), each with its type, so that any edit
+// of one of them changes it, and nothing else does.
+func valuesDigest[T any](vals []T) (RowDigest, error) {
 	h := sha256.New()
 	var buf [9]byte
 	for _, raw := range vals {
@@ -55,7 +55,7 @@ func covariateDigest[T any](vals []T) (RowDigest, error) {
 			h.Write(buf[:])
 			h.Write(v)
 		default:
-			return RowDigest{}, fmt.Errorf("covariate digest: value of type %T", raw)
+			return RowDigest{}, fmt.Errorf("row digest: value of type %T", raw)
 		}
 	}
 	var d RowDigest

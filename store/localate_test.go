@@ -92,7 +92,7 @@ func TestUpdateLocalATE(t *testing.T) {
 	legacy := fakeResults(nil, 0).CATE
 	legacy = append(legacy, store.CATE{RowID: store.TextID("legacy"), CATE: 1, SE: math.NaN(), Lower: math.NaN(), Upper: math.NaN(),
 		Raw: math.NaN(), PSI: math.NaN(), Propensity: 0.5})
-	if err := s.AppendScores(ctx, "run-1", legacy, nil); err != nil {
+	if _, err := s.AppendScores(ctx, "run-1", legacy, nil); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := s.ReadATE(ctx)

@@ -22,10 +22,11 @@ type Records struct {
 	Layout Layout           // the resolved configuration the rows were read with
 	Schema estimator.Schema // Layout.Schema()
 	IDs    []RowID          // per kept row, in ascending id order
-	// XDigests are, per kept row, the digest of its covariates as stored;
-	// a CATE written with its row's digest (CATE.XDigest) is dropped and
-	// the row scored again once the row's covariates change (see
-	// [Site.ForgetEdited]).
+	// XDigests are, per kept row, the digest of its treatment, outcome and
+	// covariates as stored; a CATE written with its row's digest
+	// (CATE.XDigest) is dropped and the row scored again once one of them
+	// changes (see [Site.ForgetEdited]): the covariates change its CATE,
+	// and all three its AIPW score.
 	XDigests []RowDigest
 	Data     *estimator.Data // the kept rows; nil when there are none
 	Rejected []Rejection     // with on_invalid: skip, the faults of the rows left out
@@ -97,8 +98,10 @@ func (s *Site) ReadRecords(ctx context.Context, src Source) (*Records, error) {
 }
 
 // UnscoredRows reads, through the current run's layout, the rows of the
-// user's table that have neither a CATE in crff_cate nor a line in
-// crff_rejected: rows added after the run's results were written. They are
+// user's table that have no CATE in crff_cate: rows added after the run's
+// results were written, or edited since they were scored
+// (ForgetEdited), and rows rejected before, whose faults may have been
+// mended since. They are
 // validated as ReadRecords does, with the current run's covariate types and
 // on_invalid policy, but only the id and the covariates are required, since
 // scoring reads only Data.X: W and Y hold the treatment and outcome where
@@ -182,8 +185,9 @@ func selectRows(l Layout, scoring bool) (string, error) {
 	b.WriteString(" FROM " + qt + " AS r")
 	if scoring {
 		qi, _ := sqlfiles.QuoteIdent(l.ID)
-		fmt.Fprintf(&b, " WHERE NOT EXISTS (SELECT 1 FROM crff_cate AS c WHERE c.row_id = +r.%[1]s)"+
-			" AND NOT EXISTS (SELECT 1 FROM crff_rejected AS j WHERE j.row_id IS +r.%[1]s)", qi)
+		// Rows with crff_rejected lines are read again: their faults
+		// may have been mended (AppendScores keeps unchanged lines).
+		fmt.Fprintf(&b, " WHERE NOT EXISTS (SELECT 1 FROM crff_cate AS c WHERE c.row_id = +r.%[1]s)", qi)
 	}
 	b.WriteString(" ORDER BY 1")
 	return b.String(), nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,29 +178,117 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 // AppendScores adds the CATE of rows scored after run's results were
 // written (see UnscoredRows), and the faults of rows left out, in one
 // transaction. A row that already has a CATE keeps it, so that a repeated
-// call is harmless. It fails with ErrStaleRun when run is no longer the
-// current run, so that scores from an old model never mix with a new run's.
-// The ATEs are not recomputed; use WriteATE for that.
-func (s *Site) AppendScores(ctx context.Context, run string, scores []CATE, rejected []Rejection) error {
+// call is harmless. A row scored now loses the crff_rejected lines of an
+// earlier read (its faults were mended); a row rejected again keeps its
+// lines when its faults are the same, and gets new ones otherwise.
+// AppendScores returns how many rows were rejected anew, or for other
+// faults than before. It fails with ErrStaleRun when run is no longer the
+// current run, so that scores from an old model never mix with a new
+// run's. The ATEs are not recomputed; see UpdateLocalATE.
+func (s *Site) AppendScores(ctx context.Context, run string, scores []CATE, rejected []Rejection) (int, error) {
 	if err := checkCATE(scores); err != nil {
-		return fmt.Errorf("append scores of run %q to %q: %w", run, s.path, err)
+		return 0, fmt.Errorf("append scores of run %q to %q: %w", run, s.path, err)
 	}
-	return s.writeTx(ctx, "append scores to", func(tx *sql.Tx) error {
+	var changed int
+	if len(scores) == 0 {
+		// Most polls only read the rejected rows again: look first, in a
+		// read transaction, so that the user's own writers need not wait
+		// for crffd's write lock.
+		err := s.readTx(ctx, "append scores to", func(tx *sql.Tx) error {
+			var err error
+			changed, err = replaceRejections(ctx, tx, run, rejected, false)
+			return err
+		})
+		if err != nil || changed == 0 {
+			return 0, err
+		}
+	}
+	err := s.writeTx(ctx, "append scores to", func(tx *sql.Tx) error {
 		if err := requireCurrent(ctx, tx, run); err != nil {
 			return err
 		}
 		if err := insertCATE(ctx, tx, run, scores, true); err != nil {
 			return err
 		}
-		return insertRejected(ctx, tx, run, rejected)
+		st, err := tx.PrepareContext(ctx, `DELETE FROM crff_rejected WHERE row_id IS ?`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, c := range scores {
+			if _, err := st.ExecContext(ctx, c.RowID); err != nil {
+				return fmt.Errorf("mended row %s: %w", c.RowID, err)
+			}
+		}
+		changed, err = replaceRejections(ctx, tx, run, rejected, true)
+		return err
 	})
+	return changed, err
+}
+
+// replaceRejections makes the crff_rejected lines of each row of rs those
+// of rs, leaving alone the rows whose lines are already the same (so that
+// rejected_at tells when a fault was first seen), and returns how many
+// rows' lines it changed; with write false it only counts them.
+func replaceRejections(ctx context.Context, tx *sql.Tx, run string, rs []Rejection, write bool) (int, error) {
+	type line struct{ column, reason string }
+	var order []RowID
+	want := map[RowID][]line{}
+	for _, r := range rs {
+		if _, ok := want[r.RowID]; !ok {
+			order = append(order, r.RowID)
+		}
+		want[r.RowID] = append(want[r.RowID], line{r.Column, r.Reason})
+	}
+	changed := 0
+	for _, id := range order {
+		rows, err := tx.QueryContext(ctx, `SELECT column_name, reason FROM crff_rejected WHERE row_id IS ?`, id)
+		if err != nil {
+			return 0, err
+		}
+		var have []line
+		for rows.Next() {
+			var l line
+			if err := rows.Scan(&l.column, &l.reason); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			have = append(have, l)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		cmp := func(a, b line) int { return strings.Compare(a.column+"\x00"+a.reason, b.column+"\x00"+b.reason) }
+		w := want[id]
+		slices.SortFunc(have, cmp)
+		slices.SortFunc(w, cmp)
+		if slices.Equal(have, w) {
+			continue
+		}
+		changed++
+		if !write {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM crff_rejected WHERE row_id IS ?`, id); err != nil {
+			return 0, err
+		}
+		var add []Rejection
+		for _, l := range w {
+			add = append(add, Rejection{RowID: id, Column: l.column, Reason: l.reason})
+		}
+		if err := insertRejected(ctx, tx, run, add); err != nil {
+			return 0, err
+		}
+	}
+	return changed, nil
 }
 
 // PruneScores deletes, for the current run run, the CATEs and the faults
 // of rows that are no longer in the run's table (deleted since they were
 // scored), so that crff_cate follows the rows. It returns how many CATEs
 // it deleted, and fails with ErrStaleRun when run is not the current run.
-// The ATEs, which are of the run's rows, are not recomputed.
+// The ATEs are not recomputed; see UpdateLocalATE.
 func (s *Site) PruneScores(ctx context.Context, run string) (int, error) {
 	return s.deleteScores(ctx, "prune scores in", func(tx *sql.Tx) (func(string) string, error) { return orphanedScores(ctx, tx, run) },
 		"crff_cate", "crff_rejected")
@@ -247,12 +336,13 @@ func (s *Site) deleteScores(ctx context.Context, op string, where func(tx *sql.T
 }
 
 // ForgetEdited deletes, for the current run run, the CATEs of rows whose
-// covariates changed since they were scored (their digest differs from
-// the one kept with the CATE), so that [Site.UnscoredRows] returns them to
-// be scored again. It returns how many it deleted, and fails with
-// ErrStaleRun when run is not the current run. CATEs kept without a digest
-// are left alone. The ATEs, which are of the run's rows, are not
-// recomputed.
+// treatment, outcome or covariates changed since they were scored (their
+// digest differs from the one kept with the CATE), so that
+// [Site.UnscoredRows] returns them to be scored again: with new
+// covariates for their CATE, with a new treatment or outcome for their
+// AIPW score. It returns how many it deleted, and fails with ErrStaleRun
+// when run is not the current run. CATEs kept without a digest are left
+// alone. The ATEs are not recomputed; see UpdateLocalATE.
 func (s *Site) ForgetEdited(ctx context.Context, run string) (int, error) {
 	if errDigestFunc != nil {
 		return 0, fmt.Errorf("forget edited rows in %q: register %s: %w", s.path, digestFunc, errDigestFunc)
@@ -264,7 +354,8 @@ func (s *Site) ForgetEdited(ctx context.Context, run string) (int, error) {
 }
 
 // editedScores checks that run is the current run and returns the
-// condition that a crff_cate row's covariates changed since it was scored.
+// condition that a crff_cate row's treatment, outcome or covariates
+// changed since it was scored.
 //
 // The user's table is the outer loop and crff_cate is searched by its
 // primary key, so a poll costs one pass over the table; a condition
@@ -274,13 +365,15 @@ func editedScores(ctx context.Context, tx *sql.Tx, run string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cols := make([]string, len(l.Covariates))
-	for j, c := range l.Covariates {
+	// The columns in the order of Records.XDigests: treatment, outcome,
+	// covariates.
+	var cols []string
+	for _, c := range append([]string{l.Treatment, l.Outcome}, l.Covariates...) {
 		q, err := sqlfiles.QuoteIdent(c)
 		if err != nil {
 			return "", err
 		}
-		cols[j] = "u." + q
+		cols = append(cols, "u."+q)
 	}
 	return fmt.Sprintf(`rowid IN (SELECT k.rowid FROM %[1]s AS u JOIN crff_cate AS k ON k.row_id IS +u.%[2]s
 		WHERE k.x_digest IS NOT NULL AND %[3]s(%[4]s) IS NOT k.x_digest)`,

@@ -143,7 +143,7 @@ func TestWriteResultsReplacesRun(t *testing.T) {
 	if p := strings.Join(plan, "; "); !strings.Contains(p, "SEARCH c USING INDEX sqlite_autoindex_crff_cate_1 (row_id=?)") {
 		t.Errorf("crff_cate_records plan does not search crff_cate by key: %s", p)
 	}
-	if err := s.AppendScores(ctx, "run-1", nil, nil); !errors.Is(err, store.ErrStaleRun) {
+	if _, err := s.AppendScores(ctx, "run-1", fakeResults([]store.RowID{store.IntID(1)}, 1).CATE, nil); !errors.Is(err, store.ErrStaleRun) {
 		t.Errorf("AppendScores for a replaced run: err = %v, want ErrStaleRun", err)
 	}
 }
@@ -237,19 +237,44 @@ func TestUnscoredRows(t *testing.T) {
 		t.Errorf("rejected %+v", recs.Rejected)
 	}
 	scores := fakeResults(recs.IDs, 3).CATE
-	if err := s.AppendScores(ctx, "run-1", scores, recs.Rejected); err != nil {
-		t.Fatal(err)
+	if n, err := s.AppendScores(ctx, "run-1", scores, recs.Rejected); err != nil || n != 2 {
+		t.Fatalf("append 2 scores and 2 rejections: %d rejected anew, %v", n, err)
 	}
 	// Appending again is harmless.
-	if err := s.AppendScores(ctx, "run-1", scores, nil); err != nil {
+	if _, err := s.AppendScores(ctx, "run-1", scores, nil); err != nil {
 		t.Fatal(err)
 	}
-	if recs, err := s.UnscoredRows(ctx); err != nil || recs.Len() != 0 || len(recs.Rejected) != 0 {
-		t.Errorf("after AppendScores: %+v, %v", recs, err)
+	// Rejected rows are read again, every time, since their faults may
+	// be mended; the same faults change nothing.
+	again, err := s.UnscoredRows(ctx)
+	if err != nil || again.Len() != 0 {
+		t.Fatalf("after AppendScores: %+v, %v", again, err)
 	}
+	if n, err := s.AppendScores(ctx, "run-1", nil, again.Rejected); err != nil || n != 0 {
+		t.Errorf("the same rejections again: %d rejected anew, %v", n, err)
+	}
+	// Row 14 gets its age: it is scored, and its rejection goes. Row 16's
+	// fault changes: its line is replaced.
+	execSQL(t, path, `UPDATE records SET age = 60 WHERE patient_id = 14`)
+	execSQL(t, path, `UPDATE records SET smoker = NULL WHERE patient_id = 16`)
+	before = tableDigest(t, path, "records")
+	mended, err := s.UnscoredRows(ctx)
+	if err != nil || mended.Len() != 1 || mended.IDs[0] != store.IntID(14) {
+		t.Fatalf("after mending row 14: %+v, %v", mended, err)
+	}
+	if n, err := s.AppendScores(ctx, "run-1", fakeResults(mended.IDs, 3).CATE, mended.Rejected); err != nil || n != 1 {
+		t.Errorf("row 16 rejected for another fault: %d rejected anew, %v", n, err)
+	}
+	var lines14, null16 int
+	db := rawDB(t, path)
+	if err := db.QueryRow(`SELECT count(*) FILTER (WHERE row_id = 14), count(*) FILTER (WHERE row_id = 16 AND reason LIKE '%null%')
+		FROM crff_rejected`).Scan(&lines14, &null16); err != nil || lines14 != 0 || null16 != 1 {
+		t.Errorf("crff_rejected: %d lines for the mended row 14, %d null lines for row 16, %v", lines14, null16, err)
+	}
+	scores = append(scores, fakeResults(mended.IDs, 3).CATE...)
 	cates, _ := s.ReadCATE(ctx)
-	if len(cates) != 14 {
-		t.Errorf("crff_cate holds %d rows, want 14", len(cates))
+	if len(cates) != 15 {
+		t.Errorf("crff_cate holds %d rows, want 15", len(cates))
 	}
 	s.Close()
 	if after := tableDigest(t, path, "records"); after != before {

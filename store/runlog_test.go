@@ -37,10 +37,10 @@ func TestRunLog(t *testing.T) {
 	}
 }
 
-// TestForgetEdited: a CATE written with its row's covariate digest is
-// dropped once a covariate of the row is edited, and the row is unscored
-// again; edits of the treatment, the outcome or a column that is not a
-// covariate keep it, as do CATEs written without a digest.
+// TestForgetEdited: a CATE written with its row's digest is dropped once
+// the row's treatment, outcome or a covariate is edited, and the row is
+// unscored again; edits of a column that is not used keep it, as do CATEs
+// written without a digest.
 func TestForgetEdited(t *testing.T) {
 	ctx := context.Background()
 	path := newRecordsFile(t)
@@ -66,10 +66,16 @@ func TestForgetEdited(t *testing.T) {
 	if n, err := s.ForgetEdited(ctx, "run-1"); err != nil || n != 0 {
 		t.Fatalf("nothing edited: %d, %v", n, err)
 	}
-	execSQL(t, path, `UPDATE records SET treated = 1 - treated, outcome = 9, note = 'x', bmi = 40 WHERE patient_id IN (1, 2)`)
+	execSQL(t, path, `UPDATE records SET note = 'x', bmi = 40 WHERE patient_id IN (1, 2)`)
 	execSQL(t, path, `UPDATE records SET age = 35 WHERE patient_id = 4`)
 	if n, err := s.ForgetEdited(ctx, "run-1"); err != nil || n != 0 {
 		t.Fatalf("only other columns, or a row without a digest, edited: %d, %v", n, err)
+	}
+	// The treatment and the outcome enter the row's AIPW score.
+	execSQL(t, path, `UPDATE records SET treated = 1 - treated WHERE patient_id = 1`)
+	execSQL(t, path, `UPDATE records SET outcome = 9 WHERE patient_id = 2`)
+	if n, err := s.ForgetEdited(ctx, "run-1"); err != nil || n != 2 {
+		t.Fatalf("rows 1 and 2's treatment and outcome edited: %d, %v", n, err)
 	}
 	execSQL(t, path, `UPDATE records SET age = age + 1 WHERE patient_id = 5`)
 	execSQL(t, path, `UPDATE records SET smoker = 1 WHERE patient_id = 6`)
@@ -83,8 +89,31 @@ func TestForgetEdited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(again.IDs) != "[5 6]" || again.XDigests[0] == recs.XDigests[4] {
+	if fmt.Sprint(again.IDs) != "[1 2 5 6]" || again.XDigests[2] == recs.XDigests[4] {
 		t.Errorf("unscored again: %v", again.IDs)
+	}
+	// The digest Go computes when it reads a row is the one SQL computes
+	// from the stored values, for every storage class: a new row with a
+	// text outcome and a blob treatment (scoring reads them as missing)
+	// keeps its CATE until it is edited.
+	execSQL(t, path, `INSERT INTO records (patient_id, treated, outcome, age, smoker) VALUES (20, x'01', 'n/a', 33.5, 0)`)
+	fresh, err := s.UnscoredRows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scored := fakeResults(fresh.IDs, 2).CATE
+	for i := range scored {
+		scored[i].XDigest = &fresh.XDigests[i]
+	}
+	if _, err := s.AppendScores(ctx, "run-1", scored, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.ForgetEdited(ctx, "run-1"); err != nil || n != 0 {
+		t.Errorf("rows scored with Go's digests, unedited: %d forgotten, %v", n, err)
+	}
+	execSQL(t, path, `UPDATE records SET outcome = 'n/a ' WHERE patient_id = 20`)
+	if n, err := s.ForgetEdited(ctx, "run-1"); err != nil || n != 1 {
+		t.Errorf("row 20's text outcome edited: %d forgotten, %v", n, err)
 	}
 	if _, err := s.ForgetEdited(ctx, "run-0"); !errors.Is(err, store.ErrStaleRun) {
 		t.Errorf("forgot the scores of a run that does not exist: %v, want ErrStaleRun", err)

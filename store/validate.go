@@ -26,7 +26,7 @@ type validator struct {
 	ids     []RowID
 	w, y    []float64
 	x       []float64   // row-major, every row read
-	xd      []RowDigest // per row read: covariateDigest of its stored covariates
+	xd      []RowDigest // per row read: valuesDigest of its stored treatment, outcome and covariates
 	faults  map[int][]fault
 	count   map[RowID]int
 }
@@ -75,7 +75,7 @@ func (v *validator) add(vals []any) error {
 	v.w = append(v.w, w)
 	v.y = append(v.y, y)
 
-	xd, err := covariateDigest(vals[3:])
+	xd, err := valuesDigest(vals[1:])
 	if err != nil {
 		return fmt.Errorf("row %s: %w", id, err)
 	}

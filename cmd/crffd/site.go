@@ -24,7 +24,11 @@ func newSiteCmd(a *app) *cobra.Command {
 		Long: `site runs a site's daemon on its SQLite file. Every poll_interval it looks for
 rows of the configured table that have no CATE yet and scores them with the
 stored model of the current run, without retraining, appending them to
-crff_cate. When the configuration names a federation, it also takes part in
+crff_cate. Rows deleted since lose their CATE; rows whose covariates were
+edited are scored again; rows rejected before are read again, and scored
+once mended; and the local ATEs of crff_ate are recomputed over the rows the
+table holds. Under on_invalid: refuse, new invalid rows are logged and wait,
+unscored, and the daemon keeps serving. When the configuration names a federation, it also takes part in
 the federation's training runs; between runs it keeps scoring new rows with
 the latest run's model, and each run retrains on, and rescores, every row.`,
 		Args: cobra.NoArgs,
@@ -248,6 +252,15 @@ func (s *scorer) rescore(ctx context.Context) error {
 // outcome are valid.
 func (s *scorer) scoreNew(ctx context.Context) error {
 	recs, err := s.db.UnscoredRows(ctx)
+	var invalid *store.ValidationError
+	if errors.As(err, &invalid) {
+		// on_invalid: refuse. The daemon keeps serving: the rows wait,
+		// unscored, until they are mended, and the next change to the
+		// file brings them back here.
+		s.a.log.Error("new rows refused (on_invalid: refuse); mend them, or set on_invalid: skip to score the others",
+			slog.String(logKeyRun, s.run), slog.String(logKeyError, err.Error()))
+		return nil
+	}
 	if err != nil {
 		return transient(err)
 	}
@@ -283,10 +296,13 @@ func (s *scorer) scoreNew(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.db.AppendScores(ctx, s.run, scores, recs.Rejected); err != nil {
+	rejected, err := s.db.AppendScores(ctx, s.run, scores, recs.Rejected)
+	if err != nil {
 		return transient(err)
 	}
 	s.ateStale = s.ateStale || len(scores) > 0
-	s.a.log.Info("scored new rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, len(scores)), slog.Int(logKeyRejected, len(recs.Rejected)))
+	if len(scores) > 0 || rejected > 0 {
+		s.a.log.Info("scored new rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, len(scores)), slog.Int(logKeyRejected, rejected))
+	}
 	return nil
 }
