@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -164,6 +165,16 @@ func (a *app) pin(kind, name string) string {
 		return p
 	}
 	return a.v.GetStringMapString("plugin_sha256")[strings.ToLower(file)]
+}
+
+// stringMap returns the map-valued key: the entries of the file (or a
+// flag), with the entries the environment sets (envMap) added or
+// replacing them. It is the one reader of map-valued keys.
+func (a *app) stringMap(key string) map[string]string {
+	m := map[string]string{}
+	maps.Copy(m, a.v.GetStringMapString(key))
+	maps.Copy(m, envMap(key))
+	return m
 }
 
 // envMap returns the entries of map key set in the environment: for every

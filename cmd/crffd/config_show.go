@@ -73,11 +73,7 @@ func (a *app) effective(cmd *cobra.Command, s setting) (string, string) {
 	case []string:
 		v = strings.Join(a.stringList(s.Key), ",")
 	case map[string]string, map[string]float64:
-		m := map[string]string{}
-		for k, x := range a.v.GetStringMapString(s.Key) {
-			m[k] = x
-		}
-		maps.Copy(m, envMap(s.Key))
+		m := a.stringMap(s.Key)
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			parts = append(parts, k+"="+m[k])

@@ -264,6 +264,15 @@ func TestMapKeysFromEnvironment(t *testing.T) {
 	if _, err := a.kernelRef(); err == nil || !strings.Contains(err.Error(), `CRFFD_KERNEL_PARAMS_NU="one": kernel parameter nu is not a number`) {
 		t.Errorf("bad CRFFD_KERNEL_PARAMS_NU: %v", err)
 	}
+	// A parameter in the file that is not a number was read as 0 before.
+	os.Unsetenv("CRFFD_KERNEL_PARAMS_NU") // t.Setenv restores it
+	a, err = execute(t, "version", "--config", writeConfig(t, "kernel:\n  name: matern\n  params:\n    nu: one and a half\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.kernelRef(); err == nil || !strings.Contains(err.Error(), `kernel.params.nu="one and a half": kernel parameter nu is not a number`) {
+		t.Errorf("bad kernel.params.nu in the file: %v", err)
+	}
 }
 
 // TestIgnoredModelKeys lists the model.* keys a federated site was given

@@ -20,6 +20,7 @@ import (
 	"github.com/crffd/crffd/plugins/host"
 	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/selection"
+	"github.com/crffd/crffd/store"
 	"github.com/crffd/crffd/synth"
 )
 
@@ -187,7 +188,7 @@ func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
 		coalesce(sum(CASE WHEN extreme THEN treated + control END), 0) FROM crff_overlap`).Scan(&s.treated, &s.control, &s.extreme); err != nil {
 		return s, fmt.Errorf("read the overlap of %s: %w", path, err)
 	}
-	if err := readDemoSelection(ctx, db, &s); err != nil {
+	if err := readDemoSelection(ctx, path, &s); err != nil {
 		return s, fmt.Errorf("read crff_model_selection of %s: %w", path, err)
 	}
 	rows, err := db.QueryContext(ctx, `SELECT model, peer, lambda FROM crff_transfer`)
@@ -209,24 +210,28 @@ func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
 	return s, rows.Err()
 }
 
-// readDemoSelection reads the run's model selection into s.
-func readDemoSelection(ctx context.Context, db *sql.DB, s *demoSite) error {
-	rows, err := db.QueryContext(ctx, `SELECT candidate, kind, loss, se, diff, diff_se, chosen, n FROM crff_model_selection ORDER BY rowid`)
+// readDemoSelection reads the run's model selection of the site file at
+// path into s, through store.Site.ReadSelection.
+func readDemoSelection(ctx context.Context, path string, s *demoSite) error {
+	db, err := store.Open(ctx, path, store.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var c selection.Candidate
-		if err := rows.Scan(&c.Name, &c.Kind, &c.Loss, &c.SE, &c.Diff, &c.DiffSE, &c.Chosen, &s.held); err != nil {
-			return err
-		}
+	defer db.Close()
+	rows, err := db.ReadSelection(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		c := selection.Candidate{Name: r.Candidate, Kind: r.Kind, Ridge: r.Ridge}
+		c.Loss, c.SE, c.Diff, c.DiffSE, c.Chosen = r.Loss, r.SE, r.Diff, r.DiffSE, r.Chosen
 		if c.Chosen {
 			s.chosen = len(s.candidates)
 		}
+		s.held = r.N
 		s.candidates = append(s.candidates, c)
 	}
-	return rows.Err()
+	return nil
 }
 
 func printDemoResults(ctx context.Context, w io.Writer, dir string, names []string) error {

@@ -49,14 +49,7 @@ func federated(a *app) bool {
 // with CRFFD_FEDERATION_TRANSPORT_OPTIONS_<NAME> variables adding or
 // replacing entries.
 func (a *app) transportOptions() map[string]string {
-	opts := map[string]string{}
-	for k, v := range a.v.GetStringMapString("federation.transport_options") {
-		opts[k] = v
-	}
-	for k, v := range envMap("federation.transport_options") {
-		opts[k] = v
-	}
-	return opts
+	return a.stringMap("federation.transport_options")
 }
 
 // transportConfig returns the transport configuration of this daemon.

@@ -146,13 +146,15 @@ func (a *app) modelConfig() (estimator.Config, error) {
 // with CRFFD_KERNEL_PARAMS_<NAME> variables adding or replacing entries.
 func (a *app) kernelRef() (modelstore.Kernel, error) {
 	k := modelstore.Kernel{Name: a.v.GetString("kernel.name"), Params: map[string]float64{}}
-	for name := range a.v.GetStringMap("kernel.params") {
-		k.Params[name] = a.v.GetFloat64("kernel.params." + name)
-	}
-	for name, v := range envMap("kernel.params") {
+	env := envMap("kernel.params")
+	for name, v := range a.stringMap("kernel.params") {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			return k, fmt.Errorf("%s=%q: kernel parameter %s is not a number", envName("kernel.params."+name), v, name)
+			where := "kernel.params." + name
+			if _, ok := env[name]; ok {
+				where = envName(where)
+			}
+			return k, fmt.Errorf("%s=%q: kernel parameter %s is not a number", where, v, name)
 		}
 		k.Params[name] = f
 	}
