@@ -119,7 +119,8 @@ func CheckSites(sites []string) error {
 }
 
 // RunCoordinator runs one complete federation run over conn and returns its
-// result. Sites must be listening already or join within the retries.
+// result. Sites must be listening already or join within the retries. An
+// error of the run itself is a *RunError naming the run.
 func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Result, error) {
 	if len(cfg.Sites) == 0 {
 		return nil, errors.New("federation: no sites configured")
@@ -160,7 +161,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Res
 	res, err := c.run(ctx)
 	if err != nil {
 		c.abort(ctx, err)
-		return nil, err
+		return nil, &RunError{RunID: c.runID(), Err: err}
 	}
 	if cfg.Checkpoints != nil {
 		if err := cfg.Checkpoints.Clear(ctx); err != nil {

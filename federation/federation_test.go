@@ -371,6 +371,10 @@ func TestSilentSiteStopsTheRunNamingIt(t *testing.T) {
 	if !errors.Is(err, ErrSilent) || !strings.Contains(err.Error(), "site2") || strings.Contains(err.Error(), "site1") {
 		t.Fatalf("got %v", err)
 	}
+	var re *RunError
+	if !errors.As(err, &re) || re.RunID != cc.RunID {
+		t.Errorf("%v is not a RunError naming run %s", err, cc.RunID)
+	}
 	if got := FaultySites(err); !slices.Equal(got, []string{"site2"}) {
 		t.Errorf("FaultySites: %v, want [site2]", got)
 	}

@@ -199,7 +199,9 @@ type site struct {
 	tooFew error
 }
 
-// RunError is the error that ended a site's run, with the run's id.
+// RunError is the error that ended a run, with the run's id: at a site
+// (RunSite), and at the coordinator (RunCoordinator), where the id is the
+// checkpoint's when the run was resumed.
 type RunError struct {
 	RunID string
 	Err   error

@@ -48,8 +48,9 @@ const maxBackoff = 32
 // maxBackoff times.
 func (a *app) runFailed(ctx context.Context, db *federation.StateDB, run string, err error, retryAfter time.Duration, failures int) (time.Duration, error) {
 	// A resumed run has the checkpoint's id.
-	if st, lerr := db.Load(ctx); lerr == nil && st != nil {
-		run = st.RunID
+	var re *federation.RunError
+	if errors.As(err, &re) {
+		run = re.RunID
 	}
 	end := federation.EndOf(run, err)
 	wait := retryAfter * time.Duration(min(1<<min(failures, 30), maxBackoff))
