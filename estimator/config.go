@@ -137,6 +137,13 @@ type Config struct {
 
 	Seed uint64 // every random draw derives from Seed (see the package documentation)
 
+	// BatchSize B > 0 has each round of Adam compute a site's objective on
+	// B of its rows, scaled by n/B (see Site.Compute), so that a round
+	// costs the same whatever the site's size; a site of at most B rows,
+	// and every site under L-BFGS, computes on all its rows. Zero means
+	// every row, always.
+	BatchSize int
+
 	// Folds is the number of folds K over which the nuisance models of the
 	// doubly robust ATE are cross-fitted (CrossFit); 0 means DefaultFolds.
 	Folds int
@@ -262,6 +269,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("estimator: unknown LogOutcome %v", c.LogOutcome)
 	case c.MHSteps < 0:
 		return errors.New("estimator: Config.MHSteps must be non-negative")
+	case c.BatchSize < 0:
+		return errors.New("estimator: Config.BatchSize must be non-negative")
 	}
 	return nil
 }

@@ -32,36 +32,51 @@ var gradSchemas = []struct {
 	{"binary-y", Schema{Binary: []bool{false, true, true, false}, BinaryOutcome: true}},
 }
 
+// randomInput returns an input of lay's model with standard normal weights
+// and shared parameters of scale 0.3.
+func randomInput(lay *layout, rng *rand.Rand) *SiteInput {
+	in := &SiteInput{Model: lay.kind, Noise: 5, Weights: map[string]*mat.Dense{}, Shared: map[string][]float64{}}
+	for _, b := range lay.blocks {
+		w := mat.NewDense(b.Rows, b.Cols, nil)
+		for i := range b.Rows {
+			for j := range b.Cols {
+				w.Set(i, j, rng.NormFloat64())
+			}
+		}
+		in.Weights[b.Name] = w
+	}
+	for _, p := range lay.shared {
+		v := make([]float64, p.Size)
+		for i := range v {
+			v[i] = 0.3 * rng.NormFloat64()
+		}
+		in.Shared[p.Name] = v
+	}
+	return in
+}
+
 // TestSiteGradients checks G_c^s = ∂J^(s)/∂W_c^s and the shared-parameter
-// gradients of every model against central differences at random weights.
+// gradients of every model against central differences at random weights,
+// on every row and on a mini-batch.
 func TestSiteGradients(t *testing.T) {
 	for _, sc := range gradSchemas {
 		for _, kind := range Kinds {
-			for _, lin := range []float64{0, 0.7} {
-				t.Run(fmt.Sprintf("%s/%v/linear=%v", sc.name, kind, lin), func(t *testing.T) {
+			for _, c := range []struct {
+				lin   float64
+				batch int
+			}{{0, 0}, {0.7, 0}, {0.7, 4}} {
+				lin := c.lin
+				t.Run(fmt.Sprintf("%s/%v/linear=%v/batch=%d", sc.name, kind, lin, c.batch), func(t *testing.T) {
 					cfg := gradConfig(Learned)
 					cfg.Linear = lin
+					// With 11 rows in batches of 4, Compute differentiates
+					// 11/4 times the objective of round 3's batch.
+					cfg.BatchSize = c.batch
 					setup, sites, _ := toyFederation(t, 1, 11, sc.schema, cfg)
 					site := sites[0]
 					lay := newLayout(kind, setup)
-					rng := rand.New(rand.NewPCG(3, uint64(kind)))
-					in := &SiteInput{Model: kind, Noise: 5, Weights: map[string]*mat.Dense{}, Shared: map[string][]float64{}}
-					for _, b := range lay.blocks {
-						w := mat.NewDense(b.Rows, b.Cols, nil)
-						for i := range b.Rows {
-							for j := range b.Cols {
-								w.Set(i, j, rng.NormFloat64())
-							}
-						}
-						in.Weights[b.Name] = w
-					}
-					for _, p := range lay.shared {
-						v := make([]float64, p.Size)
-						for i := range v {
-							v[i] = 0.3 * rng.NormFloat64()
-						}
-						in.Shared[p.Name] = v
-					}
+					in := randomInput(lay, rand.New(rand.NewPCG(3, uint64(kind))))
+					in.Round = 3
 					ctx := context.Background()
 					loss := func() float64 {
 						out, err := site.Compute(ctx, in)

@@ -52,6 +52,7 @@ type Site struct {
 	col       *mat.Dense // n×1 scratch
 	dcol      *mat.Dense // n×1 scratch
 	outs      [3]*SiteOutput
+	bt        *batches // mini-batches (Config.BatchSize); nil until the first
 }
 
 // NewSite prepares site index's rows for training under setup. Rows are
@@ -107,13 +108,14 @@ func (s *Site) Rows() int { return s.n }
 // Release drops the workspaces of the models. The next Compute rebuilds
 // them; a simulated federation of many sites calls it after each model.
 func (s *Site) Release() {
-	s.prop, s.out, s.lat = nil, nil, nil
+	s.prop, s.out, s.lat, s.bt = nil, nil, nil, nil
 	s.outs = [3]*SiteOutput{}
 }
 
 // Compute evaluates the site's part of the objective of model in.Model at
-// the given weights: J^(s), ∂J^(s)/∂W^s and the shared-parameter gradients.
-// It is deterministic in its inputs. The returned output is owned by the
+// the given weights: J^(s), ∂J^(s)/∂W^s and the shared-parameter gradients;
+// with mini-batches (Config.BatchSize), n/B times those of round in.Round's
+// batch, an unbiased estimate of them. It is deterministic in its inputs. The returned output is owned by the
 // Site and valid until the next Compute of the same model.
 func (s *Site) Compute(ctx context.Context, in *SiteInput) (*SiteOutput, error) {
 	if err := ctx.Err(); err != nil {
@@ -125,6 +127,15 @@ func (s *Site) Compute(ctx context.Context, in *SiteInput) (*SiteOutput, error) 
 	lay := s.lays[in.Model]
 	if err := checkInput(lay, in); err != nil {
 		return nil, fmt.Errorf("estimator: site %d: %w", s.index, err)
+	}
+	if b := s.batchSize(); b < s.n {
+		out, err := s.batch(in.Model, in.Round).Compute(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		scaleOutput(out, float64(s.n)/float64(b))
+		out.Rows = s.n
+		return out, nil
 	}
 	out := s.output(lay)
 	out.Round = in.Round

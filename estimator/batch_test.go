@@ -1,0 +1,158 @@
+package estimator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestBatchesAreUnbiased: over one epoch (n/B rounds), the mean of a
+// site's mini-batch outputs, each n/B times its batch's, is the output on
+// every row: the batches of an epoch partition the rows when B divides n,
+// and the propensity and outcome objectives are sums over rows. (The
+// latent model's noise draws follow the rows' places in the batch, so its
+// epoch mean equals the full objective only in expectation; its batch
+// gradients are checked in TestSiteGradients.)
+func TestBatchesAreUnbiased(t *testing.T) {
+	const n, b = 12, 3
+	for _, sc := range gradSchemas {
+		for _, kind := range []Kind{Propensity, Outcome} {
+			t.Run(fmt.Sprintf("%s/%v", sc.name, kind), func(t *testing.T) {
+				cfg := gradConfig(Learned)
+				_, full, _ := toyFederation(t, 1, n, sc.schema, cfg)
+				cfg.BatchSize = b
+				setup, batched, _ := toyFederation(t, 1, n, sc.schema, cfg)
+				in := randomInput(newLayout(kind, setup), rand.New(rand.NewPCG(9, uint64(kind))))
+				ctx := context.Background()
+				want, err := full[0].Compute(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var loss float64
+				sum := map[string][]float64{}
+				for r := range n / b {
+					in.Round = 40 + r // an epoch: rounds 40..43 of 4 per epoch
+					out, err := batched[0].Compute(ctx, in)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if out.Rows != n {
+						t.Errorf("round %d: Rows %d, want %d", in.Round, out.Rows, n)
+					}
+					loss += out.Loss / (n / b)
+					for name, g := range out.Grads {
+						acc(sum, name, g.RawMatrix().Data, n/b)
+					}
+					for name, v := range out.Shared {
+						acc(sum, "shared "+name, v, n/b)
+					}
+				}
+				if e := relErr([]float64{loss}, []float64{want.Loss}, 1e-8); e > 1e-12 {
+					t.Errorf("mean batch loss %v, full %v", loss, want.Loss)
+				}
+				for name, g := range want.Grads {
+					if e := relErr(sum[name], g.RawMatrix().Data, 1e-8); e > 1e-12 {
+						t.Errorf("gradient %s: relative error %.3g of the epoch mean", name, e)
+					}
+				}
+				for name, v := range want.Shared {
+					if e := relErr(sum["shared "+name], v, 1e-8); e > 1e-12 {
+						t.Errorf("shared %s: relative error %.3g of the epoch mean", name, e)
+					}
+				}
+			})
+		}
+	}
+}
+
+// acc adds v/k to sum[name].
+func acc(sum map[string][]float64, name string, v []float64, k int) {
+	if sum[name] == nil {
+		sum[name] = make([]float64, len(v))
+	}
+	for i, x := range v {
+		sum[name][i] += x / float64(k)
+	}
+}
+
+// TestBatchRows: a batch is a function of the seed, the site, the model
+// and the round; the batches of an epoch hold distinct rows, all but the
+// n mod B left out; successive epochs draw other permutations; and every
+// batch is arm-sorted.
+func TestBatchRows(t *testing.T) {
+	const n, b = 10, 3
+	cfg := gradConfig(Learned)
+	cfg.BatchSize = b
+	_, sites, _ := toyFederation(t, 2, n, gradSchemas[0].schema, cfg)
+	_, again, _ := toyFederation(t, 2, n, gradSchemas[0].schema, cfg)
+	rows := func(s *Site, kind Kind, round int) []int {
+		s.batch(kind, round)
+		return slices.Clone(s.bt.idx)
+	}
+	var epoch0 []int
+	for r := range 3 {
+		idx := rows(sites[0], Outcome, r)
+		if len(idx) != b || !slices.IsSorted(idx) {
+			t.Fatalf("round %d: rows %v", r, idx)
+		}
+		if other := rows(again[0], Outcome, r); !slices.Equal(idx, other) {
+			t.Errorf("round %d: rows %v, then %v from the same seed", r, idx, other)
+		}
+		sub := sites[0].bt.sub
+		for k := 1; k < b; k++ {
+			if sub.w[k] < sub.w[k-1] {
+				t.Errorf("round %d: batch not arm-sorted: w %v", r, sub.w)
+			}
+		}
+		epoch0 = append(epoch0, idx...)
+	}
+	slices.Sort(epoch0)
+	if len(slices.Compact(epoch0)) != 9 {
+		t.Errorf("epoch 0 batches %v: want 9 distinct rows", epoch0)
+	}
+	if slices.Equal(rows(sites[0], Outcome, 0), rows(sites[0], Outcome, 3)) &&
+		slices.Equal(rows(sites[0], Outcome, 1), rows(sites[0], Outcome, 4)) {
+		t.Error("epoch 1 repeats epoch 0's batches")
+	}
+	if slices.Equal(rows(sites[0], Outcome, 5), rows(sites[1], Outcome, 5)) &&
+		slices.Equal(rows(sites[0], Latent, 5), rows(sites[0], Outcome, 5)) {
+		t.Error("two sites, or two models, draw the same batches")
+	}
+}
+
+// TestBatchSizeLeavesSmallSitesAndLBFGSAlone: a site of at most B rows,
+// and any site under L-BFGS, computes on every row, bit for bit as
+// without mini-batches.
+func TestBatchSizeLeavesSmallSitesAndLBFGSAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		batch  int
+		method Method
+	}{{"B = n", 11, Adam}, {"B > n", 50, Adam}, {"L-BFGS", 4, LBFGS}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := gradConfig(Learned)
+			cfg.Method = tc.method
+			_, full, _ := toyFederation(t, 1, 11, gradSchemas[0].schema, cfg)
+			cfg.BatchSize = tc.batch
+			setup, batched, _ := toyFederation(t, 1, 11, gradSchemas[0].schema, cfg)
+			for _, kind := range Kinds {
+				in := randomInput(newLayout(kind, setup), rand.New(rand.NewPCG(4, uint64(kind))))
+				in.Round = 7
+				a, err := full[0].Compute(context.Background(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				la := a.Loss
+				b, err := batched[0].Compute(context.Background(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.Loss != la || batched[0].bt != nil {
+					t.Errorf("%v: loss %v with B = %d, %v without", kind, b.Loss, tc.batch, la)
+				}
+			}
+		})
+	}
+}
