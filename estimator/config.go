@@ -203,6 +203,10 @@ type Config struct {
 //     as accurate here and costs no decoder evaluations.
 //   - Folds 5, the usual choice for cross-fitting (Chernozhukov et al.
 //     2018): each nuisance model sees 80% of the site's rows.
+//   - BatchSize 4096: a round of a larger site costs what a round of 4096
+//     rows does, whatever its size; every site of the benchmarks above
+//     (IHDP's 50 to 249 rows, the synthetic designs' 1000) is smaller, and
+//     trains on every row as before.
 func DefaultConfig() Config {
 	return Config{
 		Features:       200,
@@ -225,6 +229,7 @@ func DefaultConfig() Config {
 		StandardizeY:   true,
 		LogOutcome:     LogAuto,
 		Linear:         2,
+		BatchSize:      4096,
 	}
 }
 

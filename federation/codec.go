@@ -185,6 +185,7 @@ var configFields = []configField{
 	{"config.standardize_y", func(c *estimator.Config) float64 { return b2f(c.StandardizeY) }, func(c *estimator.Config, v float64) { c.StandardizeY = v != 0 }},
 	{"config.linear", func(c *estimator.Config) float64 { return c.Linear }, func(c *estimator.Config, v float64) { c.Linear = v }},
 	{"config.log_outcome", func(c *estimator.Config) float64 { return float64(c.LogOutcome) }, func(c *estimator.Config, v float64) { c.LogOutcome = estimator.LogOutcome(v) }},
+	{"config.batch_size", func(c *estimator.Config) float64 { return float64(c.BatchSize) }, func(c *estimator.Config, v float64) { c.BatchSize = int(v) }},
 }
 
 func b2f(b bool) float64 {

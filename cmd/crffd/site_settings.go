@@ -47,6 +47,7 @@ var modelSettings = func() []setting {
 		{"model.rounds", d.Rounds, "maximum training rounds per model"},
 		{"model.optimizer", d.Method.String(), "lbfgs or adam"},
 		{"model.learning_rate", d.LearningRate, "Adam's step size"},
+		{"model.batch_size", d.BatchSize, "with adam, the rows of a site each training round computes on (a random batch, scaled to the site's size); a site of at most this many rows, and lbfgs, use every row; 0: every row"},
 		{"model.samples", d.Samples, "effect samples per row"},
 		{"model.folds", d.Folds, "folds over which the nuisance models of the doubly robust (AIPW) ATE are cross-fitted at each site"},
 		{"model.mh_steps", d.MHSteps, "Metropolis–Hastings steps per effect sample (0: sample the latent z from q)"},
@@ -118,6 +119,10 @@ func (a *app) modelConfig() (estimator.Config, error) {
 	c.Latent = a.v.GetInt("model.latent")
 	c.Rounds = a.v.GetInt("model.rounds")
 	c.LearningRate = a.v.GetFloat64("model.learning_rate")
+	c.BatchSize = a.v.GetInt("model.batch_size")
+	if c.BatchSize < 0 {
+		return c, fmt.Errorf("model.batch_size %d: want 0 (every row) or a positive row count", c.BatchSize)
+	}
 	c.Samples = a.v.GetInt("model.samples")
 	c.MHSteps = a.v.GetInt("model.mh_steps")
 	c.Folds = a.v.GetInt("model.folds")
