@@ -97,7 +97,7 @@ func (s *Site) batch(kind Kind, round int) *Site {
 		sub.out.setInput(sub.x)
 	}
 	if sub.lat != nil {
-		sub.lat.enc = sub.newLatentEncoder()
+		sub.lat.enc = sub.newLatentEncoder(&sub.lat.enc)
 		sub.lat.epsSet = false
 	}
 	return sub

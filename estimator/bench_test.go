@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -48,5 +49,39 @@ func BenchmarkIHDPFit(b *testing.B) {
 	readIHDP(b, 1)
 	for b.Loop() {
 		runIHDP(b, 1, 3, DefaultConfig())
+	}
+}
+
+// BenchmarkSiteRound measures one site's round of each model, on every
+// row and on a mini-batch of 1024 (Config.BatchSize), at 10 000 and
+// 100 000 rows of 30 covariates with the default D = 200, dz = 20: with a
+// batch the cost of a round should not grow with the rows.
+func BenchmarkSiteRound(b *testing.B) {
+	schema := Schema{Binary: make([]bool, 30)}
+	for _, n := range []int{10000, 100000} {
+		for _, batch := range []int{0, 1024} {
+			if n == 100000 && batch == 0 && testing.Short() {
+				continue
+			}
+			cfg := DefaultConfig()
+			cfg.BatchSize = batch
+			setup, sites, _ := toyFederation(b, 1, n, schema, cfg)
+			for _, kind := range Kinds {
+				b.Run(fmt.Sprintf("rows=%d/batch=%d/%v", n, batch, kind), func(b *testing.B) {
+					in := randomInput(newLayout(kind, setup), rand.New(rand.NewPCG(1, uint64(kind))))
+					ctx := context.Background()
+					b.ReportAllocs()
+					round := 0
+					for b.Loop() {
+						in.Round, in.Noise = round, uint64(round)
+						round++
+						if _, err := sites[0].Compute(ctx, in); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+			sites[0].Release()
+		}
 	}
 }

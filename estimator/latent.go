@@ -60,7 +60,7 @@ func (s *Site) latentWork() *latentWork {
 		gdec: mat.NewDense(twoD, decX+dx, nil),
 		sq:   make([]float64, dz),
 	}
-	s.lat.enc = s.newLatentEncoder()
+	s.lat.enc = s.newLatentEncoder(nil)
 	return s.lat
 }
 
@@ -82,28 +82,40 @@ type latentEncoder struct {
 	pre   *mat.Dense // n×D: U·Ω0, fixed
 	u     *mat.Dense // 2n×Out: per group (control first), its rows of φ, then of ψ
 	um    *mat.Dense // 2n×dz: u·W_q of the group, rows as in u
+	in    *mat.Dense // n×(dx+1): the inputs [x, y] when byArm, else nil (x is used)
 	scale float64    // e^a of the last forward pass
 }
 
-func (s *Site) newLatentEncoder() latentEncoder {
+// newLatentEncoder builds the encoder on the site's rows, in old's
+// matrices when old (nil for none) has the site's sizes: a mini-batch
+// rebuilds it every round.
+func (s *Site) newLatentEncoder(old *latentEncoder) latentEncoder {
 	fm := s.setup.Maps[mapEncoder]
 	_, D := fm.Omega0.Dims()
-	var in *mat.Dense
 	byArm := s.setup.EncodesOutcome()
+	e := latentEncoder{D: D, byArm: byArm}
+	if old != nil && old.pre != nil && old.byArm == byArm {
+		if r, _ := old.pre.Dims(); r == s.n {
+			e.pre, e.u, e.um, e.in = old.pre, old.u, old.um, old.in
+			// The ψ rows' linear columns must be 0, and a row of ψ may
+			// have been a row of φ in the last batch.
+			e.u.Zero()
+		}
+	}
+	if e.pre == nil {
+		e.pre = mat.NewDense(s.n, D, nil)
+		e.u = mat.NewDense(2*s.n, fm.Out(), nil)
+		e.um = mat.NewDense(2*s.n, s.setup.Config.Latent, nil)
+	}
+	in := s.x
 	if byArm {
 		_, dx := s.x.Dims()
-		in = mat.NewDense(s.n, dx+1, nil)
+		if e.in == nil {
+			e.in = mat.NewDense(s.n, dx+1, nil)
+		}
+		in = e.in
 		in.Slice(0, s.n, 0, dx).(*mat.Dense).Copy(s.x)
 		in.SetCol(dx, s.y)
-	} else {
-		in = s.x
-	}
-	e := latentEncoder{
-		D:     D,
-		byArm: byArm,
-		pre:   mat.NewDense(s.n, D, nil),
-		u:     mat.NewDense(2*s.n, fm.Out(), nil),
-		um:    mat.NewDense(2*s.n, s.setup.Config.Latent, nil),
 	}
 	var g gemm
 	g.mul(view(e.pre), view(in), view(fm.Omega0))
