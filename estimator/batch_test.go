@@ -183,6 +183,10 @@ func TestBatchOutputIgnoresHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			gotLoss, gotGrads := got.Loss, cloneGrads(got)
+			gotShared := map[string][]float64{}
+			for name, v := range got.Shared {
+				gotShared[name] = slices.Clone(v)
+			}
 			want, err := b[0].Compute(ctx, in)
 			if err != nil {
 				t.Fatal(err)
@@ -193,6 +197,11 @@ func TestBatchOutputIgnoresHistory(t *testing.T) {
 			for name, g := range want.Grads {
 				if !slices.Equal(gotGrads[name], g.RawMatrix().Data) {
 					t.Errorf("%s/%v: round 3's gradient %s depends on the rounds before", sc.name, kind, name)
+				}
+			}
+			for name, v := range want.Shared {
+				if !slices.Equal(gotShared[name], v) {
+					t.Errorf("%s/%v: round 3's gradient of %s depends on the rounds before: %v, %v first", sc.name, kind, name, gotShared[name], v)
 				}
 			}
 		}
