@@ -165,3 +165,21 @@ func FuzzDecodeATEs(f *testing.F) {
 		}
 	})
 }
+
+// TestEquivalenceWithMiniBatches repeats the equivalence check with
+// mini-batches smaller than every site (estimator.Config.BatchSize): each
+// site draws its batches from the seed, its index, the model and the
+// round, so daemons train on the rows the simulated federation does.
+func TestEquivalenceWithMiniBatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFed(40, 50)
+	cfg := testConfig()
+	cfg.BatchSize = 16
+	_, _, sites := runEquivalent(ctx, t, f, cfg)
+	for s, ch := range sites {
+		if r := <-ch; r.err != nil {
+			t.Fatalf("site %d: %v", s, r.err)
+		}
+	}
+}
