@@ -49,25 +49,40 @@ func (m *Model) Nuisance(site int, data *Data) (inference.Nuisance, error) {
 }
 
 // nuisanceModelUnits returns the propensity and the outcome model's means,
-// in model units (logits for a binary outcome), of standardised rows x.
+// in model units (logits for a binary outcome), of standardised rows x. It
+// maps nuisanceChunk rows at a time, so that its memory does not grow with
+// the rows beyond the three results.
 func (m *Model) nuisanceModelUnits(site int, x *mat.Dense) (prop, mu0, mu1 []float64) {
 	n, _ := x.Dims()
 	setup := m.Setup
-	phi := setup.Maps[mapPropensity].Map(nil, x, m.Propensity.Shared["a"][0])
+	prop, mu0, mu1 = make([]float64, n), make([]float64, n), make([]float64, n)
+	pw, ow := m.Propensity.Weights[site]["psi"], m.Outcome.Weights[site]
+	fp, fo := setup.Maps[mapPropensity], setup.Maps[mapOutcome]
+	ap, ao := m.Propensity.Shared["a"][0], m.Outcome.Shared["a"][0]
 	var col mat.Dense
-	col.Mul(phi, m.Propensity.Weights[site]["psi"])
-	prop = make([]float64, n)
-	for i := range n {
-		prop[i] = sigmoid(col.At(i, 0))
+	var a, b mat.VecDense
+	for i0 := 0; i0 < n; i0 += nuisanceChunk {
+		i1 := min(n, i0+nuisanceChunk)
+		xs := x.Slice(i0, i1, 0, x.RawMatrix().Cols)
+		col.Reset()
+		col.Mul(fp.Map(nil, xs, ap), pw)
+		for i := i0; i < i1; i++ {
+			prop[i] = sigmoid(col.At(i-i0, 0))
+		}
+		phi := fo.Map(nil, xs, ao)
+		a.Reset()
+		b.Reset()
+		a.MulVec(phi, ow["beta0"].ColView(0))
+		b.MulVec(phi, ow["beta1"].ColView(0))
+		copy(mu0[i0:i1], a.RawVector().Data)
+		copy(mu1[i0:i1], b.RawVector().Data)
 	}
-	ow := m.Outcome.Weights[site]
-	setup.Maps[mapOutcome].Map(phi, x, m.Outcome.Shared["a"][0])
-	a := mat.NewVecDense(n, nil)
-	b := mat.NewVecDense(n, nil)
-	a.MulVec(phi, ow["beta0"].ColView(0))
-	b.MulVec(phi, ow["beta1"].ColView(0))
-	return prop, a.RawVector().Data, b.RawVector().Data
+	return prop, mu0, mu1
 }
+
+// nuisanceChunk is the number of rows whose features nuisanceModelUnits
+// holds at once.
+const nuisanceChunk = 4096
 
 // outcomeSD is the outcome model's noise scale in model units, e^t, or 0
 // for a binary outcome.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,5 +158,34 @@ func TestCrossFitOwnRow(t *testing.T) {
 	tiny := &Data{X: mat.NewDense(1, 2, []float64{1, 2}), W: []float64{1}, Y: []float64{3}}
 	if _, err := CrossFit(ctx, m.Setup, 0, tiny); err == nil {
 		t.Error("cross-fitting one row succeeded")
+	}
+}
+
+// TestNuisanceChunks: the nuisance predictions of a row do not depend on
+// the rows predicted with it, so predicting more rows than one chunk at
+// once (nuisanceChunk) gives each row what predicting it alone does.
+func TestNuisanceChunks(t *testing.T) {
+	ctx := context.Background()
+	schema := Schema{Binary: []bool{false, false}}
+	rng := rand.New(rand.NewPCG(7, 8))
+	m, err := Fit(ctx, []*Data{toyData(rng, 60, schema, 0)}, schema, GaussianSpectral{}, nuisanceConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := toyData(rng, nuisanceChunk+5, schema, 0)
+	all, err := m.Nuisance(0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, nuisanceChunk - 1, nuisanceChunk, nuisanceChunk + 4} {
+		one := &Data{X: mat.NewDense(1, 2, slices.Clone(d.X.RawRowView(i))), W: d.W[i : i+1], Y: d.Y[i : i+1]}
+		nu, err := m.Nuisance(0, one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nu.Propensity[0] != all.Propensity[i] || nu.Mu0[0] != all.Mu0[i] || nu.Mu1[0] != all.Mu1[i] {
+			t.Errorf("row %d: alone %v %v %v, among %d rows %v %v %v", i, nu.Propensity[0], nu.Mu0[0], nu.Mu1[0],
+				len(d.W), all.Propensity[i], all.Mu0[i], all.Mu1[i])
+		}
 	}
 }
