@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -83,5 +84,31 @@ func BenchmarkSiteRound(b *testing.B) {
 			}
 			sites[0].Release()
 		}
+	}
+}
+
+// BenchmarkEffects measures scoring 10 000 rows of 30 covariates with the
+// default D = 200, dz = 20 and 100 samples per row (the model is trained
+// for 5 rounds only: its weights do not change the cost), on one core and
+// on every core.
+func BenchmarkEffects(b *testing.B) {
+	schema := Schema{Binary: make([]bool, 30)}
+	cfg := DefaultConfig()
+	cfg.Rounds = 5
+	data := toySites(1, 10000, schema)
+	m, err := Fit(context.Background(), data, schema, GaussianSpectral{}, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, procs := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("rows=10000/procs=%d", procs), func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := m.Effects(context.Background(), 0, data[0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

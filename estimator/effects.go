@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
+
+	"github.com/crffd/crffd/internal/parallel"
 )
 
 // Effects are the estimated effects of the rows of one site, in the
@@ -70,15 +74,31 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 	e.Propensity, mu0, mu1 = m.nuisanceModelUnits(site, x)
 	sdY := m.outcomeSD()
 
-	sc := newScorer(m, site, x)
+	// Chunks of rows are scored on every core, each worker in its own
+	// scorer: a row's draws are keyed by the row alone, and each chunk
+	// writes its own rows of e, so the result does not depend on how many
+	// workers there are.
 	rows := max(1, effectChunk/cfg.Samples)
-	tau := make([]float64, cfg.Samples)
-	for i0 := 0; i0 < n; i0 += rows {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	chunks := (n + rows - 1) / rows
+	workers := min(runtime.GOMAXPROCS(0), chunks)
+	pool := make(chan *scorer, workers)
+	for range workers {
+		pool <- newScorer(m, site, x)
+	}
+	var (
+		mu   sync.Mutex
+		done int
+	)
+	parallel.ForEach(chunks, workers, func(c int) {
+		if ctx.Err() != nil {
+			return
 		}
+		sc := <-pool
+		defer func() { pool <- sc }()
+		i0 := c * rows
 		i1 := min(n, i0+rows)
 		sc.sample(i0, i1, e.Propensity, mu0, mu1, sdY)
+		tau := sc.tau
 		for i := i0; i < i1; i++ {
 			base := (i - i0) * cfg.Samples
 			var s0, s1 float64
@@ -99,7 +119,13 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 			e.Lower[i] = stat.Quantile(0.025, stat.LinInterp, tau, nil)
 			e.Upper[i] = stat.Quantile(0.975, stat.LinInterp, tau, nil)
 		}
-		reportScoring(ctx, i1, n)
+		mu.Lock()
+		done += i1 - i0
+		reportScoring(ctx, done, n)
+		mu.Unlock()
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	e.ATE = stat.Mean(e.CATE, nil)
 	return e, nil
@@ -110,7 +136,7 @@ type scorer struct {
 	setup  *Setup
 	site   int
 	x      *mat.Dense // n×dx standardised covariates
-	preX   *mat.Dense // n×D: x·Ω_enc[:dx], the y-free part of the encoder input
+	preX   *mat.Dense // rows×D: x·Ω_enc[:dx] of the chunk's rows, the y-free part of the encoder input
 	omegaY []float64  // D: the encoder frequencies of y; nil when it reads x alone
 	u      []float64  // D: one sample's encoder pre-activations, when it reads y
 	aq, az float64
@@ -132,20 +158,22 @@ type scorer struct {
 	yhat0, yhat1  []float64
 	arm0, arm1    []int
 	phiArm, mqArm *mat.Dense
-	invVarY       float64 // e^{−2t} of the decoder's y
-	sdY           float64 // e^t of the decoder's y, in model units
+	invVarY       float64   // e^{−2t} of the decoder's y
+	sdY           float64   // e^t of the decoder's y, in model units
+	tau           []float64 // per sample of one row: ŷ1 − ŷ0
 }
 
 func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 	setup := m.Setup
 	cfg := setup.Config
-	n, dx := x.Dims()
+	_, dx := x.Dims()
 	R := max(1, effectChunk/cfg.Samples) * cfg.Samples
 	D, dz := cfg.Features, cfg.Latent
 	enc := setup.Maps[mapEncoder].Omega0
 	sc := &scorer{
 		setup: setup, site: site, x: x,
-		preX: mat.NewDense(n, D, nil),
+		preX: mat.NewDense(R/cfg.Samples, D, nil),
+		tau:  make([]float64, cfg.Samples),
 		aq:   m.Latent.Shared["a_q"][0],
 		az:   m.Latent.Shared["a_z"][0],
 		sq:   make([]float64, dz),
@@ -170,7 +198,6 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 		sc.omegaY = mat.Row(nil, dx, enc)
 		sc.u = make([]float64, D)
 	}
-	sc.preX.Mul(x, enc.Slice(0, dx, 0, D))
 	for k, r := range m.Latent.Shared["r"] {
 		sc.sq[k] = math.Exp(r)
 	}
@@ -198,11 +225,15 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 	c := 1 / math.Sqrt(float64(D))
 	lin := sc.setup.Maps[mapEncoder].linScale()
 	sc.arm0, sc.arm1 = sc.arm0[:0], sc.arm1[:0]
+	enc := sc.setup.Maps[mapEncoder].Omega0
+	_, dx := sc.x.Dims()
+	preX := sc.preX.Slice(0, i1-i0, 0, D).(*mat.Dense)
+	preX.Mul(sc.x.Slice(i0, i1, 0, dx), enc.Slice(0, dx, 0, D))
 	for i := i0; i < i1; i++ {
 		r := i - i0
 		sc.pcg[r].Seed(cfg.Seed, mix(streamEffects, uint64(sc.site), uint64(i)))
 		rng := sc.rng[r]
-		px := sc.preX.RawRowView(i)
+		px := sc.preX.RawRowView(r)
 		for l := range N {
 			k := r*N + l
 			w := 0.0

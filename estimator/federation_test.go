@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -330,5 +331,36 @@ func TestResumeLBFGS(t *testing.T) {
 	uphill := base(Iterate{X: vec(0), Gradient: vec(1), F: 2, Round: 3}, Iterate{X: vec(1), Gradient: vec(-1), F: 1, Round: 5})
 	if r, err := ResumeCoordinator(setup, uphill); err == nil || !strings.Contains(err.Error(), "resume outcome L-BFGS at round 5") {
 		t.Errorf("resume with no descent direction: done %v, %v; want an error", r != nil && r.Done(), err)
+	}
+}
+
+// TestEffectsWorkers: scoring on one core and on several gives the same
+// effects, bit for bit: each chunk of rows is scored on its own.
+func TestEffectsWorkers(t *testing.T) {
+	schema := Schema{Binary: []bool{true, false, false}}
+	sites := toySites(1, 300, schema)
+	cfg := smallConfig()
+	cfg.Samples = 50
+	m, err := Fit(context.Background(), sites, schema, GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	one, err := m.Effects(context.Background(), 0, sites[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GOMAXPROCS(4)
+	four, err := m.Effects(context.Background(), 0, sites[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		a, b []float64
+	}{{"CATE", one.CATE, four.CATE}, {"SD", one.SD, four.SD}, {"Lower", one.Lower, four.Lower}, {"Y1", one.Y1, four.Y1}} {
+		if !slices.Equal(c.a, c.b) {
+			t.Errorf("%s differs between one worker and four", c.name)
+		}
 	}
 }

@@ -44,13 +44,17 @@ func TestWithScoringProgress(t *testing.T) {
 	if _, err := m.Effects(ctx, 0, sites[0]); err != nil {
 		t.Fatal(err)
 	}
-	want := [][2]int{{81, 300}, {162, 300}, {243, 300}, {300, 300}}
-	if len(got) != len(want) {
-		t.Fatalf("reports %v, want %v", got, want)
+	// Chunks of 81, 81, 81 and 57 rows, scored on every core: one report
+	// per chunk, as each finishes, counting the rows scored so far.
+	if len(got) != 4 || got[3] != [2]int{300, 300} {
+		t.Fatalf("reports %v, want 4 ending with 300 of 300", got)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("reports %v, want %v", got, want)
+	for i, r := range got {
+		if r[1] != 300 || (i > 0 && r[0] <= got[i-1][0]) {
+			t.Fatalf("reports %v: want rising counts of 300", got)
+		}
+		if d := r[0]; d%81 != 0 && (d-57)%81 != 0 {
+			t.Fatalf("reports %v: %d is not a sum of chunk sizes", got, d)
 		}
 	}
 }
