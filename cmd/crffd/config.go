@@ -55,6 +55,7 @@ type app struct {
 	// configFile is the --config path, against which relative paths in
 	// the configuration are resolved.
 	configFile string
+	profile    *os.File // the --cpu-profile file while the profile runs
 }
 
 // load builds the configuration of cmd: defaults, then the YAML file named

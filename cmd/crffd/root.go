@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
@@ -19,8 +22,12 @@ func rootCmd(a *app) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return a.load(cmd)
+			if err := a.load(cmd); err != nil {
+				return err
+			}
+			return a.startProfile(cmd)
 		},
+		PersistentPostRunE: func(*cobra.Command, []string) error { return a.stopProfile() },
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
@@ -29,10 +36,40 @@ func rootCmd(a *app) *cobra.Command {
 	pf.String("plugin-dir", "", "directory holding the plugin executables (default: beside crffd)")
 	pf.String("log-level", "info", "log level: debug, info, warn or error")
 	pf.String("log-format", "text", "log format: text or json")
+	pf.String("cpu-profile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
 	bindFlag(pf, "plugin-dir", "plugin_dir")
 	bindFlag(pf, "log-level", "log_level")
 	bindFlag(pf, "log-format", "log_format")
 
 	root.AddCommand(newVersionCmd(a), newKernelsCmd(a), newSimulateCmd(a), newEvalCmd(a), newImportCmd(a), newCertsCmd(a), newFitCmd(a), newSiteCmd(a), newCoordinatorCmd(a), newDemoCmd(a), newReportCmd(a), newConfigCmd(a))
 	return root
+}
+
+// startProfile starts the CPU profile --cpu-profile names, if any.
+func (a *app) startProfile(cmd *cobra.Command) error {
+	path, _ := cmd.Flags().GetString("cpu-profile")
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--cpu-profile %q: %w", path, err)
+	}
+	a.profile = f
+	return nil
+}
+
+// stopProfile ends the CPU profile startProfile began.
+func (a *app) stopProfile() error {
+	if a.profile == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := a.profile.Close()
+	a.profile = nil
+	return err
 }
