@@ -46,6 +46,8 @@ var (
 	ErrInvalid = errors.New("invalid certificate material")
 	// ErrName reports a certificate name that is not a federation name.
 	ErrName = errors.New("invalid certificate name")
+	// ErrNotIssued reports a certificate to renew that does not exist.
+	ErrNotIssued = errors.New("no certificate to renew; issue one first")
 )
 
 // Files names a daemon's certificate files.
@@ -115,13 +117,10 @@ func InitCA(dir string) (*Issued, error) {
 // CommonName name, a DNS or IP subject alternative name per entry of hosts
 // (for example "127.0.0.1", "localhost", "coord.example.org": the coordinator
 // needs the host sites dial), and ExtKeyUsage ServerAuth and ClientAuth. It
-// refuses, with ErrExists, to overwrite a file.
+// refuses, with ErrExists, to overwrite a file; Renew replaces them.
 func Issue(caDir, name, outDir string, hosts []string) (*Issued, error) {
-	if err := wire.CheckName(name); err != nil {
-		return nil, fmt.Errorf("certs: %w: %w", ErrName, err)
-	}
-	if name == "ca" {
-		return nil, fmt.Errorf("certs: name %q is reserved for the CA's files: %w", name, ErrName)
+	if err := checkLeafName(name); err != nil {
+		return nil, err
 	}
 	ca, caKey, err := loadCA(caDir)
 	if err != nil {
@@ -141,15 +140,86 @@ func Issue(caDir, name, outDir string, hosts []string) (*Issued, error) {
 	if err := copyCA(ca, f.CA); err != nil {
 		return nil, err
 	}
+	der, key, err := signLeaf(name, tmpl, ca, caKey)
+	if err != nil {
+		return nil, err
+	}
+	return writePair(der, key, f.Cert, f.Key)
+}
+
+// Renew issues name a new certificate and key with the CA in caDir, as
+// Issue does, and replaces outDir/NAME.crt and outDir/NAME.key, which a
+// running daemon then picks up (Reloader). The certificate to renew must
+// exist (ErrNotIssued otherwise); nil hosts keep its subject alternative
+// names, so that renewing the coordinator's certificate does not drop the
+// host name sites dial. Each file is written to a temporary file in outDir,
+// synced and renamed over the old one, so that a reader sees either the
+// old file or the new one, never a partly written one; the key keeps mode
+// 0600. outDir's ca.crt must be the CA's certificate (ErrExists otherwise).
+func Renew(caDir, name, outDir string, hosts []string) (*Issued, error) {
+	if err := checkLeafName(name); err != nil {
+		return nil, err
+	}
+	ca, caKey, err := loadCA(caDir)
+	if err != nil {
+		return nil, err
+	}
+	f := FilesIn(outDir, name)
+	old, err := readCert(f.Cert)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("certs: renew %q: %s does not exist: %w", name, f.Cert, ErrNotIssued)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if hosts == nil {
+		hosts = hostsOf(old)
+	}
+	tmpl, err := leafTemplate(name, hosts, ca)
+	if err != nil {
+		return nil, err
+	}
+	if err := copyCA(ca, f.CA); err != nil {
+		return nil, err
+	}
+	der, key, err := signLeaf(name, tmpl, ca, caKey)
+	if err != nil {
+		return nil, err
+	}
+	return replacePair(der, key, f.Cert, f.Key)
+}
+
+// checkLeafName checks the name of a daemon's certificate.
+func checkLeafName(name string) error {
+	if err := wire.CheckName(name); err != nil {
+		return fmt.Errorf("certs: %w: %w", ErrName, err)
+	}
+	if name == "ca" {
+		return fmt.Errorf("certs: name %q is reserved for the CA's files: %w", name, ErrName)
+	}
+	return nil
+}
+
+// signLeaf makes a key for name and signs its certificate with the CA.
+func signLeaf(name string, tmpl, ca *x509.Certificate, caKey crypto.Signer) ([]byte, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("certs: generate key for %q: %w", name, err)
+		return nil, nil, fmt.Errorf("certs: generate key for %q: %w", name, err)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("certs: sign certificate for %q: %w", name, err)
+		return nil, nil, fmt.Errorf("certs: sign certificate for %q: %w", name, err)
 	}
-	return writePair(der, key, f.Cert, f.Key)
+	return der, key, nil
+}
+
+// hostsOf returns the subject alternative names of c, as Issue's hosts.
+func hostsOf(c *x509.Certificate) []string {
+	hosts := append([]string{}, c.DNSNames...)
+	for _, ip := range c.IPAddresses {
+		hosts = append(hosts, ip.String())
+	}
+	return hosts
 }
 
 // leafTemplate returns the certificate template of a daemon.
@@ -248,25 +318,114 @@ func copyCA(ca *x509.Certificate, path string) error {
 	return writeNew(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o644)
 }
 
-// writePair writes a certificate and its key, removing both if either
-// cannot be written.
-func writePair(der []byte, key *ecdsa.PrivateKey, certPath, keyPath string) (*Issued, error) {
-	cert, err := x509.ParseCertificate(der)
+// encodePair returns a new certificate and the PEM of it and of its key.
+func encodePair(der []byte, key *ecdsa.PrivateKey) (cert *x509.Certificate, certPEM, keyPEM []byte, err error) {
+	cert, err = x509.ParseCertificate(der)
 	if err != nil {
-		return nil, fmt.Errorf("certs: parse new certificate: %w", err)
+		return nil, nil, nil, fmt.Errorf("certs: parse new certificate: %w", err)
 	}
 	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("certs: encode key: %w", err)
+		return nil, nil, nil, fmt.Errorf("certs: encode key: %w", err)
 	}
-	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
+	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), nil
+}
+
+// writePair writes a certificate and its key, removing both if either
+// cannot be written.
+func writePair(der []byte, key *ecdsa.PrivateKey, certPath, keyPath string) (*Issued, error) {
+	cert, certPEM, keyPEM, err := encodePair(der, key)
+	if err != nil {
 		return nil, err
 	}
-	if err := writeNew(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := writeNew(keyPath, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeNew(certPath, certPEM, 0o644); err != nil {
 		os.Remove(keyPath)
 		return nil, err
 	}
 	return &Issued{Certificate: cert, CertFile: certPath, KeyFile: keyPath}, nil
+}
+
+// replacePair replaces a certificate and its key. Both are written and
+// synced to temporary files before either is renamed into place, so that
+// a daemon reading them (Reloader) sees a mismatched pair for no longer
+// than two renames take.
+func replacePair(der []byte, key *ecdsa.PrivateKey, certPath, keyPath string) (*Issued, error) {
+	cert, certPEM, keyPEM, err := encodePair(der, key)
+	if err != nil {
+		return nil, err
+	}
+	keyTmp, err := writeTemp(keyPath, keyPEM, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	certTmp, err := writeTemp(certPath, certPEM, 0o644)
+	if err != nil {
+		os.Remove(keyTmp)
+		return nil, err
+	}
+	if err := os.Rename(keyTmp, keyPath); err != nil {
+		os.Remove(keyTmp)
+		os.Remove(certTmp)
+		return nil, fmt.Errorf("certs: replace %s: %w", keyPath, err)
+	}
+	if err := os.Rename(certTmp, certPath); err != nil {
+		os.Remove(certTmp)
+		return nil, fmt.Errorf("certs: %s is new but %s could not be replaced, so they do not match; renew again: %w", keyPath, certPath, err)
+	}
+	if err := syncDir(filepath.Dir(keyPath)); err != nil {
+		return nil, err
+	}
+	if filepath.Dir(certPath) != filepath.Dir(keyPath) {
+		if err := syncDir(filepath.Dir(certPath)); err != nil {
+			return nil, err
+		}
+	}
+	return &Issued{Certificate: cert, CertFile: certPath, KeyFile: keyPath}, nil
+}
+
+// writeTemp writes data with perm to a new temporary file beside path,
+// synced, and returns its name. A temporary file that cannot be written
+// is removed.
+func writeTemp(path string, data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("certs: %w", err)
+	}
+	err = f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("certs: write %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
+}
+
+// syncDir makes the renames in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("certs: sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // refuseExisting returns an ErrExists error naming the first path that exists.

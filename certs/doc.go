@@ -5,7 +5,9 @@
 // (Issue). Every certificate carries ExtKeyUsage ServerAuth and ClientAuth:
 // the coordinator serves TLS, sites authenticate as TLS clients, and the
 // same files work in either role. Keys are ECDSA P-256 in PKCS #8 PEM and
-// are written with mode 0600; nothing is ever overwritten.
+// are written with mode 0600. Nothing is ever overwritten, except by Renew,
+// which replaces a daemon's certificate and key with new ones from the
+// same CA, one atomic rename per file.
 //
 // # Names
 //
@@ -25,4 +27,14 @@
 // CA folder. ServerConfig and ClientConfig build the *tls.Config of the
 // coordinator (TLS 1.3, client certificates required and verified against
 // the federation CA) and of a site from those files.
+//
+// # Renewal
+//
+// A daemon runs for months, longer than one should wait to replace a
+// certificate. Reloader holds a daemon's material and reads the files
+// again when they change on disk (time, size or inode), so that its
+// ServerConfig and ClientConfig hand the renewed certificate to the next
+// handshake without a restart. Files that do not load, or whose
+// certificate names another daemon, are reported and not used; the last
+// good certificate stays.
 package certs

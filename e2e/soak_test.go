@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"crypto/x509"
 	"database/sql"
+	"encoding/pem"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,15 +24,23 @@ import (
 // run_every and 5 long-lived site daemons run over grpc on loopback while
 // a driver inserts, edits and deletes rows at every site (6 a second), and a killer
 // SIGKILLs a random daemon every DURATION/12 (at least every 20 s) and
-// restarts it. At the end it checks:
+// restarts it. Once an hour, and at half time in a soak shorter than two
+// hours, it renews a random connected site's certificate with `crffd certs
+// issue NAME --renew`, without restarting that site, and waits up to a
+// minute for the site's log to show the new certificate's serial number
+// loaded. At the end it checks:
 //   - every run ended completed, or refused or failed with a recorded reason,
 //     in every site's crff_run_log and in the coordinator's run log;
+//   - a run that started after the last rotation completed (the run id
+//     begins with its start time), which the renewed certificate took
+//     part in, since every site must finish a run;
 //   - PRAGMA integrity_check is ok in every file;
 //   - every live row has exactly one CATE, from the site's current run;
 //   - no plugin process outlives the daemons;
 //   - every daemon process's open files and RSS are flat after a warm-up.
 //
-// It logs one summary line: runs, kills, rows changed, violations.
+// It logs one summary line: runs, kills, rotations, rows changed,
+// violations.
 func TestSoak(t *testing.T) {
 	spec := os.Getenv("CRFFD_SOAK")
 	if spec == "" {
@@ -50,6 +61,7 @@ func TestSoak(t *testing.T) {
 	// The daemons, restartable by name.
 	var mu sync.Mutex
 	daemons := map[string]*daemon{}
+	started := map[string]time.Time{}
 	var names []string
 	start := func(name string) {
 		role := "site"
@@ -58,7 +70,7 @@ func TestSoak(t *testing.T) {
 		}
 		d := startDaemon(t, name, role, "--config", filepath.Join(dir, name+".yaml"))
 		mu.Lock()
-		daemons[name] = d
+		daemons[name], started[name] = d, time.Now()
 		mu.Unlock()
 	}
 	for k := 1; k <= sites; k++ {
@@ -103,7 +115,9 @@ func TestSoak(t *testing.T) {
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	changed, kills := 0, 0
+	changed, kills, rotations := 0, 0, 0
+	var lastRotation time.Time
+	var rotationErrs []string
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var rngMu sync.Mutex
 	intn := func(n int) int { rngMu.Lock(); defer rngMu.Unlock(); return rng.IntN(n) }
@@ -143,13 +157,78 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}()
-	// The killer and the sampler.
+	// rotate renews the certificate of a site that has run for a while (its
+	// transport holds the old files), as sandbox laid out its files
+	// (certs/ca, certs/NAME/NAME.crt), and waits for the running daemon to
+	// load it. It reports whether there was such a site.
+	rotate := func() bool {
+		var candidates []string
+		mu.Lock()
+		for _, n := range names[:sites] {
+			if time.Since(started[n]) > 15*time.Second {
+				candidates = append(candidates, n)
+			}
+		}
+		mu.Unlock()
+		if len(candidates) == 0 {
+			return false
+		}
+		n := candidates[intn(len(candidates))]
+		mu.Lock()
+		d := daemons[n]
+		mu.Unlock()
+		out, err := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "certs", "issue", n, "--renew",
+			"--dir", filepath.Join(dir, "certs", "ca"), "--out", filepath.Join(dir, "certs", n)).CombinedOutput()
+		fail := func(format string, args ...any) {
+			mu.Lock()
+			rotationErrs = append(rotationErrs, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}
+		if err != nil {
+			fail("renew %s: %v\n%s", n, err, out)
+			return true
+		}
+		serial, err := certSerial(filepath.Join(dir, "certs", n, n+".crt"))
+		if err != nil {
+			fail("renewed certificate of %s: %v", n, err)
+			return true
+		}
+		// The transport checks its files every 10 s, and the site then
+		// reconnects with the new certificate.
+		ok := poll(time.Minute, func() bool {
+			log := d.err.String()
+			return strings.Contains(log, "certificate files changed: using the new certificate") && strings.Contains(log, serial)
+		})
+		select {
+		case <-d.done:
+			fail("%s exited %d while its certificate was renewed\n%s", n, d.code, d.err.String())
+			return true
+		default:
+		}
+		if !ok {
+			fail("%s did not load its renewed certificate (serial %s) within a minute\n%s", n, serial, d.err.String())
+			return true
+		}
+		t.Logf("renewed the certificate of %s (serial %s) without restarting it", n, serial)
+		mu.Lock()
+		rotations++
+		lastRotation = time.Now()
+		mu.Unlock()
+		return true
+	}
+	// The killer, the certificate rotator and the sampler.
 	every := max(duration/12, 20*time.Second)
+	firstRotation := time.Hour
+	if duration < 2*time.Hour {
+		firstRotation = duration / 2
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		kill := time.NewTicker(every)
 		defer kill.Stop()
+		rot := time.NewTimer(firstRotation)
+		defer rot.Stop()
 		tick := time.NewTicker(5 * time.Second)
 		defer tick.Stop()
 		for {
@@ -158,6 +237,12 @@ func TestSoak(t *testing.T) {
 				return
 			case <-tick.C:
 				sampleAll()
+			case <-rot.C:
+				if rotate() {
+					rot.Reset(time.Hour)
+				} else {
+					rot.Reset(5 * time.Second) // every site just restarted: soon again
+				}
 			case <-kill.C:
 				n := names[intn(len(names))]
 				mu.Lock()
@@ -181,6 +266,12 @@ func TestSoak(t *testing.T) {
 	violate := func(format string, args ...any) {
 		violations = append(violations, fmt.Sprintf(format, args...))
 		t.Errorf(format, args...)
+	}
+	for _, e := range rotationErrs {
+		violate("certificate rotation: %s", e)
+	}
+	if rotations == 0 && len(rotationErrs) == 0 {
+		violate("no certificate was rotated")
 	}
 	// Every daemon still runs: none stopped on its own.
 	mu.Lock()
@@ -225,6 +316,21 @@ func TestSoak(t *testing.T) {
 	for k, db := range dbs {
 		if n := queryFloat(t, db, `SELECT count(*) FROM crff_run_log WHERE status <> 'completed' AND coalesce(reason, '') = ''`); n != 0 {
 			violate("site%d: %v runs ended without a reason", k+1, n)
+		}
+	}
+	// A run started after the last rotation completed: the renewed
+	// certificate works. Runs go on while the CATEs are awaited above, and
+	// here for up to two minutes more if need be.
+	if rotations > 0 {
+		since := lastRotation.UTC().Format("20060102T150405Z")
+		var run string
+		if !poll(2*time.Minute, func() bool {
+			return state.QueryRow(`SELECT run FROM crff_coordinator_run_log WHERE status = 'completed' AND substr(run, 1, 16) > ?
+				ORDER BY run LIMIT 1`, since).Scan(&run) == nil
+		}) {
+			violate("no run that started after the certificate rotation at %s completed", since)
+		} else {
+			t.Logf("run %s, started after the certificate rotation at %s, completed", run, since)
 		}
 	}
 	completed := int(queryFloat(t, state, `SELECT count(*) FROM crff_coordinator_run_log WHERE status = 'completed'`))
@@ -291,6 +397,35 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	t.Logf("soak %s: %d runs (%d completed), %d kills, %d rows changed, %d violations", duration, runs, completed, kills, changed, len(violations))
+	t.Logf("soak %s: %d runs (%d completed), %d kills, %d rotations, %d rows changed, %d violations", duration, runs, completed, kills, rotations, changed, len(violations))
 	mu.Unlock()
+}
+
+// certSerial returns the serial number, in hex as the transports log it,
+// of the certificate in a PEM file.
+func certSerial(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return "", fmt.Errorf("%s holds no PEM block", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("parse %s: %w", path, err)
+	}
+	return c.SerialNumber.Text(16), nil
+}
+
+// poll is waitFor at a pace fit for reading a daemon's whole log or
+// querying a file: every half second.
+func poll(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/crffd/crffd/certs"
 )
 
 func TestCertsCommands(t *testing.T) {
@@ -37,5 +40,74 @@ func TestCertsCommands(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want it to contain %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestCertsRenew replaces a certificate with --renew: a new key, the old
+// host names unless --host is given, and the errors of a renewal that
+// cannot be made.
+func TestCertsRenew(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	out := filepath.Join(dir, "coord")
+	if _, err := execute(t, "certs", "init", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execute(t, "certs", "issue", "coordinator", "--dir", dir, "--out", out, "--host", "coord.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	files := certs.FilesIn(out, "coordinator")
+	oldKey, _ := os.ReadFile(files.Key)
+	first, err := certs.Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := execute(t, "certs", "issue", "coordinator", "--dir", dir, "--out", out, "--renew")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.stdout.(*bytes.Buffer).String(); !strings.Contains(got, "coordinator: renewed "+files.Cert) {
+		t.Errorf("output %q", got)
+	}
+	renewed, err := certs.Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, _ := os.ReadFile(files.Key)
+	if bytes.Equal(oldKey, newKey) || renewed.Leaf.SerialNumber.Cmp(first.Leaf.SerialNumber) == 0 {
+		t.Error("--renew kept the old key or serial number")
+	}
+	if d := renewed.Leaf.DNSNames; len(d) != 1 || d[0] != "coord.example.org" || len(renewed.Leaf.IPAddresses) != 0 {
+		t.Errorf("renewed certificate names %v %v, want the old coord.example.org", d, renewed.Leaf.IPAddresses)
+	}
+	if info, err := os.Stat(files.Key); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("renewed key: %v, %v; want mode 0600", info, err)
+	}
+	if _, err := execute(t, "certs", "issue", "coordinator", "--dir", dir, "--out", out, "--renew", "--host", "10.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := certs.Load(files); err != nil || len(again.Leaf.DNSNames) != 0 || len(again.Leaf.IPAddresses) != 1 {
+		t.Errorf("--renew --host 10.0.0.1: %v, %v", again.Leaf, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(out, ".*tmp*"))
+	if len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	current, _ := os.ReadFile(files.Key)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"certs", "issue", "coordinator", "--dir", filepath.Join(dir, "missing"), "--out", out, "--renew"}, "read certificate"},
+		{[]string{"certs", "issue", "site-x", "--dir", dir, "--out", out, "--renew"}, "site-x.crt does not exist: no certificate to renew; issue one first"},
+		{[]string{"certs", "issue", "ca", "--dir", dir, "--renew"}, "reserved"},
+	} {
+		_, err := execute(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+	if after, _ := os.ReadFile(files.Key); !bytes.Equal(after, current) {
+		t.Error("a failed renewal changed the key")
 	}
 }

@@ -19,6 +19,8 @@ const (
 	LogKeyEnvelope = "envelope" // an envelope's summary (wire.Envelope.LogValue)
 	LogKeyPath     = "path"     // a file
 	LogKeyError    = "error"    // an error that is not a refusal
+	LogKeySerial   = "serial"   // a certificate's serial number, in hex
+	LogKeyExpires  = "expires"  // when a certificate expires (RFC 3339)
 )
 
 // PluginLogger is the logger of a plugin process. It writes JSON lines in

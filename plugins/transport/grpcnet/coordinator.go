@@ -36,7 +36,7 @@ type coordinator struct {
 }
 
 // listen starts the coordinator's server on cfg.Coordinator.
-func listen(ctx context.Context, cfg transport.Config, id *certs.Identity, opts settings, in *inbox, capture *transport.Capture, log *slog.Logger) (*coordinator, error) {
+func listen(ctx context.Context, cfg transport.Config, rel *certs.Reloader, opts settings, in *inbox, capture *transport.Capture, log *slog.Logger) (*coordinator, error) {
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", cfg.Coordinator)
 	if err != nil {
@@ -46,7 +46,7 @@ func listen(ctx context.Context, cfg transport.Config, id *certs.Identity, opts 
 		name: cfg.Name, log: log, capture: capture, inbox: in, queue: opts.queue, lis: lis,
 		sites: make(map[string]*outbox),
 	}
-	creds := &loggedCreds{TransportCredentials: credentials.NewTLS(id.ServerConfig()), log: log}
+	creds := &loggedCreds{TransportCredentials: credentials.NewTLS(rel.ServerConfig()), log: log}
 	c.srv = grpc.NewServer(grpcServerOptions(creds)...)
 	netpb.RegisterRelayServer(c.srv, c)
 	go c.srv.Serve(lis)
@@ -55,6 +55,12 @@ func listen(ctx context.Context, cfg transport.Config, id *certs.Identity, opts 
 }
 
 func (c *coordinator) close() { c.srv.Stop() }
+
+// renewed does nothing: every handshake takes the current certificate
+// (certs.Reloader.ServerConfig), and dropping the sites' connections to
+// present it sooner would gain nothing, since TLS checks a certificate
+// only at the handshake.
+func (c *coordinator) renewed() {}
 
 // outbox holds the envelopes for one site that it has not acknowledged.
 type outbox struct {
@@ -160,7 +166,9 @@ func (c *coordinator) Connect(stream netpb.Relay_ConnectServer) error {
 	o.session = cancel
 	o.mu.Unlock()
 	log := c.log.With(slog.String(transport.LogKeyPeer, name), slog.String(transport.LogKeyRemote, remote))
-	log.Info("site connected")
+	// The serial tells an operator which certificate a site uses, such as
+	// whether it has taken up a renewed one.
+	log.Info("site connected", slog.String(transport.LogKeySerial, peerSerial(stream.Context())))
 
 	s := &lockedStream{send: stream.Send}
 	done := make(chan error, 1)

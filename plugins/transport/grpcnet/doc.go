@@ -20,6 +20,22 @@
 // its coordinator's certificate name. A transport also refuses to start
 // when its own certificate's name differs from its configured name.
 //
+// # Certificate renewal
+//
+// A transport follows its certificate files (certs.Reloader) rather than
+// reading them once: every TLS handshake uses the files current at that
+// time, and every 10 seconds the files are checked for a change, so that
+// `crffd certs issue NAME --renew` takes effect without restarting the
+// daemon. A site then reconnects at once, presenting its new certificate
+// and trusting the CAs now in ca.crt; the coordinator presents its new
+// certificate to each connection made from then on, and verifies sites
+// against the CAs now in ca.crt. A change is logged at level warn with the
+// new certificate's serial number. New files that do not load, or whose
+// certificate names another daemon, are logged at level error and not
+// used: the last good certificate stays until the files are fixed. Both
+// ends log, at level info, the serial number of the certificate the peer
+// presented ("site connected", "connected to the coordinator").
+//
 // # Delivery
 //
 // The coordinator queues envelopes per site (Send returns once queued) and

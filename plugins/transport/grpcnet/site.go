@@ -26,20 +26,22 @@ const minReconnect = 50 * time.Millisecond
 // backoff.
 type site struct {
 	name, addr string
+	serverName string
+	rel        *certs.Reloader
 	opts       settings
 	log        *slog.Logger
 	capture    *transport.Capture
 	inbox      *inbox
-	conn       *grpc.ClientConn
-	client     netpb.RelayClient
 	seq        atomic.Uint64
 	stop       context.CancelFunc
 	stopped    chan struct{}
 
 	mu      sync.Mutex
-	cur     *session      // the connected stream, or nil
-	lastErr error         // why the last connection attempt or stream ended
-	changed chan struct{} // closed and replaced when cur changes
+	conn    *grpc.ClientConn  // replaced when the certificate is renewed
+	client  netpb.RelayClient // of conn
+	cur     *session          // the connected stream, or nil
+	lastErr error             // why the last connection attempt or stream ended
+	changed chan struct{}     // closed and replaced when cur changes
 }
 
 // session is one Connect stream to the coordinator.
@@ -52,7 +54,7 @@ type session struct {
 }
 
 // dial starts connecting to the coordinator in the background.
-func dial(cfg transport.Config, id *certs.Identity, opts settings, in *inbox, capture *transport.Capture, log *slog.Logger) (*site, error) {
+func dial(cfg transport.Config, rel *certs.Reloader, opts settings, in *inbox, capture *transport.Capture, log *slog.Logger) (*site, error) {
 	serverName := opts.serverName
 	if serverName == "" {
 		host, _, err := net.SplitHostPort(cfg.Coordinator)
@@ -61,26 +63,56 @@ func dial(cfg transport.Config, id *certs.Identity, opts settings, in *inbox, ca
 		}
 		serverName = host
 	}
-	conn, err := grpc.NewClient(cfg.Coordinator,
-		grpc.WithTransportCredentials(credentials.NewTLS(id.ClientConfig(serverName))),
-		grpc.WithKeepaliveParams(clientKeepalive),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFrameBytes), grpc.MaxCallSendMsgSize(maxFrameBytes)))
+	s := &site{
+		name: cfg.Name, addr: cfg.Coordinator, serverName: serverName, rel: rel, opts: opts, log: log, capture: capture, inbox: in,
+		stopped: make(chan struct{}), lastErr: errors.New("not connected yet"), changed: make(chan struct{}),
+	}
+	conn, err := s.newConn()
 	if err != nil {
 		return nil, fmt.Errorf("grpc transport: coordinator address %q: %w: %w", cfg.Coordinator, transport.ErrConfig, err)
 	}
+	s.conn, s.client = conn, netpb.NewRelayClient(conn)
 	ctx, stop := context.WithCancel(context.Background())
-	s := &site{
-		name: cfg.Name, addr: cfg.Coordinator, opts: opts, log: log, capture: capture, inbox: in,
-		conn: conn, client: netpb.NewRelayClient(conn), stop: stop, stopped: make(chan struct{}),
-		lastErr: errors.New("not connected yet"), changed: make(chan struct{}),
-	}
+	s.stop = stop
 	go s.connectLoop(ctx)
 	return s, nil
+}
+
+// newConn returns a client connection to the coordinator that presents the
+// current certificate at every handshake and verifies the coordinator
+// against the current CA pool.
+func (s *site) newConn() (*grpc.ClientConn, error) {
+	return grpc.NewClient(s.addr,
+		grpc.WithTransportCredentials(credentials.NewTLS(s.rel.ClientConfig(s.serverName))),
+		grpc.WithKeepaliveParams(clientKeepalive),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFrameBytes), grpc.MaxCallSendMsgSize(maxFrameBytes)))
+}
+
+// renewed replaces the client connection, so that the site reconnects at
+// once and the coordinator sees the renewed certificate now rather than
+// whenever the old connection happens to drop, and so that a changed CA
+// pool takes effect. The stream ends, and Send sends again over the new
+// one what the coordinator had not acknowledged, as after a dropped
+// network.
+func (s *site) renewed() {
+	conn, err := s.newConn()
+	if err != nil {
+		s.log.Error("cannot reconnect with the renewed certificate; the old connection stays", slog.String(transport.LogKeyError, err.Error()))
+		return
+	}
+	s.mu.Lock()
+	old := s.conn
+	s.conn, s.client = conn, netpb.NewRelayClient(conn)
+	s.mu.Unlock()
+	s.log.Info("reconnecting to the coordinator with the renewed certificate", slog.String(transport.LogKeyAddress, s.addr))
+	old.Close()
 }
 
 func (s *site) close() {
 	s.stop()
 	<-s.stopped
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.conn.Close()
 }
 
@@ -90,13 +122,21 @@ func (s *site) connectLoop(ctx context.Context) {
 	pause := minReconnect
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := s.connect(ctx)
+		s.mu.Lock()
+		conn, client := s.conn, s.client
+		s.mu.Unlock()
+		err := s.connect(ctx, client)
 		if ctx.Err() != nil {
 			return
 		}
 		s.mu.Lock()
 		s.lastErr = err
+		replaced := s.conn != conn
 		s.mu.Unlock()
+		if replaced { // by renewed, which has logged why
+			pause = minReconnect
+			continue
+		}
 		s.log.Warn("connection to the coordinator ended", slog.String(transport.LogKeyAddress, s.addr), slog.String(transport.LogKeyReason, err.Error()))
 		if time.Since(start) > s.opts.reconnectMax {
 			pause = minReconnect // the stream was up for a while: retry soon
@@ -111,10 +151,10 @@ func (s *site) connectLoop(ctx context.Context) {
 }
 
 // connect opens one stream and serves it until it ends.
-func (s *site) connect(ctx context.Context) error {
+func (s *site) connect(ctx context.Context, client netpb.RelayClient) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := s.client.Connect(sctx)
+	stream, err := client.Connect(sctx)
 	if err != nil {
 		return err
 	}
@@ -127,7 +167,8 @@ func (s *site) connect(ctx context.Context) error {
 	}
 	sess := &session{stream: lockedStream{send: stream.Send}, coord: coord, done: make(chan struct{}), pending: make(map[uint64]chan string)}
 	s.setSession(sess)
-	s.log.Info("connected to the coordinator", slog.String(transport.LogKeyPeer, coord), slog.String(transport.LogKeyAddress, s.addr))
+	s.log.Info("connected to the coordinator", slog.String(transport.LogKeyPeer, coord), slog.String(transport.LogKeyAddress, s.addr),
+		slog.String(transport.LogKeySerial, peerSerial(stream.Context())))
 	err = s.read(sctx, stream, sess)
 	s.setSession(nil)
 	close(sess.done)

@@ -37,6 +37,12 @@ const (
 	maxPeers = 4096
 )
 
+// certCheckEvery is how often the certificate files are checked for a
+// renewal besides at every handshake: a site holds one connection for
+// months, so without this a renewed certificate, or a broken renewal,
+// would come to light only when that connection drops.
+var certCheckEvery = 10 * time.Second
+
 // keepalive settings: a dead connection is noticed within a minute.
 var (
 	clientKeepalive = keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 20 * time.Second, PermitWithoutStream: true}
@@ -47,6 +53,8 @@ var (
 // role is the part of the transport that depends on the daemon's role.
 type role interface {
 	send(ctx context.Context, e *wire.Envelope) error
+	// renewed is called when the certificate files were loaded again.
+	renewed()
 	close()
 }
 
@@ -54,10 +62,11 @@ type role interface {
 type Transport struct {
 	log *slog.Logger
 
-	mu      sync.Mutex
-	role    role
-	inbox   *inbox
-	capture *transport.Capture
+	mu        sync.Mutex
+	role      role
+	inbox     *inbox
+	capture   *transport.Capture
+	stopWatch func() // stops watching the certificate files and waits
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -110,7 +119,11 @@ func parseOptions(cfg transport.Config) (settings, error) {
 }
 
 // Configure loads the certificate files, checks that the certificate names
-// cfg.Name, and starts listening (coordinator) or connecting (site).
+// cfg.Name, and starts listening (coordinator) or connecting (site). The
+// files are followed from then on (certs.Reloader): a renewed certificate
+// is used from the next handshake on, and a site reconnects at once to
+// present it; files that cannot be used are logged and the previous
+// certificate stays.
 func (t *Transport) Configure(ctx context.Context, cfg transport.Config) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -124,10 +137,11 @@ func (t *Transport) Configure(ctx context.Context, cfg transport.Config) (string
 	if cfg.Coordinator == "" {
 		return "", fmt.Errorf("grpc transport: no coordinator address: %w", transport.ErrConfig)
 	}
-	id, err := certs.Load(cfg.TLS)
+	rel, err := certs.NewReloader(cfg.TLS, func(id *certs.Identity, err error) { logReload(t.log, cfg.TLS, id, err) })
 	if err != nil {
 		return "", fmt.Errorf("grpc transport: %w: %w", transport.ErrConfig, err)
 	}
+	id := rel.Identity()
 	if id.Name != cfg.Name {
 		return "", fmt.Errorf("grpc transport: certificate %s names %q, but this daemon is configured as %q: %w",
 			cfg.TLS.Cert, id.Name, cfg.Name, transport.ErrConfig)
@@ -142,19 +156,60 @@ func (t *Transport) Configure(ctx context.Context, cfg transport.Config) (string
 	switch cfg.Role {
 	case transport.RoleCoordinator:
 		var c *coordinator
-		c, err = listen(ctx, cfg, id, opts, in, capture, t.log)
+		c, err = listen(ctx, cfg, rel, opts, in, capture, t.log)
 		if err == nil {
 			r, addr = c, c.lis.Addr().String()
 		}
 	default:
-		r, err = dial(cfg, id, opts, in, capture, t.log)
+		r, err = dial(cfg, rel, opts, in, capture, t.log)
 	}
 	if err != nil {
 		capture.Close()
 		return "", err
 	}
 	t.role, t.inbox, t.capture = r, in, capture
+	t.stopWatch = watch(rel, id, r)
 	return addr, nil
+}
+
+// watch checks the certificate files every certCheckEvery and tells r when
+// the identity changed, whoever noticed the change (a handshake may have).
+// It returns a function that stops watching and waits.
+func watch(rel *certs.Reloader, id *certs.Identity, r role) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(certCheckEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if now, _, _ := rel.Refresh(); now != id {
+				id = now
+				r.renewed()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// logReload logs what a certs.Reloader reports.
+func logReload(log *slog.Logger, f certs.Files, id *certs.Identity, err error) {
+	if err != nil {
+		log.Error("certificate files changed but cannot be used; the previous certificate stays in use until they are fixed",
+			slog.String(transport.LogKeyPath, f.Cert), slog.String(transport.LogKeyError, err.Error()))
+		return
+	}
+	// Warn, not Info: the daemon shows a plugin's Info lines only at level
+	// debug, and a change of the certificate a daemon presents is what an
+	// operator who renewed it wants confirmed, and one who did not must see.
+	log.Warn("certificate files changed: using the new certificate", slog.String(transport.LogKeyPath, f.Cert),
+		slog.String(transport.LogKeySerial, id.Leaf.SerialNumber.Text(16)),
+		slog.String(transport.LogKeyExpires, id.Leaf.NotAfter.UTC().Format(time.RFC3339)))
 }
 
 func (t *Transport) configured() (role, *inbox, error) {
@@ -189,6 +244,10 @@ func (t *Transport) Receive(ctx context.Context, deliver func(*wire.Envelope) er
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.stopWatch != nil {
+		t.stopWatch()
+		t.stopWatch = nil
+	}
 	if t.role != nil {
 		t.role.close()
 	}
@@ -211,6 +270,20 @@ func peerName(ctx context.Context) (name, remote string, err error) {
 	}
 	name, err = certs.PeerName(info.State)
 	return name, remote, err
+}
+
+// peerSerial returns the serial number, in hex, of the verified
+// certificate the peer of a gRPC stream presented, or "".
+func peerSerial(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return info.State.VerifiedChains[0][0].SerialNumber.Text(16)
 }
 
 // loggedCreds logs the TLS handshakes a server refuses, with the reason,

@@ -1,0 +1,84 @@
+package grpcnet_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crffd/crffd/certs"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/plugins/transport"
+	"github.com/crffd/crffd/plugins/transport/grpcnet"
+)
+
+// serial returns the serial number, as the transports log it, of the
+// certificate of name in dir.
+func serial(t *testing.T, dir, name string) string {
+	t.Helper()
+	id, err := certs.Load(certs.FilesIn(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return `"serial":"` + id.Leaf.SerialNumber.Text(16) + `"`
+}
+
+// TestCertificateRenewal renews the certificates of a connected site and
+// of the coordinator without restarting either transport: the site
+// reconnects with its new certificate and goes on sending, the coordinator
+// presents its new one to the next site that connects, and files that
+// cannot be used are logged while the last good certificate stays.
+func TestCertificateRenewal(t *testing.T) {
+	grpcnet.SetCertCheckEvery(t, 20*time.Millisecond)
+	p := newPKI(t)
+	coord, coordLogs, addr := start(t, config("coordinator", transport.RoleCoordinator, "127.0.0.1:0", p.dir, nil))
+	site, siteLogs, _ := start(t, config("site-a", transport.RoleSite, addr, p.dir, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in, inSite := collect(t, coord), collect(t, site)
+	if err := site.Send(ctx, env(t, wire.KindGradient, 1, "site-a", "coordinator", 1)); err != nil {
+		t.Fatal(err)
+	}
+	next(t, in)
+	waitLog(t, coordLogs, "site connected", serial(t, p.dir, "site-a"))
+
+	if _, err := certs.Renew(p.dir, "site-a", p.dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	renewed := serial(t, p.dir, "site-a")
+	waitLog(t, siteLogs, "certificate files changed: using the new certificate", renewed, "reconnecting to the coordinator with the renewed certificate")
+	waitLog(t, coordLogs, renewed)
+	if strings.Contains(siteLogs.String(), "connection to the coordinator ended") {
+		t.Errorf("the reconnection to present the renewed certificate was logged as a lost connection:\n%s", siteLogs)
+	}
+	if err := site.Send(ctx, env(t, wire.KindGradient, 2, "site-a", "coordinator", 2)); err != nil {
+		t.Fatalf("send after the renewal: %v", err)
+	}
+	if e := next(t, in); e.Round != 2 {
+		t.Errorf("after the renewal the coordinator received round %d, want 2", e.Round)
+	}
+
+	// Garbage in place of the certificate is logged, and the connection
+	// and the certificate stay.
+	crt := filepath.Join(p.dir, "site-a.crt")
+	if err := os.WriteFile(crt, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, siteLogs, "certificate files changed but cannot be used", crt, "failed to find any PEM data")
+	if err := coord.Send(ctx, env(t, wire.KindWeights, 3, "coordinator", "site-a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(t, inSite); e.Round != 3 {
+		t.Errorf("with broken files the site received round %d, want 3", e.Round)
+	}
+
+	// The coordinator presents its renewed certificate to the next site.
+	if _, err := certs.Renew(p.dir, "coordinator", p.dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, coordLogs, "certificate files changed: using the new certificate", serial(t, p.dir, "coordinator"))
+	_, bLogs, _ := start(t, config("site-b", transport.RoleSite, addr, p.dir, nil))
+	waitLog(t, bLogs, "connected to the coordinator", serial(t, p.dir, "coordinator"))
+}
