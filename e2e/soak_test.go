@@ -35,7 +35,8 @@ import (
 //     begins with its start time), which the renewed certificate took
 //     part in, since every site must finish a run;
 //   - PRAGMA integrity_check is ok in every file;
-//   - every live row has exactly one CATE, from the site's current run;
+//   - every live row has exactly one CATE, from the site's current run,
+//     and the local AIPW ATE is over the rows whose CATE carries a score;
 //   - no plugin process outlives the daemons;
 //   - every daemon process's open files and RSS are flat after a warm-up.
 //
@@ -291,11 +292,16 @@ func TestSoak(t *testing.T) {
 			scored := queryFloat(t, db, `SELECT count(*) FROM crff_cate c JOIN crff_run r ON r.run = c.run AND r.state = 'current'
 				JOIN records u ON u.id = c.row_id`)
 			all := queryFloat(t, db, `SELECT count(*) FROM crff_cate`)
-			if live == scored && all == live {
+			// The local ATEs follow the rows: the AIPW estimate is over
+			// the CATEs that carry an AIPW score.
+			ateN := queryFloat(t, db, `SELECT coalesce((SELECT n FROM crff_ate WHERE scope = 'local' AND estimator = 'aipw'), -1)`)
+			psi := queryFloat(t, db, `SELECT count(psi) FROM crff_cate`)
+			if live == scored && all == live && ateN == psi {
 				break
 			}
 			if time.Now().After(deadline) {
-				violate("site%d: %v live rows, %v CATEs of the current run for them, %v CATEs in all", k+1, live, scored, all)
+				violate("site%d: %v live rows, %v CATEs of the current run for them, %v CATEs in all; local AIPW ATE over %v rows, %v AIPW scores",
+					k+1, live, scored, all, ateN, psi)
 				break
 			}
 			time.Sleep(500 * time.Millisecond)
