@@ -180,3 +180,23 @@ func fakeResults(ids []store.RowID, v float64) store.Results {
 	}
 	return res
 }
+
+// begunRun returns a records file with run-1 begun on it, with age and
+// smoker as covariates and faulty rows skipped, its open site and the
+// records read; the test writes the run's results.
+func begunRun(t testing.TB) (string, *store.Site, *store.Records) {
+	t.Helper()
+	path := newRecordsFile(t)
+	s := openSite(t, path)
+	src := recordsSource(path)
+	src.OnInvalid = store.Skip
+	src.Covariates = []string{"age", "smoker"}
+	recs, err := s.ReadRecords(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginRun(context.Background(), "run-1", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	return path, s, recs
+}

@@ -16,18 +16,7 @@ import (
 // without ψ leave the run's figures as they were.
 func TestUpdateLocalATE(t *testing.T) {
 	ctx := context.Background()
-	path := newRecordsFile(t)
-	s := openSite(t, path)
-	src := recordsSource(path)
-	src.OnInvalid = store.Skip
-	src.Covariates = []string{"age", "smoker"}
-	recs, err := s.ReadRecords(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
-		t.Fatal(err)
-	}
+	path, s, recs := begunRun(t)
 	res := fakeResults(recs.IDs, 1)
 	for i := range res.CATE {
 		res.CATE[i].Raw = float64(i)

@@ -43,17 +43,7 @@ func TestRunLog(t *testing.T) {
 // written without a digest.
 func TestForgetEdited(t *testing.T) {
 	ctx := context.Background()
-	path := newRecordsFile(t)
-	s := openSite(t, path)
-	src := recordsSource(path)
-	src.Covariates = []string{"age", "smoker"}
-	recs, err := s.ReadRecords(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
-		t.Fatal(err)
-	}
+	path, s, recs := begunRun(t)
 	res := fakeResults(recs.IDs, 1)
 	for i := range res.CATE {
 		if i != 3 { // row 4 is kept without a digest
