@@ -26,10 +26,10 @@ func (s *Site) outcome(in *SiteInput, out *SiteOutput) {
 	dphi0, dphi1 := s.arms(l.dphi)
 	b0, b1 := in.Weights["beta0"], in.Weights["beta1"]
 	if phi0 != nil {
-		mu0.Mul(phi0, b0)
+		matVec(mu0, phi0, b0)
 	}
 	if phi1 != nil {
-		mu1.Mul(phi1, b1)
+		matVec(mu1, phi1, b1)
 	}
 
 	var loss, sq float64
@@ -53,12 +53,12 @@ func (s *Site) outcome(in *SiteInput, out *SiteOutput) {
 	g0.Zero()
 	g1.Zero()
 	if phi0 != nil {
-		g0.Mul(phi0.T(), dmu0)
-		dphi0.Mul(dmu0, b0.T())
+		matTVec(g0, phi0, dmu0)
+		outer(dphi0, dmu0, b0)
 	}
 	if phi1 != nil {
-		g1.Mul(phi1.T(), dmu1)
-		dphi1.Mul(dmu1, b1.T())
+		matTVec(g1, phi1, dmu1)
+		outer(dphi1, dmu1, b1)
 	}
 	if !binary {
 		t := in.Shared["t"][0]

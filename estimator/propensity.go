@@ -24,7 +24,7 @@ func (s *Site) propensity(in *SiteInput, out *SiteOutput) {
 	l.forward(in.Shared["a"][0])
 
 	logit, dl := s.col, s.dcol
-	logit.Mul(l.phi, psi)
+	matVec(logit, l.phi, psi)
 	var loss float64
 	for i := range s.n {
 		v := logit.At(i, 0)
@@ -32,7 +32,7 @@ func (s *Site) propensity(in *SiteInput, out *SiteOutput) {
 		dl.Set(i, 0, sigmoid(v)-s.w[i])
 	}
 	out.Loss = loss
-	out.Grads["psi"].Mul(l.phi.T(), dl)
-	l.dphi.Mul(dl, psi.T())
+	matTVec(out.Grads["psi"], l.phi, dl)
+	outer(l.dphi, dl, psi)
 	out.Shared["a"][0] = l.backward(l.dphi)
 }
