@@ -143,24 +143,25 @@ type scorer struct {
 	sq     []float64 // dz
 	lw     map[string]*mat.Dense
 
-	pcg           []rand.PCG
-	rng           []*rand.Rand
-	w, y          []float64  // per sample
-	eps           *mat.Dense // R×dz
-	phiQ          *mat.Dense // R×2D
-	mq            *mat.Dense // R×dz
-	z, zp         *mat.Dense // R×dz current and proposed
-	preZ          *mat.Dense // R×D
-	phiZ          *mat.Dense // R×2D
-	wdec          *mat.Dense // 2D×(3+dx)
-	out           *mat.Dense // R×(3+dx)
-	logw          []float64  // per sample: log target − log proposal of the current z
-	yhat0, yhat1  []float64
-	arm0, arm1    []int
-	phiArm, mqArm *mat.Dense
-	invVarY       float64   // e^{−2t} of the decoder's y
-	sdY           float64   // e^t of the decoder's y, in model units
-	tau           []float64 // per sample of one row: ŷ1 − ŷ0
+	pcg          []rand.PCG
+	rng          []*rand.Rand
+	w, y         []float64  // per sample
+	eps          *mat.Dense // R×dz
+	phiQ         *mat.Dense // R×Out: the encoder features, by arm (see sample), or per row when the encoder reads x alone
+	mq           *mat.Dense // R×dz
+	z, zp        *mat.Dense // R×dz current and proposed
+	preZ         *mat.Dense // R×D
+	phiZ         *mat.Dense // R×2D
+	wdec         *mat.Dense // 2D×cols: the decoder's y0 and y1 weights, then (Metropolis–Hastings only) w and x
+	out          *mat.Dense // R×cols
+	gemm         gemm
+	logw         []float64 // per sample: log target − log proposal of the current z
+	yhat0, yhat1 []float64
+	slot         []int      // per sample: its row of phiQ and mqArm
+	mqArm        *mat.Dense // R×dz: the encoder means in phiQ's row order
+	invVarY      float64    // e^{−2t} of the decoder's y
+	sdY          float64    // e^t of the decoder's y, in model units
+	tau          []float64  // per sample of one row: ŷ1 − ŷ0
 }
 
 func newScorer(m *Model, site int, x *mat.Dense) *scorer {
@@ -170,6 +171,13 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 	R := max(1, effectChunk/cfg.Samples) * cfg.Samples
 	D, dz := cfg.Features, cfg.Latent
 	enc := setup.Maps[mapEncoder].Omega0
+	// The CATE needs only the decoder's outcome columns; the treatment's
+	// and the covariates' (all but two of them) enter only the
+	// Metropolis–Hastings target.
+	cols := decW
+	if cfg.MHSteps > 0 {
+		cols = decX + dx
+	}
 	sc := &scorer{
 		setup: setup, site: site, x: x,
 		preX: mat.NewDense(R/cfg.Samples, D, nil),
@@ -179,14 +187,16 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 		sq:   make([]float64, dz),
 		lw:   m.Latent.Weights[site],
 		w:    make([]float64, R), y: make([]float64, R),
-		eps:  mat.NewDense(R, dz, nil),
-		phiQ: mat.NewDense(R, setup.Maps[mapEncoder].Out(), nil),
-		mq:   mat.NewDense(R, dz, nil),
-		z:    mat.NewDense(R, dz, nil), zp: mat.NewDense(R, dz, nil),
+		eps:   mat.NewDense(R, dz, nil),
+		phiQ:  mat.NewDense(R, setup.Maps[mapEncoder].Out(), nil),
+		mq:    mat.NewDense(R, dz, nil),
+		mqArm: mat.NewDense(R, dz, nil),
+		slot:  make([]int, R),
+		z:     mat.NewDense(R, dz, nil), zp: mat.NewDense(R, dz, nil),
 		preZ:  mat.NewDense(R, D, nil),
 		phiZ:  mat.NewDense(R, setup.Maps[mapDecoder].Out(), nil),
-		wdec:  mat.NewDense(setup.Maps[mapDecoder].Out(), decX+dx, nil),
-		out:   mat.NewDense(R, decX+dx, nil),
+		wdec:  mat.NewDense(setup.Maps[mapDecoder].Out(), cols, nil),
+		out:   mat.NewDense(R, cols, nil),
 		logw:  make([]float64, R),
 		yhat0: make([]float64, R), yhat1: make([]float64, R),
 	}
@@ -203,8 +213,10 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 	}
 	setCols(sc.wdec, decY0, sc.lw["y0"])
 	setCols(sc.wdec, decY1, sc.lw["y1"])
-	setCols(sc.wdec, decW, sc.lw["w"])
-	setCols(sc.wdec, decX, sc.lw["x"])
+	if cols > decW {
+		setCols(sc.wdec, decW, sc.lw["w"])
+		setCols(sc.wdec, decX, sc.lw["x"])
+	}
 	rows := R / cfg.Samples
 	sc.pcg = make([]rand.PCG, rows)
 	sc.rng = make([]*rand.Rand, rows)
@@ -224,11 +236,10 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 	scale := math.Exp(sc.aq)
 	c := 1 / math.Sqrt(float64(D))
 	lin := sc.setup.Maps[mapEncoder].linScale()
-	sc.arm0, sc.arm1 = sc.arm0[:0], sc.arm1[:0]
+	n0, n1 := 0, 0 // samples of each arm
 	enc := sc.setup.Maps[mapEncoder].Omega0
 	_, dx := sc.x.Dims()
-	preX := sc.preX.Slice(0, i1-i0, 0, D).(*mat.Dense)
-	preX.Mul(sc.x.Slice(i0, i1, 0, dx), enc.Slice(0, dx, 0, D))
+	sc.gemm.mul(view(sc.preX).block(0, i1-i0, 0, D), view(sc.x).block(i0, i1, 0, dx), view(enc).block(0, dx, 0, D))
 	for i := i0; i < i1; i++ {
 		r := i - i0
 		sc.pcg[r].Seed(cfg.Seed, mix(streamEffects, uint64(sc.site), uint64(i)))
@@ -257,40 +268,59 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 			for j := range sc.eps.RawRowView(k) {
 				sc.eps.Set(k, j, rng.NormFloat64())
 			}
-			row := sc.phiQ.RawRowView(k)
-			switch {
-			case sc.omegaY == nil && l > 0:
-				// q(z|x): every sample of the row has the same features.
-				copy(row, sc.phiQ.RawRowView(k-1))
-			case sc.omegaY == nil:
-				sincosKernel(row[:D], row[D:2*D], px, scale, c)
-			default:
-				for j, p := range px {
-					sc.u[j] = p + y*sc.omegaY[j]
-				}
-				sincosKernel(row[:D], row[D:2*D], sc.u, scale, c)
+			if sc.omegaY == nil {
+				// q(z|x): every sample of the row has the same encoder
+				// features, computed once below.
+				continue
 			}
-			if lin > 0 && (sc.omegaY != nil || l == 0) {
+			// q(z|x,y,w): the samples' features go to the rows of their
+			// arm's block of phiQ, controls from the top and treated
+			// rows from the bottom, so each block is one product.
+			var slot int
+			if w == 1 {
+				n1++
+				slot = R - n1
+			} else {
+				slot = n0
+				n0++
+			}
+			sc.slot[k] = slot
+			row := sc.phiQ.RawRowView(slot)
+			for j, p := range px {
+				sc.u[j] = p + y*sc.omegaY[j]
+			}
+			sincosKernel(row[:D], row[D:2*D], sc.u, scale, c)
+			if lin > 0 {
 				lrow := row[2*D:]
 				for j, v := range sc.x.RawRowView(i) {
 					lrow[j] = lin * v
 				}
-				if sc.omegaY != nil {
-					lrow[len(lrow)-1] = lin * y
-				}
-			}
-			if w == 1 {
-				sc.arm1 = append(sc.arm1, k)
-			} else {
-				sc.arm0 = append(sc.arm0, k)
+				lrow[len(lrow)-1] = lin * y
 			}
 		}
 	}
+	phiQ, mqArm := view(sc.phiQ), view(sc.mqArm)
 	if sc.omegaY == nil {
-		sc.mq.Slice(0, R, 0, dz).(*mat.Dense).Mul(sc.phiQ.Slice(0, R, 0, sc.phiQ.RawMatrix().Cols), sc.lw["q"])
+		rows := i1 - i0
+		for r := range rows {
+			row := sc.phiQ.RawRowView(r)
+			sincosKernel(row[:D], row[D:2*D], sc.preX.RawRowView(r), scale, c)
+			if lin > 0 {
+				for j, v := range sc.x.RawRowView(i0 + r) {
+					row[2*D+j] = lin * v
+				}
+			}
+		}
+		sc.gemm.mul(mqArm.block(0, rows, 0, dz), phiQ.block(0, rows, 0, phiQ.cols), view(sc.lw["q"]))
+		for k := range R {
+			copy(sc.mq.RawRowView(k), sc.mqArm.RawRowView(k/N))
+		}
 	} else {
-		sc.encode(sc.arm0, sc.lw["q0"])
-		sc.encode(sc.arm1, sc.lw["q1"])
+		sc.gemm.mul(mqArm.block(0, n0, 0, dz), phiQ.block(0, n0, 0, phiQ.cols), view(sc.lw["q0"]))
+		sc.gemm.mul(mqArm.block(R-n1, R, 0, dz), phiQ.block(R-n1, R, 0, phiQ.cols), view(sc.lw["q1"]))
+		for k := range R {
+			copy(sc.mq.RawRowView(k), sc.mqArm.RawRowView(sc.slot[k]))
+		}
 	}
 	z := sc.z.Slice(0, R, 0, dz).(*mat.Dense)
 	for k := range R {
@@ -310,35 +340,17 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 	}
 }
 
-// encode computes the encoder means of the samples idx with weights wq.
-func (sc *scorer) encode(idx []int, wq *mat.Dense) {
-	if len(idx) == 0 {
-		return
-	}
-	_, twoD := sc.phiQ.Dims()
-	_, dz := sc.mq.Dims()
-	sc.phiArm = growDense(sc.phiArm, len(idx), twoD)
-	sc.mqArm = growDense(sc.mqArm, len(idx), dz)
-	for r, k := range idx {
-		copy(sc.phiArm.RawRowView(r), sc.phiQ.RawRowView(k))
-	}
-	sc.mqArm.Mul(sc.phiArm, wq)
-	for r, k := range idx {
-		copy(sc.mq.RawRowView(k), sc.mqArm.RawRowView(r))
-	}
-}
-
 // decode fills the first R rows of out with the decoder outputs at z.
 func (sc *scorer) decode(z *mat.Dense, R int) {
 	D := sc.setup.Config.Features
 	fm := sc.setup.Maps[mapDecoder]
 	preZ := sc.preZ.Slice(0, R, 0, D).(*mat.Dense)
 	phiZ := sc.phiZ.Slice(0, R, 0, fm.Out()).(*mat.Dense)
-	preZ.Mul(z, fm.Omega0)
+	sc.gemm.mul(view(preZ), view(z), view(fm.Omega0))
 	mapRows(phiZ, preZ, math.Exp(sc.az), D)
 	setLinear(phiZ, z, fm.linScale(), D)
 	_, c := sc.out.Dims()
-	sc.out.Slice(0, R, 0, c).(*mat.Dense).Mul(phiZ, sc.wdec)
+	sc.gemm.mul(view(sc.out).block(0, R, 0, c), view(phiZ), view(sc.wdec))
 }
 
 // logWeight returns log p(y,w,x|z) + log N(z;0,I) − log q(z) of sample k
