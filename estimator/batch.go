@@ -1,25 +1,37 @@
 package estimator
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/internal/parallel"
 )
 
 // streamBatch keys the permutations that draw a site's mini-batches.
 const streamBatch uint64 = 0x6261746368 // "batch"
 
+// batchChunk is the most rows of a batch one goroutine computes: a batch of
+// B rows is split into ⌈B/batchChunk⌉ chunks of consecutive batch rows,
+// computed on every core and added in chunk order, so that the sum does
+// not depend on the number of cores. It is a variable so that tests can
+// split small batches.
+var batchChunk = 1024
+
 // batches holds a site's mini-batch state: the permutation of its rows for
-// the current epoch of one model, and the Site of the current batch's rows,
-// whose workspaces are reused from round to round.
+// the current epoch of one model, and the Sites of the current batch's
+// chunks, whose workspaces are reused from round to round.
 type batches struct {
 	size  int // B
 	kind  Kind
 	epoch int // of perm; −1 before the first
 	perm  []int
-	idx   []int // the current batch's rows, ascending
-	sub   *Site
+	idx   []int   // the current batch's rows, ascending
+	subs  []*Site // one per chunk of idx
 }
 
 // batchSize returns the rows a round of model kind computes on: B when
@@ -34,17 +46,18 @@ func (s *Site) batchSize() int {
 	return b
 }
 
-// batch returns the Site of the rows that round round of model kind
-// computes on. Rounds go through epochs: epoch e = round / (n/B) draws a
-// permutation of the site's rows from PCG(Seed, mix(streamBatch, site,
+// batch returns the Sites of the chunks of rows that round round of model
+// kind computes on. Rounds go through epochs: epoch e = round / (n/B) draws
+// a permutation of the site's rows from PCG(Seed, mix(streamBatch, site,
 // kind, e)), and round r takes its (r mod n/B)-th block of B rows. The
 // n mod B rows past the last block sit out that epoch, a different few in
 // each. Every batch is thus a uniformly random B-subset of the rows, and
 // (n/B)·J(batch) an unbiased estimate of the site's objective J and its
 // gradients; and the batch is a function of the seed, the site, the model
 // and the round alone, so a simulated federation and site daemons, or a
-// run resumed from a checkpoint, compute on the same rows.
-func (s *Site) batch(kind Kind, round int) *Site {
+// run resumed from a checkpoint, compute on the same rows. Chunk c of the
+// batch draws the latent model's noise from its own stream (Site.chunk).
+func (s *Site) batch(kind Kind, round int) []*Site {
 	b := s.batchSize()
 	bt := s.bt
 	if bt == nil || bt.size != b {
@@ -65,42 +78,82 @@ func (s *Site) batch(kind Kind, round int) *Site {
 		bt.epoch, bt.kind = epoch, kind
 	}
 	copy(bt.idx, bt.perm[k*b:(k+1)*b])
-	// Ascending prepared positions keep the batch arm-sorted, controls
-	// first, as every model expects.
+	// Ascending prepared positions keep the batch, and each chunk of it,
+	// arm-sorted, controls first, as every model expects.
 	slices.Sort(bt.idx)
-	if bt.sub == nil {
+	if bt.subs == nil {
 		_, dx := s.x.Dims()
-		bt.sub = &Site{
-			index: s.index, setup: s.setup, lays: s.lays, n: b, pos: make([]int, b),
-			x: mat.NewDense(b, dx, nil), w: make([]float64, b), y: make([]float64, b),
-			col: mat.NewDense(b, 1, nil), dcol: mat.NewDense(b, 1, nil),
-		}
-		for i := range bt.sub.pos {
-			bt.sub.pos[i] = i
-		}
-	}
-	sub := bt.sub
-	sub.n0 = 0
-	for r, i := range bt.idx {
-		copy(sub.x.RawRowView(r), s.x.RawRowView(i))
-		sub.w[r], sub.y[r] = s.w[i], s.y[i]
-		if i < s.n0 {
-			sub.n0++
+		for c := 0; c*batchChunk < b; c++ {
+			n := min(batchChunk, b-c*batchChunk)
+			sub := &Site{
+				index: s.index, chunk: uint64(c + 1), setup: s.setup, lays: s.lays, n: n, pos: make([]int, n),
+				x: mat.NewDense(n, dx, nil), w: make([]float64, n), y: make([]float64, n),
+				col: mat.NewDense(n, 1, nil), dcol: mat.NewDense(n, 1, nil),
+			}
+			for i := range sub.pos {
+				sub.pos[i] = i
+			}
+			bt.subs = append(bt.subs, sub)
 		}
 	}
-	// The feature maps on the rows' fixed inputs and the latent encoder
-	// are rebuilt on the new rows; the rest of the workspaces are kept.
-	if sub.prop != nil {
-		sub.prop.setInput(sub.x)
+	for c, sub := range bt.subs {
+		sub.n0 = 0
+		for r, i := range bt.idx[c*batchChunk : c*batchChunk+sub.n] {
+			copy(sub.x.RawRowView(r), s.x.RawRowView(i))
+			sub.w[r], sub.y[r] = s.w[i], s.y[i]
+			if i < s.n0 {
+				sub.n0++
+			}
+		}
+		// The feature maps on the rows' fixed inputs and the latent
+		// encoder are rebuilt on the new rows; the rest of the
+		// workspaces are kept.
+		if sub.prop != nil {
+			sub.prop.setInput(sub.x)
+		}
+		if sub.out != nil {
+			sub.out.setInput(sub.x)
+		}
+		if sub.lat != nil {
+			sub.lat.enc = sub.newLatentEncoder(&sub.lat.enc)
+			sub.lat.epsSet = false
+		}
 	}
-	if sub.out != nil {
-		sub.out.setInput(sub.x)
+	return bt.subs
+}
+
+// computeBatch computes round in.Round's batch, chunk by chunk on every
+// core, into the site's own output: the chunks' sums, added in chunk
+// order, times n/B.
+func (s *Site) computeBatch(ctx context.Context, in *SiteInput) (*SiteOutput, error) {
+	subs := s.batch(in.Model, in.Round)
+	outs := make([]*SiteOutput, len(subs))
+	errs := make([]error, len(subs))
+	parallel.ForEach(len(subs), 0, func(c int) {
+		outs[c], errs[c] = subs[c].Compute(ctx, in)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	if sub.lat != nil {
-		sub.lat.enc = sub.newLatentEncoder(&sub.lat.enc)
-		sub.lat.epsSet = false
+	out := s.output(s.lays[in.Model])
+	out.Round, out.Rows, out.Loss = in.Round, s.n, 0
+	for _, g := range out.Grads {
+		g.Zero()
 	}
-	return sub
+	for _, v := range out.Shared {
+		clear(v)
+	}
+	for _, o := range outs {
+		out.Loss += o.Loss
+		for name, g := range out.Grads {
+			g.Add(g, o.Grads[name])
+		}
+		for name, v := range out.Shared {
+			floats.Add(v, o.Shared[name])
+		}
+	}
+	scaleOutput(out, float64(s.n)/float64(s.batchSize()))
+	return out, nil
 }
 
 // scaleOutput multiplies out's loss and gradients by f: a batch's share

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -17,6 +18,7 @@ import (
 // gradients are checked in TestSiteGradients.)
 func TestBatchesAreUnbiased(t *testing.T) {
 	const n, b = 12, 3
+	defer setBatchChunk(2)() // batches of two chunks, of 2 rows and 1
 	for _, sc := range gradSchemas {
 		for _, kind := range []Kind{Propensity, Outcome} {
 			t.Run(fmt.Sprintf("%s/%v", sc.name, kind), func(t *testing.T) {
@@ -100,7 +102,7 @@ func TestBatchRows(t *testing.T) {
 		if other := rows(again[0], Outcome, r); !slices.Equal(idx, other) {
 			t.Errorf("round %d: rows %v, then %v from the same seed", r, idx, other)
 		}
-		sub := sites[0].bt.sub
+		sub := sites[0].bt.subs[0]
 		for k := 1; k < b; k++ {
 			if sub.w[k] < sub.w[k-1] {
 				t.Errorf("round %d: batch not arm-sorted: w %v", r, sub.w)
@@ -215,4 +217,74 @@ func cloneGrads(out *SiteOutput) map[string][]float64 {
 		c[name] = slices.Clone(g.RawMatrix().Data)
 	}
 	return c
+}
+
+// setBatchChunk sets batchChunk to c and returns a function that restores
+// it.
+func setBatchChunk(c int) func() {
+	old := batchChunk
+	batchChunk = c
+	return func() { batchChunk = old }
+}
+
+// TestBatchChunksIgnoreCores: a batch split into chunks gives the same
+// output, bit for bit, on one core and on several, for every model; and
+// for the propensity and outcome models, sums over rows, the same output
+// as the batch computed in one piece, up to rounding.
+func TestBatchChunksIgnoreCores(t *testing.T) {
+	const n, b = 13, 5
+	for _, sc := range gradSchemas {
+		cfg := gradConfig(Learned)
+		cfg.BatchSize = b
+		cfg.Linear = 0.7
+		setup, whole, _ := toyFederation(t, 1, n, sc.schema, cfg)
+		restore := setBatchChunk(2) // chunks of 2, 2 and 1 rows
+		_, one, _ := toyFederation(t, 1, n, sc.schema, cfg)
+		_, many, _ := toyFederation(t, 1, n, sc.schema, cfg)
+		for _, kind := range Kinds {
+			in := randomInput(newLayout(kind, setup), rand.New(rand.NewPCG(6, uint64(kind))))
+			in.Round, in.Noise = 4, 4
+			ctx := context.Background()
+			prev := runtime.GOMAXPROCS(1)
+			a, err := one[0].Compute(ctx, in)
+			runtime.GOMAXPROCS(max(2, prev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := many[0].Compute(ctx, in)
+			runtime.GOMAXPROCS(prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(many[0].bt.subs) != 3 {
+				t.Fatalf("%d chunks, want 3", len(many[0].bt.subs))
+			}
+			if a.Loss != got.Loss {
+				t.Errorf("%s/%v: loss %v on one core, %v on several", sc.name, kind, a.Loss, got.Loss)
+			}
+			for name, g := range got.Grads {
+				if !slices.Equal(a.Grads[name].RawMatrix().Data, g.RawMatrix().Data) {
+					t.Errorf("%s/%v: gradient %s differs between one core and several", sc.name, kind, name)
+				}
+			}
+			if kind == Latent {
+				continue
+			}
+			batchChunk = 1024
+			want, err := whole[0].Compute(ctx, in)
+			batchChunk = 2
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr([]float64{got.Loss}, []float64{want.Loss}, 1e-8); e > 1e-12 {
+				t.Errorf("%s/%v: loss %v in chunks, %v whole", sc.name, kind, got.Loss, want.Loss)
+			}
+			for name, g := range want.Grads {
+				if e := relErr(got.Grads[name].RawMatrix().Data, g.RawMatrix().Data, 1e-8); e > 1e-12 {
+					t.Errorf("%s/%v: gradient %s: relative error %.3g between chunks and whole", sc.name, kind, name, e)
+				}
+			}
+		}
+		restore()
+	}
 }

@@ -57,7 +57,7 @@ func randomInput(lay *layout, rng *rand.Rand) *SiteInput {
 
 // TestSiteGradients checks G_c^s = ∂J^(s)/∂W_c^s and the shared-parameter
 // gradients of every model against central differences at random weights,
-// on every row and on a mini-batch.
+// on every row and on a mini-batch of two chunks.
 func TestSiteGradients(t *testing.T) {
 	for _, sc := range gradSchemas {
 		for _, kind := range Kinds {
@@ -70,8 +70,10 @@ func TestSiteGradients(t *testing.T) {
 					cfg := gradConfig(Learned)
 					cfg.Linear = lin
 					// With 11 rows in batches of 4, Compute differentiates
-					// 11/4 times the objective of round 3's batch.
+					// 11/4 times the objective of round 3's batch, computed
+					// in chunks of 3 rows and 1.
 					cfg.BatchSize = c.batch
+					defer setBatchChunk(3)()
 					setup, sites, _ := toyFederation(t, 1, 11, sc.schema, cfg)
 					site := sites[0]
 					lay := newLayout(kind, setup)

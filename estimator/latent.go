@@ -218,8 +218,9 @@ func (e *latentEncoder) backward(s *Site, g *gemm, dmq *mat.Dense, grads [2]*mat
 
 // drawNoise fills eps with the standard normal draws of key: draw-major,
 // then rows in their original (not arm-sorted) order, then coordinates, from
-// PCG(Seed, mix(streamLatent, site, key)). A site daemon regenerates exactly
-// these numbers from the same three integers.
+// PCG(Seed, mix(streamLatent, site, key)), or mix(streamLatent, site, key,
+// c+1) for chunk c of a mini-batch. A site daemon regenerates exactly these
+// numbers from the same integers.
 func (s *Site) drawNoise(lw *latentWork, key uint64) {
 	if lw.epsSet && lw.epsKey == key {
 		return
@@ -230,7 +231,11 @@ func (s *Site) drawNoise(lw *latentWork, key uint64) {
 		lw.pcg = new(rand.PCG)
 		lw.rng = rand.New(lw.pcg)
 	}
-	lw.pcg.Seed(s.setup.Config.Seed, mix(streamLatent, uint64(s.index), key))
+	seq := mix(streamLatent, uint64(s.index), key)
+	if s.chunk > 0 {
+		seq = mix(streamLatent, uint64(s.index), key, s.chunk)
+	}
+	lw.pcg.Seed(s.setup.Config.Seed, seq)
 	rng := lw.rng
 	for j := range lw.m {
 		for i := range s.n {

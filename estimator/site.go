@@ -39,6 +39,7 @@ type SiteOutput struct {
 // different Sites are independent.
 type Site struct {
 	index int
+	chunk uint64 // c+1 for the Site of chunk c of a mini-batch (see batch), else 0
 	setup *Setup
 	lays  [3]*layout
 
@@ -128,14 +129,8 @@ func (s *Site) Compute(ctx context.Context, in *SiteInput) (*SiteOutput, error) 
 	if err := checkInput(lay, in); err != nil {
 		return nil, fmt.Errorf("estimator: site %d: %w", s.index, err)
 	}
-	if b := s.batchSize(); b < s.n {
-		out, err := s.batch(in.Model, in.Round).Compute(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		scaleOutput(out, float64(s.n)/float64(b))
-		out.Rows = s.n
-		return out, nil
+	if s.batchSize() < s.n {
+		return s.computeBatch(ctx, in)
 	}
 	out := s.output(lay)
 	out.Round = in.Round
