@@ -50,7 +50,7 @@ func (m *Model) Nuisance(site int, data *Data) (inference.Nuisance, error) {
 
 // nuisanceModelUnits returns the propensity and the outcome model's means,
 // in model units (logits for a binary outcome), of standardised rows x. It
-// maps nuisanceChunk rows at a time, so that its memory does not grow with
+// maps FeatureChunk rows at a time, so that its memory does not grow with
 // the rows beyond the three results.
 func (m *Model) nuisanceModelUnits(site int, x *mat.Dense) (prop, mu0, mu1 []float64) {
 	n, _ := x.Dims()
@@ -61,8 +61,8 @@ func (m *Model) nuisanceModelUnits(site int, x *mat.Dense) (prop, mu0, mu1 []flo
 	ap, ao := m.Propensity.Shared["a"][0], m.Outcome.Shared["a"][0]
 	var col mat.Dense
 	var a, b mat.VecDense
-	for i0 := 0; i0 < n; i0 += nuisanceChunk {
-		i1 := min(n, i0+nuisanceChunk)
+	for i0 := 0; i0 < n; i0 += FeatureChunk {
+		i1 := min(n, i0+FeatureChunk)
 		xs := x.Slice(i0, i1, 0, x.RawMatrix().Cols)
 		col.Reset()
 		col.Mul(fp.Map(nil, xs, ap), pw)
@@ -79,10 +79,6 @@ func (m *Model) nuisanceModelUnits(site int, x *mat.Dense) (prop, mu0, mu1 []flo
 	}
 	return prop, mu0, mu1
 }
-
-// nuisanceChunk is the number of rows whose features nuisanceModelUnits
-// holds at once.
-const nuisanceChunk = 4096
 
 // outcomeSD is the outcome model's noise scale in model units, e^t, or 0
 // for a binary outcome.
@@ -203,9 +199,11 @@ func (m *Model) OutcomeCATE(site int, data *Data) ([]float64, error) {
 }
 
 // OutcomeFeatures returns the outcome model's random features φ(x) of
-// data's rows at the model's learned scale: the features on which the
-// DR-learner and T-learner candidates of model selection regress.
-func (m *Model) OutcomeFeatures(data *Data) (*mat.Dense, error) {
+// rows [lo, hi) of data at the model's learned scale: the features on which
+// the DR-learner and T-learner candidates of model selection regress. They
+// are 2D+dx numbers a row, so callers take a site's rows a chunk
+// (FeatureChunk) at a time.
+func (m *Model) OutcomeFeatures(data *Data, lo, hi int) (*mat.Dense, error) {
 	if m == nil || m.Setup == nil || m.Outcome == nil {
 		return nil, errors.New("estimator: outcome model is not fitted")
 	}
@@ -215,5 +213,20 @@ func (m *Model) OutcomeFeatures(data *Data) (*mat.Dense, error) {
 	if _, dx := data.X.Dims(); dx != len(m.Setup.Schema.Binary) {
 		return nil, fmt.Errorf("estimator: %d covariates, want %d", dx, len(m.Setup.Schema.Binary))
 	}
-	return m.Setup.Maps[mapOutcome].Map(nil, m.Setup.standardizeX(data.X), m.Outcome.Shared["a"][0]), nil
+	if lo < 0 || hi < lo || hi > data.Rows() {
+		return nil, fmt.Errorf("estimator: rows [%d, %d) of %d", lo, hi, data.Rows())
+	}
+	if lo == hi {
+		return &mat.Dense{}, nil
+	}
+	x := m.Setup.standardizeX(data.X.Slice(lo, hi, 0, len(m.Setup.Schema.Binary)).(*mat.Dense))
+	return m.Setup.Maps[mapOutcome].Map(nil, x, m.Outcome.Shared["a"][0]), nil
 }
+
+// OutcomeFeatureCount returns the number of the outcome model's features:
+// the columns of OutcomeFeatures.
+func (m *Model) OutcomeFeatureCount() int { return m.Setup.Maps[mapOutcome].Out() }
+
+// FeatureChunk is the number of rows whose features are held at once when
+// a site's rows are scored or summarised chunk by chunk.
+const FeatureChunk = 4096

@@ -163,7 +163,7 @@ func TestCrossFitOwnRow(t *testing.T) {
 
 // TestNuisanceChunks: the nuisance predictions of a row do not depend on
 // the rows predicted with it, so predicting more rows than one chunk at
-// once (nuisanceChunk) gives each row what predicting it alone does.
+// once (FeatureChunk) gives each row what predicting it alone does.
 func TestNuisanceChunks(t *testing.T) {
 	ctx := context.Background()
 	schema := Schema{Binary: []bool{false, false}}
@@ -172,12 +172,12 @@ func TestNuisanceChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := toyData(rng, nuisanceChunk+5, schema, 0)
+	d := toyData(rng, FeatureChunk+5, schema, 0)
 	all, err := m.Nuisance(0, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range []int{0, nuisanceChunk - 1, nuisanceChunk, nuisanceChunk + 4} {
+	for _, i := range []int{0, FeatureChunk - 1, FeatureChunk, FeatureChunk + 4} {
 		one := &Data{X: mat.NewDense(1, 2, slices.Clone(d.X.RawRowView(i))), W: d.W[i : i+1], Y: d.Y[i : i+1]}
 		nu, err := m.Nuisance(0, one)
 		if err != nil {

@@ -47,24 +47,7 @@ func (e Estimator) CATE(ctx context.Context, m *estimator.Model, site int, data 
 		if (e.Kind == KindTLearner && e.Arms == nil) || (e.Kind == KindDR && e.DR == nil) {
 			return nil, fmt.Errorf("%w: %s estimator without its regression", ErrInput, e.Kind)
 		}
-		phi, err := m.OutcomeFeatures(data)
-		if err != nil {
-			return nil, err
-		}
-		_, p := phi.Dims()
-		for _, r := range e.regressions() {
-			if len(r.Beta) != p {
-				return nil, fmt.Errorf("%w: %s estimator of %d features, the model has %d", ErrInput, e.Kind, len(r.Beta), p)
-			}
-		}
-		if e.Kind == KindDR {
-			return e.DR.Predict(phi), nil
-		}
-		y0, y1 := e.Arms[0].Predict(phi), e.Arms[1].Predict(phi)
-		for i := range y1 {
-			y1[i] -= y0[i]
-		}
-		return y1, nil
+		return e.ridgeCATE(m, data)
 	}
 	return nil, fmt.Errorf("%w: unknown estimator kind %q", ErrInput, e.Kind)
 }
@@ -78,4 +61,32 @@ func (e Estimator) regressions() []estimator.Ridge {
 		return []estimator.Ridge{*e.DR}
 	}
 	return nil
+}
+
+// ridgeCATE returns the CATE of data's rows under the ridge kinds, from m's
+// outcome features of estimator.FeatureChunk rows at a time.
+func (e Estimator) ridgeCATE(m *estimator.Model, data *estimator.Data) ([]float64, error) {
+	n := data.Rows()
+	cate := make([]float64, 0, n)
+	for lo := 0; lo < n; lo += estimator.FeatureChunk {
+		phi, err := m.OutcomeFeatures(data, lo, min(n, lo+estimator.FeatureChunk))
+		if err != nil {
+			return nil, err
+		}
+		_, p := phi.Dims()
+		for _, r := range e.regressions() {
+			if len(r.Beta) != p {
+				return nil, fmt.Errorf("%w: %s estimator of %d features, the model has %d", ErrInput, e.Kind, len(r.Beta), p)
+			}
+		}
+		if e.Kind == KindDR {
+			cate = append(cate, e.DR.Predict(phi)...)
+			continue
+		}
+		y0, y1 := e.Arms[0].Predict(phi), e.Arms[1].Predict(phi)
+		for i := range y1 {
+			cate = append(cate, y1[i]-y0[i])
+		}
+	}
+	return cate, nil
 }

@@ -322,31 +322,38 @@ func (s *Stats) Add(o Stats) error {
 // (the reference kernel's). The DR-learner's pseudo-outcomes come from
 // nuisances cross-fitted on train alone, so that none saw a validation row.
 func SiteStats(ctx context.Context, m *estimator.Model, site int, train *estimator.Data, dr bool) (Stats, error) {
-	phi, err := m.OutcomeFeatures(train)
-	if err != nil {
-		return Stats{}, err
-	}
-	_, p := phi.Dims()
+	p := m.OutcomeFeatureCount()
 	st := Stats{Arms: [2]*estimator.RidgeStats{estimator.NewRidgeStats(p), estimator.NewRidgeStats(p)}}
-	var rows [2][]int
-	for i, w := range train.W {
-		rows[int(w)] = append(rows[int(w)], i)
+	var psi []float64
+	if dr {
+		var err error
+		if psi, err = pseudoOutcomes(ctx, m.Setup, site, train); err != nil {
+			return Stats{}, fmt.Errorf("training rows: %w", err)
+		}
+		st.DR = estimator.NewRidgeStats(p)
 	}
-	for a := range 2 {
-		if err := st.Arms[a].AddRows(phi, train.Y, rows[a]); err != nil {
+	n := train.Rows()
+	var rows [2][]int
+	for lo := 0; lo < n; lo += estimator.FeatureChunk {
+		hi := min(n, lo+estimator.FeatureChunk)
+		phi, err := m.OutcomeFeatures(train, lo, hi)
+		if err != nil {
 			return Stats{}, err
 		}
-	}
-	if !dr {
-		return st, nil
-	}
-	psi, err := pseudoOutcomes(ctx, m.Setup, site, train)
-	if err != nil {
-		return Stats{}, fmt.Errorf("training rows: %w", err)
-	}
-	st.DR = estimator.NewRidgeStats(p)
-	if err := st.DR.AddRows(phi, psi, nil); err != nil {
-		return Stats{}, err
+		rows[0], rows[1] = rows[0][:0], rows[1][:0]
+		for i, w := range train.W[lo:hi] {
+			rows[int(w)] = append(rows[int(w)], i)
+		}
+		for a := range 2 {
+			if err := st.Arms[a].AddRows(phi, train.Y[lo:hi], rows[a]); err != nil {
+				return Stats{}, err
+			}
+		}
+		if dr {
+			if err := st.DR.AddRows(phi, psi[lo:hi], nil); err != nil {
+				return Stats{}, err
+			}
+		}
 	}
 	return st, nil
 }

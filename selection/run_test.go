@@ -216,3 +216,65 @@ func TestHoldout(t *testing.T) {
 		}
 	}
 }
+
+// TestSiteStatsChunks: a site of more rows than estimator.FeatureChunk
+// sums its ridge statistics, and computes the ridge candidates' CATEs,
+// chunk by chunk, with the results of all its features at once.
+func TestSiteStatsChunks(t *testing.T) {
+	ctx := context.Background()
+	data, _ := linearSites(3, 1, estimator.FeatureChunk+37)
+	d := data[0]
+	cfg := smallConfig()
+	cfg.Rounds = 3
+	m, err := estimator.Fit(ctx, data, schema2, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := SiteStats(ctx, m, 0, d, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := d.Rows()
+	phi, err := m.OutcomeFeatures(d, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [2][]int
+	for i, w := range d.W {
+		rows[int(w)] = append(rows[int(w)], i)
+	}
+	for a := range 2 {
+		want := estimator.NewRidgeStats(m.OutcomeFeatureCount())
+		if err := want.AddRows(phi, d.Y, rows[a]); err != nil {
+			t.Fatal(err)
+		}
+		got := st.Arms[a]
+		if got.N != want.N || math.Abs(got.TargetSum-want.TargetSum) > 1e-9*math.Abs(want.TargetSum) {
+			t.Errorf("arm %d: n %v, Σy %v; want %v, %v", a, got.N, got.TargetSum, want.N, want.TargetSum)
+		}
+		for name, pair := range map[string][2][]float64{"Gram": {got.Gram, want.Gram}, "Moment": {got.Moment, want.Moment}, "FeatSum": {got.FeatSum, want.FeatSum}} {
+			for j := range pair[1] {
+				if math.Abs(pair[0][j]-pair[1][j]) > 1e-9*(1+math.Abs(pair[1][j])) {
+					t.Fatalf("arm %d: %s[%d] = %v in chunks, %v at once", a, name, j, pair[0][j], pair[1][j])
+				}
+			}
+		}
+	}
+	cands, ests, err := RidgeCandidates(st, []float64{1}, []string{KindTLearner})
+	if err != nil || len(cands) != 1 {
+		t.Fatalf("candidates %v: %v", cands, err)
+	}
+	cate, err := ests[0].CATE(ctx, m, 0, d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y0, y1 := ests[0].Arms[0].Predict(phi), ests[0].Arms[1].Predict(phi)
+	if len(cate) != n {
+		t.Fatalf("%d CATEs of %d rows", len(cate), n)
+	}
+	for i := range cate {
+		if want := y1[i] - y0[i]; math.Abs(cate[i]-want) > 1e-12*(1+math.Abs(want)) {
+			t.Fatalf("row %d: CATE %v in chunks, %v at once", i, cate[i], want)
+		}
+	}
+}
