@@ -111,3 +111,27 @@ func TestRidgeStatsErrors(t *testing.T) {
 		t.Error("solved with penalty 0")
 	}
 }
+
+// BenchmarkRidgeStatsAddRows measures adding one chunk of FeatureChunk
+// rows of the default outcome features (2D + 30 = 430 columns) to ridge
+// statistics, the cost of model selection's statistics per chunk of a
+// site's rows.
+func BenchmarkRidgeStatsAddRows(b *testing.B) {
+	const p = 430
+	rng := rand.New(rand.NewPCG(1, 2))
+	phi := mat.NewDense(FeatureChunk, p, nil)
+	v := make([]float64, FeatureChunk)
+	for i := range FeatureChunk {
+		v[i] = rng.NormFloat64()
+		for j := range p {
+			phi.Set(i, j, rng.NormFloat64())
+		}
+	}
+	s := NewRidgeStats(p)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.AddRows(phi, v, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
