@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -286,5 +287,83 @@ func TestBatchChunksIgnoreCores(t *testing.T) {
 			}
 		}
 		restore()
+	}
+}
+
+func TestRoundsFor(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method Method
+		batch  int
+		epochs float64
+		rows   int
+		want   int
+	}{
+		{"small site", Adam, 4, 1, 4, 10},
+		{"few batches", Adam, 4, 1, 30, 10},
+		{"an epoch needs more", Adam, 4, 1, 41, 11},
+		{"two epochs", Adam, 4, 2, 41, 21},
+		{"half an epoch", Adam, 4, 0.5, 100, 13},
+		{"epochs off", Adam, 4, 0, 1000, 10},
+		{"every row", Adam, 0, 1, 1000, 10},
+		{"lbfgs", LBFGS, 4, 1, 1000, 10},
+	} {
+		cfg := DefaultConfig()
+		cfg.Rounds, cfg.Method, cfg.BatchSize, cfg.Epochs = 10, tc.method, tc.batch, tc.epochs
+		if got := cfg.RoundsFor(tc.rows); got != tc.want {
+			t.Errorf("%s: RoundsFor(%d) = %d, want %d", tc.name, tc.rows, got, tc.want)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Epochs = math.NaN()
+	if err := cfg.validate(); err == nil {
+		t.Error("Epochs NaN validates")
+	}
+}
+
+// TestEpochsExtendTraining: a site of more rows than Rounds batches hold
+// trains until every row has been in a batch Epochs times, the progress
+// reports that limit, and a coordinator resumed from a checkpoint keeps it.
+func TestEpochsExtendTraining(t *testing.T) {
+	cfg := gradConfig(Learned)
+	cfg.Method, cfg.Rounds, cfg.BatchSize, cfg.Epochs = Adam, 3, 4, 2
+	setup, sites, _ := toyFederation(t, 2, 13, gradSchemas[0].schema, cfg) // ⌈2·13/4⌉ = 7 rounds
+	var last Progress
+	ctx := WithProgress(context.Background(), func(p Progress) { last = p })
+	c, err := NewCoordinator(Propensity, 2, setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Train(ctx, c, sites, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Rounds != 7 || last.MaxRounds != 7 || last.Round != 7 {
+		t.Errorf("trained %d rounds, progress %d of %d; want 7 of 7", tr.Rounds, last.Round, last.MaxRounds)
+	}
+
+	c, err = NewCoordinator(Propensity, 2, setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := make([]*SiteOutput, 2)
+	for range 4 {
+		if err := Round(context.Background(), c, sites, 1, outs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := ResumeCoordinator(setup, c.Checkpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Done() || r.MaxRounds() != 7 {
+		t.Fatalf("resumed after 4 rounds: done %v, limit %d; want 7", r.Done(), r.MaxRounds())
+	}
+	rest, err := Train(context.Background(), r, sites, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest.Rounds != 7 || rest.Loss != tr.Loss || !slices.Equal(rest.Weights[1]["psi"].RawMatrix().Data, tr.Weights[1]["psi"].RawMatrix().Data) {
+		t.Errorf("resumed run: %d rounds; want 7 and the parameters of the run without a pause", rest.Rounds)
 	}
 }

@@ -130,12 +130,17 @@ type Config struct {
 
 	Transfer     Transfer
 	Method       Method
-	Rounds       int     // maximum rounds per model
+	Rounds       int     // maximum rounds per model; with mini-batches at least Epochs passes (see RoundsFor)
 	LearningRate float64 // Adam's step size
 	Store        int     // L-BFGS memory
 	Tolerance    float64 // L-BFGS stops when J improves by less than Tolerance·|J| for 10 iterations
 
 	Seed uint64 // every random draw derives from Seed (see the package documentation)
+
+	// Epochs E ≥ 0: a model trained on mini-batches takes at least
+	// ⌈E·n/B⌉ rounds, n the largest site's training rows, so that a site
+	// far larger than Rounds·B still has each row seen E times (RoundsFor).
+	Epochs float64
 
 	// BatchSize B > 0 has each round of Adam compute a site's objective on
 	// B of its rows, scaled by n/B (see Site.Compute), so that a round
@@ -207,6 +212,9 @@ type Config struct {
 //     rows does, whatever its size; every site of the benchmarks above
 //     (IHDP's 50 to 249 rows, the synthetic designs' 1000) is smaller, and
 //     trains on every row as before.
+//   - Epochs 1: Rounds·B = 2 048 000 rows, so a site of up to about two
+//     million rows trains for Rounds rounds, as a small one does, and a
+//     larger one for as many more as it takes to see every row once.
 func DefaultConfig() Config {
 	return Config{
 		Features:       200,
@@ -230,6 +238,7 @@ func DefaultConfig() Config {
 		LogOutcome:     LogAuto,
 		Linear:         2,
 		BatchSize:      4096,
+		Epochs:         1,
 	}
 }
 
@@ -276,6 +285,20 @@ func (c *Config) validate() error {
 		return errors.New("estimator: Config.MHSteps must be non-negative")
 	case c.BatchSize < 0:
 		return errors.New("estimator: Config.BatchSize must be non-negative")
+	case !(c.Epochs >= 0) || math.IsInf(c.Epochs, 1):
+		return errors.New("estimator: Config.Epochs must be finite and non-negative")
 	}
 	return nil
+}
+
+// RoundsFor returns the rounds a model trains for when the largest site has
+// rows training rows: Rounds, or under Adam with mini-batches of B < rows,
+// at least ⌈Epochs·rows/B⌉. The result is capped at 1<<30 rounds.
+func (c *Config) RoundsFor(rows int) int {
+	b := c.BatchSize
+	if c.Method != Adam || b <= 0 || rows <= b || c.Epochs <= 0 {
+		return c.Rounds
+	}
+	need := math.Ceil(c.Epochs * float64(rows) / float64(b))
+	return max(c.Rounds, int(min(need, 1<<30)))
 }

@@ -53,6 +53,9 @@ type Checkpoint struct {
 
 	M, V []float64 // Adam moment estimates
 	Step int       // Adam steps taken
+	// MaxRounds is Adam's round limit (Coordinator.MaxRounds); a
+	// checkpoint without it resumes with Config.Rounds.
+	MaxRounds int
 
 	History []Iterate // L-BFGS accepted iterates, oldest first
 	Stall   int       // L-BFGS iterations without progress
@@ -145,6 +148,7 @@ func ResumeCoordinator(setup *Setup, cp *Checkpoint) (*Coordinator, error) {
 		copy(o.m, cp.M)
 		copy(o.v, cp.V)
 		o.step = cp.Step
+		o.max = max(o.max, cp.MaxRounds)
 		c.done = o.step >= o.max
 	case *lbfgs:
 		for _, it := range cp.History {
@@ -176,6 +180,16 @@ func (c *Coordinator) Checkpoint() *Checkpoint {
 
 // Round returns the number of rounds completed.
 func (c *Coordinator) Round() int { return c.round }
+
+// MaxRounds returns the most rounds the model may take: Config.Rounds, or
+// more once the sites' outputs have shown a site larger than Rounds
+// mini-batches (Config.RoundsFor).
+func (c *Coordinator) MaxRounds() int {
+	if a, ok := c.opt.(*adam); ok {
+		return a.max
+	}
+	return c.setup.Config.Rounds
+}
 
 // Done reports whether training has finished.
 func (c *Coordinator) Done() bool { return c.done }
@@ -225,6 +239,13 @@ func (c *Coordinator) Update(outs []*SiteOutput) (bool, error) {
 		return false, err
 	}
 	c.loss = c.objective(c.opt.point(), outs)
+	if a, ok := c.opt.(*adam); ok {
+		rows := 0
+		for _, o := range outs {
+			rows = max(rows, o.Rows)
+		}
+		a.max = max(a.max, c.setup.Config.RoundsFor(rows))
+	}
 	done, err := c.opt.tell(c.loss, c.grad)
 	c.round++
 	if err != nil {

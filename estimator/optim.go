@@ -107,6 +107,7 @@ func (a *adam) save(cp *Checkpoint) {
 	cp.M = append([]float64(nil), a.m...)
 	cp.V = append([]float64(nil), a.v...)
 	cp.Step = a.step
+	cp.MaxRounds = a.max
 }
 
 // resumeDirectioner lets a restored L-BFGS continue from a replayed history:

@@ -6,7 +6,7 @@ import "context"
 type Progress struct {
 	Model     Kind
 	Round     int     // rounds done for this model
-	MaxRounds int     // Config.Rounds: the most this model may take
+	MaxRounds int     // the most this model may take (Coordinator.MaxRounds)
 	Loss      float64 // J at the optimiser's current parameters
 }
 
@@ -22,7 +22,7 @@ func WithProgress(ctx context.Context, f func(Progress)) context.Context {
 // reportProgress calls the function of WithProgress, if any.
 func reportProgress(ctx context.Context, c *Coordinator) {
 	if f, ok := ctx.Value(progressKey{}).(func(Progress)); ok && f != nil {
-		f(Progress{Model: c.lay.kind, Round: c.Round(), MaxRounds: c.setup.Config.Rounds, Loss: c.Loss()})
+		f(Progress{Model: c.lay.kind, Round: c.Round(), MaxRounds: c.MaxRounds(), Loss: c.Loss()})
 	}
 }
 

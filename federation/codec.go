@@ -186,6 +186,7 @@ var configFields = []configField{
 	{"config.linear", func(c *estimator.Config) float64 { return c.Linear }, func(c *estimator.Config, v float64) { c.Linear = v }},
 	{"config.log_outcome", func(c *estimator.Config) float64 { return float64(c.LogOutcome) }, func(c *estimator.Config, v float64) { c.LogOutcome = estimator.LogOutcome(v) }},
 	{"config.batch_size", func(c *estimator.Config) float64 { return float64(c.BatchSize) }, func(c *estimator.Config, v float64) { c.BatchSize = int(v) }},
+	{"config.epochs", func(c *estimator.Config) float64 { return c.Epochs }, func(c *estimator.Config, v float64) { c.Epochs = v }},
 }
 
 func b2f(b bool) float64 {

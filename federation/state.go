@@ -190,6 +190,8 @@ type jsonCheckpoint struct {
 	Step    int
 	History []jsonIterate
 	Stall   int
+	// MaxRounds: estimator.Checkpoint.MaxRounds.
+	MaxRounds int `json:",omitempty"`
 }
 
 type jsonIterate struct {
@@ -208,7 +210,7 @@ func toJSONCheckpoint(cp *estimator.Checkpoint) *jsonCheckpoint {
 	if cp == nil {
 		return nil
 	}
-	j := &jsonCheckpoint{Model: cp.Model, Sites: cp.Sites, Method: cp.Method, Round: cp.Round, X: cp.X, M: cp.M, V: cp.V, Step: cp.Step, Stall: cp.Stall}
+	j := &jsonCheckpoint{Model: cp.Model, Sites: cp.Sites, Method: cp.Method, Round: cp.Round, X: cp.X, M: cp.M, V: cp.V, Step: cp.Step, Stall: cp.Stall, MaxRounds: cp.MaxRounds}
 	for _, it := range cp.History {
 		j.History = append(j.History, jsonIterate{X: it.X, Gradient: it.Gradient, F: it.F, Round: it.Round})
 	}
@@ -219,7 +221,7 @@ func (j *jsonCheckpoint) checkpoint() *estimator.Checkpoint {
 	if j == nil {
 		return nil
 	}
-	cp := &estimator.Checkpoint{Model: j.Model, Sites: j.Sites, Method: j.Method, Round: j.Round, X: j.X, M: j.M, V: j.V, Step: j.Step, Stall: j.Stall}
+	cp := &estimator.Checkpoint{Model: j.Model, Sites: j.Sites, Method: j.Method, Round: j.Round, X: j.X, M: j.M, V: j.V, Step: j.Step, Stall: j.Stall, MaxRounds: j.MaxRounds}
 	for _, it := range j.History {
 		cp.History = append(cp.History, estimator.Iterate{X: it.X, Gradient: it.Gradient, F: it.F, Round: it.Round})
 	}

@@ -151,6 +151,43 @@ func TestModelFolds(t *testing.T) {
 	}
 }
 
+// TestModelBatchSettings reads model.batch_size and model.epochs and
+// refuses values the estimator would.
+func TestModelBatchSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		batch      int
+		epochs     float64
+		err        string
+	}{
+		{"default", "", 4096, 1, ""},
+		{"file", "model:\n  batch_size: 512\n  epochs: 2.5\n", 512, 2.5, ""},
+		{"negative batch", "model:\n  batch_size: -1\n", 0, 0, "model.batch_size -1: want 0 (every row) or a positive row count"},
+		{"negative epochs", "model:\n  epochs: -1\n", 0, 0, "model.epochs -1: want a finite, non-negative number of passes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"version"}
+			if tc.file != "" {
+				args = append(args, "--config", writeConfig(t, tc.file))
+			}
+			a, err := execute(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := a.modelConfig()
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Errorf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || cfg.BatchSize != tc.batch || cfg.Epochs != tc.epochs {
+				t.Errorf("batch %d, epochs %v, %v; want %d, %v", cfg.BatchSize, cfg.Epochs, err, tc.batch, tc.epochs)
+			}
+		})
+	}
+}
+
 // TestFederatedSelection: the coordinator turns model.estimator,
 // model.validation and model.selection_z into the run's selection (none for
 // the latent CATE), and its daemons refuse kernel.name auto, which a

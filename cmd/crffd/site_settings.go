@@ -3,13 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/spf13/cast"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/spf13/cast"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/modelstore"
@@ -44,7 +46,8 @@ var modelSettings = func() []setting {
 		{"kernel.params", map[string]float64{}, "kernel parameters, e.g. nu: 2.5 for matern"},
 		{"model.features", d.Features, "random frequencies D per feature map"},
 		{"model.latent", d.Latent, "latent dimension dz"},
-		{"model.rounds", d.Rounds, "maximum training rounds per model"},
+		{"model.rounds", d.Rounds, "maximum training rounds per model (with mini-batches, at least model.epochs passes over the largest site's rows)"},
+		{"model.epochs", d.Epochs, "with mini-batches (model.batch_size), the least passes each model makes over the largest site's training rows: rounds = max(model.rounds, ⌈epochs·rows/batch_size⌉)"},
 		{"model.optimizer", d.Method.String(), "lbfgs or adam"},
 		{"model.learning_rate", d.LearningRate, "Adam's step size"},
 		{"model.batch_size", d.BatchSize, "with adam, the rows of a site each training round computes on (a random batch, scaled to the site's size); a site of at most this many rows, and lbfgs, use every row; 0: every row"},
@@ -120,6 +123,10 @@ func (a *app) modelConfig() (estimator.Config, error) {
 	c.Rounds = a.v.GetInt("model.rounds")
 	c.LearningRate = a.v.GetFloat64("model.learning_rate")
 	c.BatchSize = a.v.GetInt("model.batch_size")
+	c.Epochs = a.v.GetFloat64("model.epochs")
+	if !(c.Epochs >= 0) || math.IsInf(c.Epochs, 1) {
+		return c, fmt.Errorf("model.epochs %v: want a finite, non-negative number of passes", c.Epochs)
+	}
 	if c.BatchSize < 0 {
 		return c, fmt.Errorf("model.batch_size %d: want 0 (every row) or a positive row count", c.BatchSize)
 	}
