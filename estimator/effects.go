@@ -412,14 +412,3 @@ func (sc *scorer) metropolis(i0, R int) {
 		}
 	}
 }
-
-// growDense returns an r×c matrix reusing m's storage when it is large
-// enough.
-func growDense(m *mat.Dense, r, c int) *mat.Dense {
-	if m != nil {
-		if data := m.RawMatrix().Data; cap(data) >= r*c {
-			return mat.NewDense(r, c, data[:r*c])
-		}
-	}
-	return mat.NewDense(r, c, nil)
-}
