@@ -71,7 +71,7 @@ func TestFitModelSelection(t *testing.T) {
 	stderr := startSiteDaemon(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	copyFirstRows(t, ctx, db)
+	copyFirstRows(t, ctx, openWriter(t, filepath.Join(dir, "site1.sqlite")))
 	deadline := time.Now().Add(15 * time.Second)
 	for queryFloat(t, db, "SELECT count(*) FROM crff_cate") < 305 {
 		if time.Now().After(deadline) {

@@ -43,6 +43,20 @@ func openDB(t *testing.T, path string) *sql.DB {
 	return db
 }
 
+// openWriter opens a site file as a client that writes records while a
+// daemon runs. Unlike reads, writes are serialised by SQLite even in WAL
+// mode, so a writer waits out the daemon's write transaction as any
+// application on the site would.
+func openWriter(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func queryFloat(t *testing.T, db *sql.DB, q string) float64 {
 	t.Helper()
 	var v float64
@@ -160,7 +174,8 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	stderr := startSiteDaemon(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	copyFirstRows(t, ctx, db)
+	writer := openWriter(t, path)
+	copyFirstRows(t, ctx, writer)
 	inserted := time.Now()
 	var busy int
 	for {
@@ -192,7 +207,7 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	}
 
 	// A deleted row's CATE leaves crff_cate.
-	if _, err := db.ExecContext(ctx, `DELETE FROM records WHERE id IN (1003, 7)`); err != nil {
+	if _, err := writer.ExecContext(ctx, `DELETE FROM records WHERE id IN (1003, 7)`); err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
