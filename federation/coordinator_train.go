@@ -27,6 +27,7 @@ func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
 		}
 		outs := make([]*estimator.SiteOutput, m)
 		saved := time.Now()
+		began, first := saved, co.Round()
 		for !co.Done() {
 			start := time.Now()
 			ins := co.Inputs()
@@ -71,7 +72,13 @@ func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
 		if err := c.save(ctx); err != nil {
 			return err
 		}
-		c.log.Info("model trained", slog.String(wire.LogKeyModel, kind.String()), slog.Int("rounds", co.Round()), slog.Float64("loss", co.Loss()))
+		took := time.Since(began)
+		perRound := time.Duration(0)
+		if n := co.Round() - first; n > 0 {
+			perRound = took / time.Duration(n)
+		}
+		c.log.Info("model trained", slog.String(wire.LogKeyModel, kind.String()), slog.Int("rounds", co.Round()), slog.Float64("loss", co.Loss()),
+			slog.Duration("took", took.Round(time.Millisecond)), slog.Duration("per_round", perRound.Round(10*time.Microsecond)))
 	}
 	return nil
 }

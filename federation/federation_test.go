@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -415,5 +417,45 @@ func TestDeduplicationKeepsTheFirstListedCopy(t *testing.T) {
 		if len(r.res.Effects.CATE) != 40 {
 			t.Errorf("site %d scored %d rows, want all 40", s, len(r.res.Effects.CATE))
 		}
+	}
+}
+
+// TestModelTrainedLogsTimePerRound checks that the coordinator's line for
+// each trained model says how long it took and the mean time per round,
+// the figure by which an operator sizes a federation.
+func TestModelTrainedLogsTimePerRound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFed(40, 50)
+	cfg := testConfig()
+	sites := f.start(ctx)
+	var logs logBuffer
+	cc := f.coordinator(cfg)
+	cc.Logger = logs.logger()
+	if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); err != nil {
+		t.Fatal(err)
+	}
+	waitSites(t, sites)
+	perRound := regexp.MustCompile(`msg="model trained" model=(\w+) rounds=(\d+) loss=\S+ took=(\S+) per_round=(\S+)`)
+	var models []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		m := perRound.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		models = append(models, m[1])
+		took, err1 := time.ParseDuration(m[3])
+		each, err2 := time.ParseDuration(m[4])
+		rounds, _ := strconv.Atoi(m[2])
+		if err1 != nil || err2 != nil || each <= 0 || rounds < 1 || rounds > cfg.Rounds {
+			t.Errorf("%s: took %q, per round %q, %d rounds: want durations and 1 to %d rounds", m[1], m[3], m[4], rounds, cfg.Rounds)
+			continue
+		}
+		if d := took - each*time.Duration(rounds); d < -time.Millisecond*time.Duration(rounds) || d > time.Millisecond*time.Duration(rounds) {
+			t.Errorf("%s: %d rounds of %v do not make %v", m[1], rounds, each, took)
+		}
+	}
+	if strings.Join(models, ",") != "propensity,outcome,latent" {
+		t.Errorf("model trained lines for %q, want propensity, outcome and latent; log:\n%s", models, logs.String())
 	}
 }
