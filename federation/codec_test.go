@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,4 +184,54 @@ func TestEquivalenceWithMiniBatches(t *testing.T) {
 			t.Fatalf("site %d: %v", s, r.err)
 		}
 	}
+}
+
+// TestTrainingWireIgnoresRowCount checks that, with mini-batches, what
+// crosses the wire in training does not grow with the sites' rows: sites
+// of 40 and 50 rows and sites ten times larger exchange as many weight and
+// gradient envelopes, of the same encoded sizes, per round. (One epoch
+// of 500 rows in batches of 16 takes 32 rounds, so both runs are given 40
+// rounds: more rows may mean more rounds, never more per round.)
+func TestTrainingWireIgnoresRowCount(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	cfg.BatchSize, cfg.Rounds = 16, 40
+	traffic := func(sizes ...int) map[wire.Kind][]int {
+		f := newFed(sizes...)
+		var mu sync.Mutex
+		got := map[wire.Kind][]int{}
+		f.net.Intercept = func(b []byte) [][]byte {
+			if e, err := wire.Unmarshal(b); err == nil && (e.Kind == wire.KindWeights || e.Kind == wire.KindGradient) {
+				mu.Lock()
+				got[e.Kind] = append(got[e.Kind], len(b))
+				mu.Unlock()
+			}
+			return [][]byte{b}
+		}
+		sites := f.start(ctx)
+		if _, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord")); err != nil {
+			t.Fatal(err)
+		}
+		waitSites(t, sites)
+		for _, sizes := range got {
+			slices.Sort(sizes)
+		}
+		return got
+	}
+	small, large := traffic(40, 50), traffic(400, 500)
+	for _, kind := range []wire.Kind{wire.KindWeights, wire.KindGradient} {
+		if len(small[kind]) == 0 || !slices.Equal(small[kind], large[kind]) {
+			t.Errorf("%v envelopes: %d of %d bytes in all at 40 and 50 rows, %d of %d bytes at 400 and 500 rows",
+				kind, len(small[kind]), sum(small[kind]), len(large[kind]), sum(large[kind]))
+		}
+	}
+}
+
+func sum(v []int) int {
+	var s int
+	for _, x := range v {
+		s += x
+	}
+	return s
 }
