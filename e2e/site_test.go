@@ -35,12 +35,7 @@ const smallModel = `model:
 // openDB opens a site file as a second, independent client would.
 func openDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return openWaiting(t, path, 0)
 }
 
 // openWriter opens a site file as a client that writes records while a
@@ -49,7 +44,13 @@ func openDB(t *testing.T, path string) *sql.DB {
 // application on the site would.
 func openWriter(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	return openWaiting(t, path, 10*time.Second)
+}
+
+// openWaiting opens a site file whose locks are waited for up to busy.
+func openWaiting(t *testing.T, path string, busy time.Duration) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)", path, busy.Milliseconds()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store"
@@ -133,19 +134,9 @@ func TestModelFolds(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv("CRFFD_MODEL_FOLDS", tc.env)
 			}
-			a, err := execute(t, tc.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := a.modelConfig()
-			if tc.err != "" {
-				if err == nil || err.Error() != tc.err {
-					t.Errorf("error %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || cfg.Folds != tc.want {
-				t.Errorf("folds %d, %v; want %d", cfg.Folds, err, tc.want)
+			cfg, ok := modelConfigOf(t, tc.err, tc.args...)
+			if ok && cfg.Folds != tc.want {
+				t.Errorf("folds %d; want %d", cfg.Folds, tc.want)
 			}
 		})
 	}
@@ -170,19 +161,9 @@ func TestModelBatchSettings(t *testing.T) {
 			if tc.file != "" {
 				args = append(args, "--config", writeConfig(t, tc.file))
 			}
-			a, err := execute(t, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := a.modelConfig()
-			if tc.err != "" {
-				if err == nil || err.Error() != tc.err {
-					t.Errorf("error %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || cfg.BatchSize != tc.batch || cfg.Epochs != tc.epochs {
-				t.Errorf("batch %d, epochs %v, %v; want %d, %v", cfg.BatchSize, cfg.Epochs, err, tc.batch, tc.epochs)
+			cfg, ok := modelConfigOf(t, tc.err, args...)
+			if ok && (cfg.BatchSize != tc.batch || cfg.Epochs != tc.epochs) {
+				t.Errorf("batch %d, epochs %v; want %d, %v", cfg.BatchSize, cfg.Epochs, tc.batch, tc.epochs)
 			}
 		})
 	}
@@ -388,4 +369,27 @@ func TestDurationSettings(t *testing.T) {
 	if _, err := a.durationSetting("site.poll_interval"); err == nil || !strings.Contains(err.Error(), "want a positive duration") {
 		t.Errorf("poll_interval 0s: %v", err)
 	}
+}
+
+// modelConfigOf runs crffd with args and reads the model configuration.
+// With wantErr it checks that reading fails with exactly that message and
+// reports false; otherwise it fails the test on an error and reports true.
+func modelConfigOf(t *testing.T, wantErr string, args ...string) (estimator.Config, bool) {
+	t.Helper()
+	a, err := execute(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := a.modelConfig()
+	if wantErr != "" {
+		if err == nil || err.Error() != wantErr {
+			t.Errorf("error %v, want %q", err, wantErr)
+		}
+		return cfg, false
+	}
+	if err != nil {
+		t.Errorf("model configuration: %v", err)
+		return cfg, false
+	}
+	return cfg, true
 }
