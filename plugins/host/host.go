@@ -164,6 +164,7 @@ func Launch(ctx context.Context, cfg Config, name string) (*plugin.Client, any, 
 		return nil, nil, fmt.Errorf("launch %s plugin %q: %w", b.Kind, b.Name, err)
 	}
 	cmd := exec.Command(b.Path)
+	cmd.Env = PluginEnv(os.Environ())
 	DieWithParent(cmd)
 	logger := cfg.Logger
 	if logger == nil {
@@ -177,6 +178,7 @@ func Launch(ctx context.Context, cfg Config, name string) (*plugin.Client, any, 
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		Managed:          true,
+		SkipHostEnv:      true,
 		Logger:           newHCLogger(logger.With(slog.String(LogKeyPlugin, b.Name))),
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))},
@@ -192,6 +194,27 @@ func Launch(ctx context.Context, cfg Config, name string) (*plugin.Client, any, 
 		return nil, nil, fmt.Errorf("dispense %s plugin %q: %w", b.Kind, b.Name, err)
 	}
 	return client, raw, nil
+}
+
+// passedEnv names the variables of crffd's environment that a plugin
+// inherits: what a program needs to run, never crffd's own settings or
+// secrets (CRFFD_FEDERATION_SECRET among them), since third-party plugins
+// are welcome and pinning is optional.
+var passedEnv = map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true, "TZ": true, "LANG": true, "LC_ALL": true, "SYSTEMROOT": true}
+
+// PluginEnv returns the entries of environ ("NAME=value", as os.Environ
+// gives them) that a plugin process inherits: PATH, HOME, TMPDIR, TZ, LANG,
+// the LC_ locale variables and, on Windows, SYSTEMROOT. go-plugin adds its
+// own handshake variables.
+func PluginEnv(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if passedEnv[name] || strings.HasPrefix(name, "LC_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // ServerOptions are the gRPC server options every plugin serves with, so

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-plugin"
 )
 
 func writeExe(t *testing.T, dir, name string, mode os.FileMode) string {
@@ -79,5 +82,48 @@ func TestCheckPin(t *testing.T) {
 	_, _, err = Launch(context.Background(), Config{Binary: Binary{Kind: "kernel", Name: "x", Path: p}, Pin: wrong}, "kernel")
 	if !errors.Is(err, ErrHashMismatch) {
 		t.Errorf("Launch with wrong pin: err = %v, want ErrHashMismatch", err)
+	}
+}
+
+// TestPluginEnvironmentIsAllowListed launches a "plugin" that writes its
+// environment to a file and exits: it must see PATH and the locale, and
+// none of crffd's own variables, the federation secret above all.
+func TestPluginEnvironmentIsAllowListed(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "env.txt")
+	p := filepath.Join(dir, "crff-kernel-envdump")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n/usr/bin/env > '"+out+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CRFFD_FEDERATION_SECRET", "sentinel-secret-0x5eed")
+	t.Setenv("CRFFD_SITE_DB", "sentinel-site.sqlite")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "sentinel-aws")
+	t.Setenv("LC_NUMERIC", "C")
+	cfg := Config{Binary: Binary{Kind: "kernel", Name: "envdump", Path: p},
+		Handshake: plugin.HandshakeConfig{ProtocolVersion: 1, MagicCookieKey: "CRFF_TEST", MagicCookieValue: "x"}}
+	if _, _, err := Launch(context.Background(), cfg, "kernel"); err == nil {
+		t.Fatal("a plugin that exits at once launched")
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := string(b)
+	for _, leak := range []string{"sentinel-secret-0x5eed", "sentinel-site.sqlite", "sentinel-aws", "CRFFD_"} {
+		if strings.Contains(env, leak) {
+			t.Errorf("the plugin's environment holds %q:\n%s", leak, env)
+		}
+	}
+	for _, want := range []string{"PATH=" + os.Getenv("PATH") + "\n", "LC_NUMERIC=C\n", "CRFF_TEST=x\n"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the plugin's environment lacks %q:\n%s", want, env)
+		}
+	}
+}
+
+func TestPluginEnv(t *testing.T) {
+	got := PluginEnv([]string{"PATH=/bin", "HOME=/h", "CRFFD_FEDERATION_SECRET=s", "LC_TIME=C", "LCX=1", "TMPDIR=/t", "PATHX=1", "=weird"})
+	if want := []string{"PATH=/bin", "HOME=/h", "LC_TIME=C", "TMPDIR=/t"}; !slices.Equal(got, want) {
+		t.Errorf("PluginEnv = %q, want %q", got, want)
 	}
 }
