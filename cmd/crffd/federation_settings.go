@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spf13/cast"
+
 	"github.com/crffd/crffd/certs"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/federation/wire"
@@ -29,7 +31,8 @@ var federationSettings = []setting{
 	{"federation.round_timeout", "2m", "coordinator: how long to wait for a site's answer before sending the step again"},
 	{"federation.retries", 3, "coordinator: how often a silent site is asked again before the run stops with an error naming it"},
 	{"federation.min_arm_rows", federation.DefaultMinArmRows, "sites only: the fewest rows each treatment arm must have, before and after de-duplication, for the site to take part, and the fewest rows by which a run's rows may differ from those of any earlier run the site took part in (added, deleted or edited; no difference is allowed too); below either the site sends nothing computed from its rows and stops with an error"},
-	{"federation.metrics_address", "", "local host:port serving /healthz and Prometheus /metrics; empty for none"},
+	{"federation.metrics_address", "", "host:port serving /healthz and Prometheus /metrics, without authentication: loopback only (an empty host means 127.0.0.1) unless federation.metrics_public; empty for none"},
+	{"federation.metrics_public", false, "allow federation.metrics_address on an interface other than loopback (an empty host then means every interface); /metrics and /healthz have no authentication, so put them behind a firewall or proxy"},
 	{"coordinator.sites", []string{}, "the sites' federation names, in priority order: de-duplication keeps the copy of the site listed first"},
 	{"coordinator.state_db", "coordinator.sqlite", "the coordinator's own SQLite file: checkpoints and finished runs"},
 	{"coordinator.checkpoint_every", 0, "also checkpoint the training state every N rounds (0: by time only; with both 0, every round)"},
@@ -106,12 +109,40 @@ type health struct {
 	start time.Time
 }
 
+// metricsAddress returns where /healthz and /metrics listen for the
+// configured address. They have no authentication, so without public an
+// address with no host listens on 127.0.0.1 and any host other than a
+// loopback address or "localhost" is refused.
+func metricsAddress(addr string, public bool) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("federation.metrics_address %q: %w", addr, err)
+	}
+	if public {
+		return addr, nil
+	}
+	if host == "" {
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return addr, nil
+	}
+	return "", fmt.Errorf("federation.metrics_address %q: /healthz and /metrics have no authentication, so they listen on loopback only (127.0.0.1, ::1 or localhost); set federation.metrics_public: true to serve them on %s", addr, host)
+}
+
 // serveMetrics serves /healthz and /metrics on federation.metrics_address
 // until ctx ends; it does nothing when the address is empty.
 func (a *app) serveMetrics(ctx context.Context, role string, m *federation.Metrics) error {
 	addr := a.v.GetString("federation.metrics_address")
 	if addr == "" {
 		return nil
+	}
+	public, err := cast.ToBoolE(a.v.Get("federation.metrics_public"))
+	if err != nil {
+		return fmt.Errorf("federation.metrics_public %q: want true or false", a.v.GetString("federation.metrics_public"))
+	}
+	if addr, err = metricsAddress(addr, public); err != nil {
+		return err
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

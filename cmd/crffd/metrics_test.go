@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/crffd/crffd/federation"
+)
+
+func TestMetricsAddress(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		public bool
+		want   string // the address listened on; empty when refused
+	}{
+		{"127.0.0.1:9464", false, "127.0.0.1:9464"},
+		{"localhost:9464", false, "localhost:9464"},
+		{"[::1]:9464", false, "[::1]:9464"},
+		{":9464", false, "127.0.0.1:9464"},
+		{"0.0.0.0:9464", false, ""},
+		{"[::]:9464", false, ""},
+		{"10.1.2.3:9464", false, ""},
+		{"metrics.example.org:9464", false, ""},
+		{"0.0.0.0:9464", true, "0.0.0.0:9464"},
+		{":9464", true, ":9464"},
+	} {
+		got, err := metricsAddress(tc.addr, tc.public)
+		if tc.want == "" {
+			if err == nil || !strings.Contains(err.Error(), "federation.metrics_public: true") || !strings.Contains(err.Error(), tc.addr) {
+				t.Errorf("metricsAddress(%q, %v) = %q, %v; want an error naming the address and federation.metrics_public", tc.addr, tc.public, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("metricsAddress(%q, %v) = %q, %v; want %q", tc.addr, tc.public, got, err, tc.want)
+		}
+	}
+	if _, err := metricsAddress("9464", false); err == nil || !strings.Contains(err.Error(), `federation.metrics_address "9464"`) {
+		t.Errorf("an address without a port: %v", err)
+	}
+}
+
+// TestServeMetricsOnLoopback checks the daemon's metrics server: an
+// address without a host is served on loopback only, another interface is
+// refused unless federation.metrics_public, and a bad metrics_public value
+// is named.
+func TestServeMetricsOnLoopback(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(lis.Addr().String())
+	lis.Close()
+
+	a, err := execute(t, "version", "--config", writeConfig(t, "federation:\n  metrics_address: \":"+port+"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.serveMetrics(ctx, "site", &federation.Metrics{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", "127.0.0.1:"+port); err != nil {
+		t.Errorf("metrics not served on loopback: %v", err)
+	} else {
+		c.Close()
+	}
+	// Another interface of this machine, if it has one, must not answer.
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, ad := range addrs {
+			if ip, ok := ad.(*net.IPNet); ok && !ip.IP.IsLoopback() && ip.IP.To4() != nil {
+				if c, err := net.Dial("tcp", net.JoinHostPort(ip.IP.String(), port)); err == nil {
+					c.Close()
+					t.Errorf("metrics answered on %s", ip.IP)
+				}
+			}
+		}
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{"federation:\n  metrics_address: 0.0.0.0:0\n", "set federation.metrics_public: true"},
+		{"federation:\n  metrics_address: 0.0.0.0:0\n  metrics_public: maybe\n", `federation.metrics_public "maybe": want true or false`},
+	} {
+		a, err := execute(t, "version", "--config", writeConfig(t, tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.serveMetrics(ctx, "site", &federation.Metrics{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error containing %q", tc.body, err, tc.want)
+		}
+	}
+	a, err = execute(t, "version", "--config", writeConfig(t, "federation:\n  metrics_address: 0.0.0.0:0\n  metrics_public: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.serveMetrics(ctx, "site", &federation.Metrics{}); err != nil {
+		t.Errorf("metrics_public: true: %v", err)
+	}
+}
