@@ -26,6 +26,7 @@ func TestDaemonExitStatuses(t *testing.T) {
 		{"scoring site, not an SQLite file", "site", false, overwrite("site1.sqlite", "not a database"), 4, "site1.sqlite"},
 		{"federated site, poll_interval not a duration", "site", true, appendSetting("site:\n", "  poll_interval: 5 seconds\n"), 2, "site.poll_interval"},
 		{"federated site, busy_timeout not a duration", "site", true, appendSetting("site:\n", "  busy_timeout: soon\n"), 2, "site.busy_timeout"},
+		{"federated site, weak secret", "site", true, appendSetting("federation:\n", "  secret: hunter2hunter2\n"), 2, "federation.secret is too weak"},
 		{"federated site, not an SQLite file", "site", true, overwrite("site1.sqlite", "not a database"), 4, "site1.sqlite"},
 		{"coordinator, certificate missing", "coordinator", true, overwrite("certs/coordinator/coordinator.crt", ""), 3, "coordinator.crt"},
 		{"coordinator, state file in a missing folder", "coordinator", true, replace("state_db: coordinator.sqlite", "state_db: missing/folder/state.sqlite"), 4, "state.sqlite"},

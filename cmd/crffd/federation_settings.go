@@ -27,7 +27,7 @@ var federationSettings = []setting{
 	{"federation.tls.ca", "", "the federation CA certificate (ca.crt, from crffd certs init)"},
 	{"federation.tls.cert", "", "this daemon's certificate (NAME.crt, from crffd certs issue NAME)"},
 	{"federation.tls.key", "", "this daemon's private key (NAME.key)"},
-	{"federation.secret", "", "sites only: the de-duplication HMAC secret shared by the sites and never by the coordinator (better set as CRFFD_FEDERATION_SECRET); needs site.identity_columns"},
+	{"federation.secret", "", "sites only: the de-duplication HMAC secret shared by the sites and never by the coordinator (better set as CRFFD_FEDERATION_SECRET); needs site.identity_columns; at least 128 bits, e.g. openssl rand -hex 32, or the site refuses to start"},
 	{"federation.round_timeout", "2m", "coordinator: how long to wait for a site's answer before sending the step again"},
 	{"federation.retries", 3, "coordinator: how often a silent site is asked again before the run stops with an error naming it"},
 	{"federation.min_arm_rows", federation.DefaultMinArmRows, "sites only: the fewest rows each treatment arm must have, before and after de-duplication, for the site to take part, and the fewest rows by which a run's rows may differ from those of any earlier run the site took part in (added, deleted or edited; no difference is allowed too); below either the site sends nothing computed from its rows and stops with an error"},

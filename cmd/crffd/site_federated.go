@@ -52,6 +52,11 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
+	if secret := a.v.GetString("federation.secret"); secret != "" {
+		if err := checkSecret(secret); err != nil {
+			return withExit(exitConfig, err)
+		}
+	}
 	db, err := a.openSite(ctx, src)
 	if err != nil {
 		return withExit(exitStorage, err)
