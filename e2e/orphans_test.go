@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,11 +16,15 @@ import (
 	"github.com/crffd/crffd/internal/testbin"
 )
 
-const markVar = "CRFFD_E2E_MARK"
+// markVar carries a mark unique to one crffd process into its
+// environment. Plugins inherit only an allow-list of crffd's environment
+// (plugins/host.PluginEnv), so the mark is a variable on that list: a
+// temporary directory of the test's own.
+const markVar = "TMPDIR"
 
 // marked returns the PIDs of live processes whose environment holds
-// markVar=mark. Plugins inherit crffd's environment, so this counts crffd
-// and every plugin it started, wherever they were reparented.
+// markVar=mark. Plugins inherit markVar, so this counts crffd and every
+// plugin it started, wherever they were reparented.
 func marked(mark string) []int {
 	want := []byte(markVar + "=" + mark + "\x00")
 	entries, _ := os.ReadDir("/proc")
@@ -70,14 +75,14 @@ func TestNoOrphanPlugins(t *testing.T) {
 		{"SIGKILL", func(p *os.Process) error { return p.Kill() }, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mark := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+			mark := t.TempDir()
 			args := []string{"kernels", "verify"}
 			if tc.stop != nil {
 				// Large enough that the run is still going when the signal comes.
 				args = append(args, "--features", "1000000", "--pairs", "5000")
 			}
 			cmd := exec.Command(filepath.Join(bin, "crffd"), args...)
-			cmd.Env = append(os.Environ(), markVar+"="+mark)
+			cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, markVar+"=") }), markVar+"="+mark)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
