@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -29,9 +27,9 @@ func TestDemo(t *testing.T) {
 		t.Skip("counts processes through /proc")
 	}
 	dir := filepath.Join(t.TempDir(), "demo")
-	mark := fmt.Sprintf("demo-%d-%d", os.Getpid(), time.Now().UnixNano())
+	mark := t.TempDir()
 	cmd := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "demo", "--dir", dir, "--rows", "300")
-	cmd.Env = append(os.Environ(), markVar+"="+mark)
+	cmd.Env = markedEnv(mark)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

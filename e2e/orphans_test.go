@@ -46,6 +46,13 @@ func marked(mark string) []int {
 	return pids
 }
 
+// markedEnv returns this process's environment with markVar set to mark,
+// a directory unique to the caller (t.TempDir()).
+func markedEnv(mark string) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, markVar+"=") })
+	return append(env, markVar+"="+mark)
+}
+
 // waitFor polls cond every 5 ms until it holds or d passes.
 func waitFor(d time.Duration, cond func() bool) bool {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
@@ -82,7 +89,7 @@ func TestNoOrphanPlugins(t *testing.T) {
 				args = append(args, "--features", "1000000", "--pairs", "5000")
 			}
 			cmd := exec.Command(filepath.Join(bin, "crffd"), args...)
-			cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, markVar+"=") }), markVar+"="+mark)
+			cmd.Env = markedEnv(mark)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
