@@ -32,8 +32,10 @@ type Line struct {
 	log      *slog.Logger
 	interval time.Duration
 	now      func() time.Time
-	start    time.Time
-	last     time.Time
+	start    time.Time // when the current task began
+	last     time.Time // the last log line
+	prev     time.Time // the last Update
+	task     string    // the current task; empty after Done
 	shown    bool
 }
 
@@ -55,9 +57,19 @@ func newLine(w io.Writer, tty bool, log *slog.Logger, now func() time.Time) *Lin
 }
 
 // Update reports that done of total steps of task are finished; detail
-// (such as "loss 1.234") is shown after the count.
+// (such as "loss 1.234") is shown after the count. Elapsed and left are
+// those of the task: it began at the Line's creation or its last Done, or,
+// when it follows another task without a Done, at that task's last update.
+// The first update of a new task is logged at once.
 func (l *Line) Update(task string, done, total int, detail string) {
 	t := l.now()
+	if task != l.task {
+		if l.task != "" {
+			l.start = l.prev
+		}
+		l.task, l.last = task, time.Time{}
+	}
+	l.prev = t
 	elapsed := t.Sub(l.start)
 	left := time.Duration(-1)
 	if done > 0 && total >= done {
@@ -79,8 +91,10 @@ func (l *Line) Update(task string, done, total int, detail string) {
 		slog.Duration(LogKeyElapsed, round(elapsed)), slog.Duration(LogKeyLeft, round(left)))
 }
 
-// Done ends the line on a terminal, so that later output starts afresh.
+// Done ends the current task: the next one is timed from now, and on a
+// terminal later output starts on a fresh line.
 func (l *Line) Done() {
+	l.start, l.task = l.now(), ""
 	if l.tty && l.shown {
 		fmt.Fprintln(l.w)
 		l.shown = false
