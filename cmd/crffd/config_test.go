@@ -147,16 +147,22 @@ func TestModelFolds(t *testing.T) {
 func TestModelBatchSettings(t *testing.T) {
 	for _, tc := range []struct {
 		name, file string
+		env        map[string]string
 		batch      int
 		epochs     float64
 		err        string
 	}{
-		{"default", "", 4096, 1, ""},
-		{"file", "model:\n  batch_size: 512\n  epochs: 2.5\n", 512, 2.5, ""},
-		{"negative batch", "model:\n  batch_size: -1\n", 0, 0, "model.batch_size -1: want 0 (every row) or a positive row count"},
-		{"negative epochs", "model:\n  epochs: -1\n", 0, 0, "model.epochs -1: want a finite, non-negative number of passes"},
+		{"default", "", nil, 4096, 1, ""},
+		{"file", "model:\n  batch_size: 512\n  epochs: 2.5\n", nil, 512, 2.5, ""},
+		{"environment over file", "model:\n  batch_size: 512\n  epochs: 2.5\n", map[string]string{"CRFFD_MODEL_BATCH_SIZE": "256", "CRFFD_MODEL_EPOCHS": "3"}, 256, 3, ""},
+		{"negative batch", "model:\n  batch_size: -1\n", nil, 0, 0, "model.batch_size -1: want 0 (every row) or a positive row count"},
+		{"negative epochs", "model:\n  epochs: -1\n", nil, 0, 0, "model.epochs -1: want a finite, non-negative number of passes"},
+		{"infinite epochs from the environment", "", map[string]string{"CRFFD_MODEL_EPOCHS": "+Inf"}, 0, 0, "model.epochs +Inf: want a finite, non-negative number of passes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
 			args := []string{"version"}
 			if tc.file != "" {
 				args = append(args, "--config", writeConfig(t, tc.file))

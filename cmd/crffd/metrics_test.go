@@ -92,11 +92,28 @@ func TestServeMetricsOnLoopback(t *testing.T) {
 			t.Errorf("%q: %v, want an error containing %q", tc.body, err, tc.want)
 		}
 	}
-	a, err = execute(t, "version", "--config", writeConfig(t, "federation:\n  metrics_address: 0.0.0.0:0\n  metrics_public: true\n"))
+	public := writeConfig(t, "federation:\n  metrics_address: 0.0.0.0:0\n  metrics_public: true\n")
+	a, err = execute(t, "version", "--config", public)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.serveMetrics(ctx, "site", &federation.Metrics{}); err != nil {
 		t.Errorf("metrics_public: true: %v", err)
+	}
+	// The environment overrides the file, both ways.
+	t.Setenv("CRFFD_FEDERATION_METRICS_PUBLIC", "false")
+	if a, err = execute(t, "version", "--config", public); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.serveMetrics(ctx, "site", &federation.Metrics{}); err == nil {
+		t.Error("CRFFD_FEDERATION_METRICS_PUBLIC=false over metrics_public: true still served 0.0.0.0")
+	}
+	t.Setenv("CRFFD_FEDERATION_METRICS_PUBLIC", "true")
+	t.Setenv("CRFFD_FEDERATION_METRICS_ADDRESS", "0.0.0.0:0")
+	if a, err = execute(t, "version"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.serveMetrics(ctx, "site", &federation.Metrics{}); err != nil {
+		t.Errorf("CRFFD_FEDERATION_METRICS_PUBLIC=true: %v", err)
 	}
 }
