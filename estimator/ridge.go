@@ -21,6 +21,11 @@ type RidgeStats struct {
 	TargetSum float64   // Σv
 	Gram      []float64 // p×p row-major: ΦᵀΦ
 	Moment    []float64 // p: Φᵀv
+
+	// Workspaces of AddRows, kept between calls: the selected rows and
+	// their Gram matrix.
+	sub, ff []float64
+	g       gemm
 }
 
 // NewRidgeStats returns empty statistics for p features.
@@ -35,40 +40,62 @@ func (s *RidgeStats) AddRows(phi *mat.Dense, v []float64, rows []int) error {
 	if p != s.P || len(v) != n {
 		return fmt.Errorf("estimator: ridge statistics of %d features: got %d×%d features and %d targets", s.P, n, p, len(v))
 	}
-	if rows == nil {
-		rows = make([]int, n)
-		for i := range rows {
-			rows[i] = i
-		}
+	m := n
+	if rows != nil {
+		m = len(rows)
 	}
-	sub := mat.NewDense(max(len(rows), 1), p, nil)
-	for r, i := range rows {
+	row := func(r int) int {
+		if rows == nil {
+			return r
+		}
+		return rows[r]
+	}
+	// Checked before anything is added, so that a refused call leaves s
+	// as it was.
+	for r := range m {
+		i := row(r)
 		if i < 0 || i >= n {
 			return fmt.Errorf("estimator: ridge statistics: row %d of %d", i, n)
 		}
 		if math.IsNaN(v[i]) || math.IsInf(v[i], 0) {
 			return fmt.Errorf("estimator: ridge statistics: target of row %d is %v", i, v[i])
 		}
-		row := phi.RawRowView(i)
-		sub.SetRow(r, row)
-		for j, f := range row {
+	}
+	if m == 0 {
+		return nil
+	}
+	// Every row, as they lie in phi; a selection, gathered first.
+	sv := view(phi)
+	if rows != nil {
+		s.sub = grow(s.sub, m*p)
+		for r, i := range rows {
+			copy(s.sub[r*p:(r+1)*p], phi.RawRowView(i))
+		}
+		sv = strided{data: s.sub, rows: m, cols: p, rs: p, cs: 1}
+	}
+	for r := range m {
+		i := row(r)
+		for j, f := range phi.RawRowView(i) {
 			s.FeatSum[j] += f
 			s.Moment[j] += f * v[i]
 		}
 		s.TargetSum += v[i]
 	}
-	if len(rows) == 0 {
-		return nil
-	}
-	s.N += float64(len(rows))
+	s.N += float64(m)
 	// The package's gemm, not gonum's: for this Φᵀ·Φ of a few thousand
 	// rows gonum's dgemm runs axpy kernels at a sixth of its speed.
-	ff := make([]float64, p*p)
-	var g gemm
-	sv := view(sub)
-	g.mul(strided{data: ff, rows: p, cols: p, rs: p, cs: 1}, sv.t(), sv)
-	floats.Add(s.Gram, ff)
+	s.ff = grow(s.ff, p*p)
+	s.g.mul(strided{data: s.ff, rows: p, cols: p, rs: p, cs: 1}, sv.t(), sv)
+	floats.Add(s.Gram, s.ff)
 	return nil
+}
+
+// grow returns buf resliced to n elements, reallocated when too small.
+func grow(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
+	}
+	return buf[:n]
 }
 
 // Add adds o to s.

@@ -40,6 +40,17 @@ func TestRidgeStatsMatchesDirect(t *testing.T) {
 	if err := a.Add(b); err != nil {
 		t.Fatal(err)
 	}
+	// Every row at once (rows nil), from a view into a wider matrix: the
+	// same statistics as the two selections added.
+	wide := mat.NewDense(n, p+3, nil)
+	wide.Slice(0, n, 1, p+1).(*mat.Dense).Copy(phi)
+	all := NewRidgeStats(p)
+	if err := all.AddRows(wide.Slice(0, n, 1, p+1).(*mat.Dense), v, nil); err != nil {
+		t.Fatal(err)
+	}
+	if all.N != a.N || relErr(all.Gram, a.Gram, 1e-12) > 1e-12 || relErr(all.Moment, a.Moment, 1e-12) > 1e-12 || relErr(all.FeatSum, a.FeatSum, 1e-12) > 1e-12 {
+		t.Errorf("every row at once: n %v, Gram %v; the two selections: n %v, Gram %v", all.N, all.Gram, a.N, a.Gram)
+	}
 	got, err := a.Solve(lambda)
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +109,12 @@ func TestRidgeStatsErrors(t *testing.T) {
 	if err := s.AddRows(phi, []float64{1, math.NaN()}, nil); err == nil {
 		t.Error("took a NaN target")
 	}
-	if err := s.AddRows(phi, []float64{1, 2}, []int{5}); err == nil {
+	if err := s.AddRows(phi, []float64{1, 2}, []int{0, 5}); err == nil {
 		t.Error("took row 5 of 2")
+	}
+	// A refused call added nothing, not even its valid rows.
+	if s.N != 0 || s.TargetSum != 0 || s.FeatSum[0] != 0 || s.Moment[0] != 0 || s.Gram[0] != 0 {
+		t.Errorf("refused rows left statistics behind: %+v", s)
 	}
 	if err := s.Add(NewRidgeStats(3)); err == nil {
 		t.Error("added statistics of 3 features to 2")
