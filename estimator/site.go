@@ -53,7 +53,9 @@ type Site struct {
 	col       *mat.Dense // n×1 scratch
 	dcol      *mat.Dense // n×1 scratch
 	outs      [3]*SiteOutput
-	bt        *batches // mini-batches (Config.BatchSize); nil until the first
+	bt        *batches     // mini-batches (Config.BatchSize); nil until the first
+	priv      *Privacy     // nil: exact answers (see SetPrivacy)
+	pw        *privateWork // the private rounds' workspaces; nil until the first
 }
 
 // NewSite prepares site index's rows for training under setup. Rows are
@@ -109,7 +111,7 @@ func (s *Site) Rows() int { return s.n }
 // Release drops the workspaces of the models. The next Compute rebuilds
 // them; a simulated federation of many sites calls it after each model.
 func (s *Site) Release() {
-	s.prop, s.out, s.lat, s.bt = nil, nil, nil, nil
+	s.prop, s.out, s.lat, s.bt, s.pw = nil, nil, nil, nil, nil
 	s.outs = [3]*SiteOutput{}
 }
 
@@ -128,6 +130,9 @@ func (s *Site) Compute(ctx context.Context, in *SiteInput) (*SiteOutput, error) 
 	lay := s.lays[in.Model]
 	if err := checkInput(lay, in); err != nil {
 		return nil, fmt.Errorf("estimator: site %d: %w", s.index, err)
+	}
+	if s.priv != nil {
+		return s.computePrivate(ctx, in)
 	}
 	if s.batchSize() < s.n {
 		return s.computeBatch(ctx, in)
@@ -168,8 +173,16 @@ func (s *Site) output(lay *layout) *SiteOutput {
 	if o := s.outs[lay.kind]; o != nil {
 		return o
 	}
+	o := newOutput(lay, s.index)
+	o.Rows = s.n
+	s.outs[lay.kind] = o
+	return o
+}
+
+// newOutput returns a zero output of lay's model for site index.
+func newOutput(lay *layout, index int) *SiteOutput {
 	o := &SiteOutput{
-		Model: lay.kind, Site: s.index, Rows: s.n,
+		Model: lay.kind, Site: index,
 		Grads:  make(map[string]*mat.Dense, len(lay.blocks)),
 		Shared: make(map[string][]float64, len(lay.shared)),
 	}
@@ -179,7 +192,6 @@ func (s *Site) output(lay *layout) *SiteOutput {
 	for _, p := range lay.shared {
 		o.Shared[p.Name] = make([]float64, p.Size)
 	}
-	s.outs[lay.kind] = o
 	return o
 }
 
