@@ -166,14 +166,35 @@ func FitSetup(ctx context.Context, sites []*Data, setup *Setup) (*Model, error) 
 	return fitKinds(ctx, sites, setup, Kinds...)
 }
 
+// FitPrivate is FitSetup with site s's answers made private under
+// privacy[s] (Site.SetPrivacy); a nil entry, or a short slice, leaves a
+// site exact. Each Privacy's Rand, when set, serves that site alone.
+func FitPrivate(ctx context.Context, sites []*Data, setup *Setup, privacy []*Privacy) (*Model, error) {
+	for s, d := range sites {
+		if err := d.validate(setup.Schema); err != nil {
+			return nil, fmt.Errorf("estimator: site %d: %w", s, err)
+		}
+	}
+	return fitPrivate(ctx, sites, setup, privacy, Kinds...)
+}
+
 // fitKinds trains the models kinds, in turn, on the sites' rows under setup
 // by simulated federation. The models it does not train stay nil.
 func fitKinds(ctx context.Context, sites []*Data, setup *Setup, kinds ...Kind) (*Model, error) {
+	return fitPrivate(ctx, sites, setup, nil, kinds...)
+}
+
+func fitPrivate(ctx context.Context, sites []*Data, setup *Setup, privacy []*Privacy, kinds ...Kind) (*Model, error) {
 	ss := make([]*Site, len(sites))
 	for s, d := range sites {
 		var err error
 		if ss[s], err = NewSite(s, d, setup); err != nil {
 			return nil, err
+		}
+		if s < len(privacy) && privacy[s] != nil {
+			if err := ss[s].SetPrivacy(privacy[s]); err != nil {
+				return nil, fmt.Errorf("estimator: site %d: %w", s, err)
+			}
 		}
 	}
 	model := &Model{Setup: setup}
