@@ -21,6 +21,7 @@ import (
 	"github.com/crffd/crffd/dataset/ihdp"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/privacy"
 	"github.com/crffd/crffd/selection"
 )
 
@@ -71,8 +72,53 @@ type Plan struct {
 	// AutoKinds, when not empty, keeps only the auto mode's candidates of
 	// these kinds (selection.Options.Kinds), as model.estimator does.
 	AutoKinds []string
+	// Epsilons, when not empty, runs each transfer mode (learned, none,
+	// full) once per ε with every training source differentially private
+	// (estimator.Privacy, noise calibrated by package privacy so that a
+	// run spends ε at Delta over its rounds, without amplification by
+	// subsampling), as mode "learned ε=4"; +Inf runs the mode as it is.
+	Epsilons []float64
+	Delta    float64 // δ of the private modes; 0 means 1e-5
+	Clip     float64 // the private modes' per-row clip norm; 0 means 1
 	// Progress, when set, is called after each run.
 	Progress func(done, total int, r Result)
+}
+
+// privateModes returns p.Modes with each transfer mode repeated for every
+// finite ε of p.Epsilons, labelled "MODE ε=EPS".
+func (p *Plan) privateModes() []string {
+	if len(p.Epsilons) == 0 {
+		return p.Modes
+	}
+	var out []string
+	for _, m := range p.Modes {
+		if _, err := estimator.ParseTransfer(m); err != nil {
+			out = append(out, m)
+			continue
+		}
+		for _, eps := range p.Epsilons {
+			if math.IsInf(eps, 1) {
+				out = append(out, m)
+			} else {
+				out = append(out, fmt.Sprintf("%s ε=%g", m, eps))
+			}
+		}
+	}
+	return out
+}
+
+// modeEpsilon splits a private mode's label into its mode and ε (+Inf for
+// a mode that is not private).
+func modeEpsilon(label string) (string, float64) {
+	m, e, ok := strings.Cut(label, " ε=")
+	if !ok {
+		return label, math.Inf(1)
+	}
+	eps, err := strconv.ParseFloat(e, 64)
+	if err != nil {
+		return label, math.Inf(1)
+	}
+	return m, eps
 }
 
 // Result is one fit and its errors on the test rows of the test source.
@@ -176,6 +222,17 @@ func (p *Plan) check() error {
 			return fmt.Errorf("%w: unknown mode %q (want %s)", ErrPlan, m, strings.Join(Modes, ", "))
 		}
 	}
+	for _, eps := range p.Epsilons {
+		if !(eps > 0) {
+			return fmt.Errorf("%w: ε %v must be positive (inf for no privacy)", ErrPlan, eps)
+		}
+	}
+	if p.Delta < 0 || p.Delta >= 1 || p.Clip < 0 || math.IsNaN(p.Delta) || math.IsNaN(p.Clip) || math.IsInf(p.Clip, 0) {
+		return fmt.Errorf("%w: δ %v must be in [0, 1) and clip %v finite and non-negative", ErrPlan, p.Delta, p.Clip)
+	}
+	if len(p.Epsilons) > 0 && p.Config.Method != estimator.Adam {
+		return fmt.Errorf("%w: private modes train with adam (a private site withholds the losses %v needs)", ErrPlan, p.Config.Method)
+	}
 	return nil
 }
 
@@ -190,13 +247,14 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	if len(seeds) == 0 {
 		seeds = []uint64{p.Config.Seed}
 	}
-	total := len(p.Replicates) * len(p.Modes) * len(p.Sources) * len(seeds)
+	modes := p.privateModes()
+	total := len(p.Replicates) * len(modes) * len(p.Sources) * len(seeds)
 	for _, rp := range p.Replicates {
 		splits, schema, err := load(rp, p)
 		if err != nil {
 			return nil, err
 		}
-		for _, mode := range p.Modes {
+		for _, mode := range modes {
 			for _, k := range p.Sources {
 				for _, seed := range seeds {
 					q := p
@@ -214,9 +272,43 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 			}
 		}
 	}
-	rep.Summary = summarise(rep.Runs, p.Modes, p.Sources, len(seeds))
+	rep.Summary = summarise(rep.Runs, modes, p.Sources, len(seeds))
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// fitPrivate fits cfg by simulated federation, every site private at eps
+// (+Inf: exact).
+func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, schema estimator.Schema, cfg estimator.Config, eps float64) (*estimator.Model, error) {
+	if math.IsInf(eps, 1) {
+		return estimator.Fit(ctx, train, schema, p.Spectral, cfg)
+	}
+	scaler, err := estimator.PooledScaler(train, schema)
+	if err != nil {
+		return nil, err
+	}
+	setup, err := estimator.NewSetup(ctx, schema, p.Spectral, cfg, scaler)
+	if err != nil {
+		return nil, err
+	}
+	delta, clip := p.Delta, p.Clip
+	if delta == 0 {
+		delta = 1e-5
+	}
+	if clip == 0 {
+		clip = 1
+	}
+	privs := make([]*estimator.Privacy, len(train))
+	for s, d := range train {
+		// Each site calibrates to its own rounds, as a site daemon does.
+		steps := cfg.RoundsFor(d.Rows()) * len(estimator.Kinds)
+		sigma, err := privacy.Calibrate(eps, delta, 1, steps)
+		if err != nil {
+			return nil, fmt.Errorf("calibrating ε = %g over %d rounds: %w", eps, steps, err)
+		}
+		privs[s] = &estimator.Privacy{Clip: clip, Noise: sigma}
+	}
+	return estimator.FitPrivate(ctx, train, setup, privs)
 }
 
 // split is one source's rows, split.
@@ -293,11 +385,12 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 		}
 	} else {
 		cfg := p.Config
+		base, eps := modeEpsilon(mode)
 		var err error
-		if cfg.Transfer, err = estimator.ParseTransfer(mode); err != nil {
+		if cfg.Transfer, err = estimator.ParseTransfer(base); err != nil {
 			return r, err
 		}
-		model, err := estimator.Fit(ctx, train, schema, p.Spectral, cfg)
+		model, err := fitPrivate(ctx, p, train, schema, cfg, eps)
 		if err != nil {
 			return r, err
 		}

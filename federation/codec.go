@@ -73,6 +73,8 @@ const (
 	refusalTooFewRows    refusal = 1 // ErrTooFewRows, before or after de-duplication
 	refusalTooFewChanged refusal = 2 // ErrTooFewChanged, from SiteConfig.Join
 	refusalRowsChanged   refusal = 3 // ErrRowsChanged, on rejoining (a row count, or SiteConfig.Join)
+	refusalLimit         refusal = 4 // ErrLimit: the run asks for more than the site's Limits allow
+	refusalBudget        refusal = 5 // ErrBudget: the run would overspend the site's privacy budget
 )
 
 // refusalOf returns the reason for which err refuses the run, or
@@ -87,6 +89,10 @@ func refusalOf(err error) refusal {
 		return refusalTooFewChanged
 	case errors.Is(err, ErrRowsChanged):
 		return refusalRowsChanged
+	case errors.Is(err, ErrLimit):
+		return refusalLimit
+	case errors.Is(err, ErrBudget):
+		return refusalBudget
 	}
 	return refusalUnknown
 }
@@ -100,6 +106,10 @@ func (r refusal) String() string {
 		return "its rows differ too little from an earlier run's (federation.min_arm_rows)"
 	case refusalRowsChanged:
 		return "its rows changed since the run began (it rejoined after a restart with other rows)"
+	case refusalLimit:
+		return "the run asks for more than the site's limits allow (limits.*; the site's log names the setting)"
+	case refusalBudget:
+		return "the run would spend more than the site's privacy budget has left (privacy.*; see the site's crff_privacy)"
 	}
 	// A newer site's reason, or none.
 	return fmt.Sprintf("for a reason this coordinator does not know (code %d)", int(r))
@@ -153,40 +163,41 @@ const (
 
 // configField is one estimator.Config field as a named scalar.
 type configField struct {
-	name string
-	get  func(*estimator.Config) float64
-	set  func(*estimator.Config, float64)
+	name  string
+	count bool // an int setting: a whole number in [0, 2³²)
+	get   func(*estimator.Config) float64
+	set   func(*estimator.Config, float64)
 }
 
 // configFields lists what the coordinator sends of its configuration.
 // The seed travels as two 32-bit halves, which float64 holds exactly.
 var configFields = []configField{
-	{"config.features", func(c *estimator.Config) float64 { return float64(c.Features) }, func(c *estimator.Config, v float64) { c.Features = int(v) }},
-	{"config.latent", func(c *estimator.Config) float64 { return float64(c.Latent) }, func(c *estimator.Config, v float64) { c.Latent = int(v) }},
-	{"config.draws", func(c *estimator.Config) float64 { return float64(c.Draws) }, func(c *estimator.Config, v float64) { c.Draws = int(v) }},
-	{"config.zeta_propensity", func(c *estimator.Config) float64 { return c.ZetaPropensity }, func(c *estimator.Config, v float64) { c.ZetaPropensity = v }},
-	{"config.zeta_outcome", func(c *estimator.Config) float64 { return c.ZetaOutcome }, func(c *estimator.Config, v float64) { c.ZetaOutcome = v }},
-	{"config.zeta_latent", func(c *estimator.Config) float64 { return c.ZetaLatent }, func(c *estimator.Config, v float64) { c.ZetaLatent = v }},
-	{"config.zeta_t", func(c *estimator.Config) float64 { return c.ZetaT }, func(c *estimator.Config, v float64) { c.ZetaT = v }},
-	{"config.init_log_scale", func(c *estimator.Config) float64 { return c.InitLogScale }, func(c *estimator.Config, v float64) { c.InitLogScale = v }},
-	{"config.init_log_sd", func(c *estimator.Config) float64 { return c.InitLogSD }, func(c *estimator.Config, v float64) { c.InitLogSD = v }},
-	{"config.transfer", func(c *estimator.Config) float64 { return float64(c.Transfer) }, func(c *estimator.Config, v float64) { c.Transfer = estimator.Transfer(v) }},
-	{"config.transfer_prior", func(c *estimator.Config) float64 { return c.TransferPrior }, func(c *estimator.Config, v float64) { c.TransferPrior = v }},
-	{"config.method", func(c *estimator.Config) float64 { return float64(c.Method) }, func(c *estimator.Config, v float64) { c.Method = estimator.Method(v) }},
-	{"config.rounds", func(c *estimator.Config) float64 { return float64(c.Rounds) }, func(c *estimator.Config, v float64) { c.Rounds = int(v) }},
-	{"config.learning_rate", func(c *estimator.Config) float64 { return c.LearningRate }, func(c *estimator.Config, v float64) { c.LearningRate = v }},
-	{"config.store", func(c *estimator.Config) float64 { return float64(c.Store) }, func(c *estimator.Config, v float64) { c.Store = int(v) }},
-	{"config.tolerance", func(c *estimator.Config) float64 { return c.Tolerance }, func(c *estimator.Config, v float64) { c.Tolerance = v }},
-	{"config.seed_hi", func(c *estimator.Config) float64 { return float64(c.Seed >> 32) }, func(c *estimator.Config, v float64) { c.Seed = c.Seed&0xffffffff | uint64(v)<<32 }},
-	{"config.seed_lo", func(c *estimator.Config) float64 { return float64(c.Seed & 0xffffffff) }, func(c *estimator.Config, v float64) { c.Seed = c.Seed&^0xffffffff | uint64(v) }},
-	{"config.samples", func(c *estimator.Config) float64 { return float64(c.Samples) }, func(c *estimator.Config, v float64) { c.Samples = int(v) }},
-	{"config.folds", func(c *estimator.Config) float64 { return float64(c.Folds) }, func(c *estimator.Config, v float64) { c.Folds = int(v) }},
-	{"config.mh_steps", func(c *estimator.Config) float64 { return float64(c.MHSteps) }, func(c *estimator.Config, v float64) { c.MHSteps = int(v) }},
-	{"config.standardize_y", func(c *estimator.Config) float64 { return b2f(c.StandardizeY) }, func(c *estimator.Config, v float64) { c.StandardizeY = v != 0 }},
-	{"config.linear", func(c *estimator.Config) float64 { return c.Linear }, func(c *estimator.Config, v float64) { c.Linear = v }},
-	{"config.log_outcome", func(c *estimator.Config) float64 { return float64(c.LogOutcome) }, func(c *estimator.Config, v float64) { c.LogOutcome = estimator.LogOutcome(v) }},
-	{"config.batch_size", func(c *estimator.Config) float64 { return float64(c.BatchSize) }, func(c *estimator.Config, v float64) { c.BatchSize = int(v) }},
-	{"config.epochs", func(c *estimator.Config) float64 { return c.Epochs }, func(c *estimator.Config, v float64) { c.Epochs = v }},
+	{"config.features", true, func(c *estimator.Config) float64 { return float64(c.Features) }, func(c *estimator.Config, v float64) { c.Features = int(v) }},
+	{"config.latent", true, func(c *estimator.Config) float64 { return float64(c.Latent) }, func(c *estimator.Config, v float64) { c.Latent = int(v) }},
+	{"config.draws", true, func(c *estimator.Config) float64 { return float64(c.Draws) }, func(c *estimator.Config, v float64) { c.Draws = int(v) }},
+	{"config.zeta_propensity", false, func(c *estimator.Config) float64 { return c.ZetaPropensity }, func(c *estimator.Config, v float64) { c.ZetaPropensity = v }},
+	{"config.zeta_outcome", false, func(c *estimator.Config) float64 { return c.ZetaOutcome }, func(c *estimator.Config, v float64) { c.ZetaOutcome = v }},
+	{"config.zeta_latent", false, func(c *estimator.Config) float64 { return c.ZetaLatent }, func(c *estimator.Config, v float64) { c.ZetaLatent = v }},
+	{"config.zeta_t", false, func(c *estimator.Config) float64 { return c.ZetaT }, func(c *estimator.Config, v float64) { c.ZetaT = v }},
+	{"config.init_log_scale", false, func(c *estimator.Config) float64 { return c.InitLogScale }, func(c *estimator.Config, v float64) { c.InitLogScale = v }},
+	{"config.init_log_sd", false, func(c *estimator.Config) float64 { return c.InitLogSD }, func(c *estimator.Config, v float64) { c.InitLogSD = v }},
+	{"config.transfer", true, func(c *estimator.Config) float64 { return float64(c.Transfer) }, func(c *estimator.Config, v float64) { c.Transfer = estimator.Transfer(v) }},
+	{"config.transfer_prior", false, func(c *estimator.Config) float64 { return c.TransferPrior }, func(c *estimator.Config, v float64) { c.TransferPrior = v }},
+	{"config.method", true, func(c *estimator.Config) float64 { return float64(c.Method) }, func(c *estimator.Config, v float64) { c.Method = estimator.Method(v) }},
+	{"config.rounds", true, func(c *estimator.Config) float64 { return float64(c.Rounds) }, func(c *estimator.Config, v float64) { c.Rounds = int(v) }},
+	{"config.learning_rate", false, func(c *estimator.Config) float64 { return c.LearningRate }, func(c *estimator.Config, v float64) { c.LearningRate = v }},
+	{"config.store", true, func(c *estimator.Config) float64 { return float64(c.Store) }, func(c *estimator.Config, v float64) { c.Store = int(v) }},
+	{"config.tolerance", false, func(c *estimator.Config) float64 { return c.Tolerance }, func(c *estimator.Config, v float64) { c.Tolerance = v }},
+	{"config.seed_hi", true, func(c *estimator.Config) float64 { return float64(c.Seed >> 32) }, func(c *estimator.Config, v float64) { c.Seed = c.Seed&0xffffffff | uint64(v)<<32 }},
+	{"config.seed_lo", true, func(c *estimator.Config) float64 { return float64(c.Seed & 0xffffffff) }, func(c *estimator.Config, v float64) { c.Seed = c.Seed&^0xffffffff | uint64(v) }},
+	{"config.samples", true, func(c *estimator.Config) float64 { return float64(c.Samples) }, func(c *estimator.Config, v float64) { c.Samples = int(v) }},
+	{"config.folds", true, func(c *estimator.Config) float64 { return float64(c.Folds) }, func(c *estimator.Config, v float64) { c.Folds = int(v) }},
+	{"config.mh_steps", true, func(c *estimator.Config) float64 { return float64(c.MHSteps) }, func(c *estimator.Config, v float64) { c.MHSteps = int(v) }},
+	{"config.standardize_y", false, func(c *estimator.Config) float64 { return b2f(c.StandardizeY) }, func(c *estimator.Config, v float64) { c.StandardizeY = v != 0 }},
+	{"config.linear", false, func(c *estimator.Config) float64 { return c.Linear }, func(c *estimator.Config, v float64) { c.Linear = v }},
+	{"config.log_outcome", true, func(c *estimator.Config) float64 { return float64(c.LogOutcome) }, func(c *estimator.Config, v float64) { c.LogOutcome = estimator.LogOutcome(v) }},
+	{"config.batch_size", true, func(c *estimator.Config) float64 { return float64(c.BatchSize) }, func(c *estimator.Config, v float64) { c.BatchSize = int(v) }},
+	{"config.epochs", false, func(c *estimator.Config) float64 { return c.Epochs }, func(c *estimator.Config, v float64) { c.Epochs = v }},
 }
 
 func b2f(b bool) float64 {
@@ -214,6 +225,15 @@ func decodeConfig(e *wire.Envelope) (estimator.Config, error) {
 		v, err := scalar(e, f.name)
 		if err != nil {
 			return cfg, err
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return cfg, fmt.Errorf("%w: %s tensor %q is %v", ErrProtocol, e.Kind, f.name, v)
+		}
+		// Counts and codes become ints: a value that is not a whole
+		// number in range would wrap or truncate into another setting
+		// than the one the coordinator sent.
+		if f.count && (v < 0 || v != math.Trunc(v) || v > math.MaxInt32*2+1) {
+			return cfg, fmt.Errorf("%w: %s tensor %q is %v, not a count", ErrProtocol, e.Kind, f.name, v)
 		}
 		f.set(&cfg, v)
 	}

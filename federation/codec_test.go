@@ -176,6 +176,7 @@ func TestEquivalenceWithMiniBatches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := newFed(40, 50)
+	f.smallBatches()
 	cfg := testConfig()
 	cfg.BatchSize = 16
 	_, _, sites := runEquivalent(ctx, t, f, cfg)
@@ -199,6 +200,7 @@ func TestTrainingWireIgnoresRowCount(t *testing.T) {
 	cfg.BatchSize, cfg.Rounds = 16, 40
 	traffic := func(sizes ...int) map[wire.Kind][]int {
 		f := newFed(sizes...)
+		f.smallBatches()
 		var mu sync.Mutex
 		got := map[wire.Kind][]int{}
 		f.net.Intercept = func(b []byte) [][]byte {

@@ -66,6 +66,13 @@ type SiteConfig struct {
 	// value turns the guard off (tests only).
 	MinArmRows int
 
+	// Limits bound what the coordinator may ask of the site (Limits);
+	// zero fields take DefaultLimits' values.
+	Limits Limits
+	// Privacy, when set, makes the site's training answers differentially
+	// private under its own budget (SitePrivacy).
+	Privacy *SitePrivacy
+
 	// Rows, when set, is called when the site is sent the hello of a run
 	// it does not know yet (a new run, or one it rejoins after a restart),
 	// before anything else, and its rows replace Data, Schema, Columns and
@@ -197,6 +204,12 @@ type site struct {
 	// tooFew is the ErrTooFewRows of a table with too few rows in an arm,
 	// nil otherwise: the site refuses the first run whose hello it is sent.
 	tooFew error
+	// answered counts the rounds of each model answered in the run, and
+	// charge is the run's privacy charge (nil without SiteConfig.Privacy);
+	// ledger keeps charges when SitePrivacy.Ledger is nil.
+	answered [3]int
+	charge   *Charge
+	ledger   *memoryLedger
 }
 
 // RunError is the error that ended a run, with the run's id: at a site
@@ -301,6 +314,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
 		s.res, s.kept, s.train, s.trainRows, s.nu = nil, nil, nil, nil, nil
+		s.answered, s.charge = [3]int{}, nil
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
 		if err := s.refreshRows(ctx); err != nil {
 			return false, err

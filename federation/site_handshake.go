@@ -84,6 +84,13 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 			return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
 		}
 	}
+	if err := s.cfg.Limits.check(cfg, s.cfg.Data.Rows()); err != nil {
+		return nil, err
+	}
+	// A rejoining process is charged again: its round count starts over.
+	if err := s.chargePrivacy(ctx, e.RunID, cfg); err != nil {
+		return nil, err
+	}
 	mo := s.cfg.Data.Moments()
 	placeholder, err := estimator.NewScaler(s.cfg.Schema, []estimator.Moments{mo})
 	if err != nil {
@@ -208,6 +215,9 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 	}
 	s.train, err = estimator.NewSite(s.res.Index, s.trainRows, setup)
 	if err != nil {
+		return err
+	}
+	if err := s.privatize(); err != nil {
 		return err
 	}
 	s.log.Info("de-duplication applied", slog.Int("rows_kept", len(s.res.Kept)), slog.Int("rows_dropped", n-len(s.res.Kept)))

@@ -17,6 +17,9 @@ func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope,
 	if err != nil {
 		return nil, err
 	}
+	if err := s.countRound(kind); err != nil {
+		return nil, err
+	}
 	w, err := matrices(e, pWeights)
 	if err != nil {
 		return nil, err

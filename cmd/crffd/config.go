@@ -30,7 +30,7 @@ type setting struct {
 }
 
 // settings lists every key, gathered from the files that own them.
-var settings = slices.Concat(globalSettings, siteSettings, modelSettings, federationSettings)
+var settings = slices.Concat(globalSettings, siteSettings, modelSettings, federationSettings, privacySettings)
 
 var globalSettings = []setting{
 	{"plugin_dir", "", "directory holding the plugin executables; empty means the folder of the crffd executable"},

@@ -25,6 +25,8 @@ import (
 type evalOptions struct {
 	data, sources, split, replicates, modes string
 	seeds                                   string
+	epsilons                                string
+	delta, clip                             float64
 	crossFit                                bool
 	sourceSize, testSource                  int
 	kernel                                  string
@@ -113,6 +115,9 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 	f.Uint64Var(&o.cfg.Seed, "seed", o.cfg.Seed, "seed of frequencies, initial weights and sampling")
 	f.StringVar(&o.seeds, "seeds", "", "repeat every run with each of these seeds, e.g. 0-4, and average them per replicate (instead of --seed)")
 	f.IntVar(&o.cfg.Folds, "folds", o.cfg.Folds, "folds over which --crossfit cross-fits the nuisances")
+	f.StringVar(&o.epsilons, "epsilon", "", "run each transfer mode at each differential-privacy ε, e.g. 1,4,16,inf (every source private; inf: exact); needs --optimizer adam")
+	f.Float64Var(&o.delta, "delta", 1e-5, "δ of the --epsilon runs")
+	f.Float64Var(&o.clip, "clip", 1, "per-row gradient clip norm of the --epsilon runs")
 	f.BoolVar(&o.crossFit, "crossfit", false, "cross-fit the AIPW nuisances on the scored rows, as crffd fit does, instead of taking them from the training fit")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
@@ -157,6 +162,16 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 	copy(plan.Split[:], split)
 	for _, m := range strings.Split(o.modes, ",") {
 		plan.Modes = append(plan.Modes, strings.TrimSpace(m))
+	}
+	if o.epsilons != "" {
+		for _, e := range strings.Split(o.epsilons, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(e), 64)
+			if err != nil || !(v > 0) {
+				return fmt.Errorf("--epsilon %q: want positive numbers or inf, comma-separated", o.epsilons)
+			}
+			plan.Epsilons = append(plan.Epsilons, v)
+		}
+		plan.Delta, plan.Clip = o.delta, o.clip
 	}
 	if o.seeds != "" {
 		if cmd.Flags().Changed("seed") {

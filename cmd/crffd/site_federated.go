@@ -57,11 +57,19 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			return withExit(exitConfig, err)
 		}
 	}
+	limits, err := a.siteLimits()
+	if err != nil {
+		return withExit(exitConfig, err)
+	}
 	db, err := a.openSite(ctx, src)
 	if err != nil {
 		return withExit(exitStorage, err)
 	}
 	defer db.Close()
+	priv, err := a.sitePrivacy(db)
+	if err != nil {
+		return withExit(exitConfig, err)
+	}
 	recs, ids, err := readFederated(ctx, a, db, src)
 	if err != nil {
 		return err
@@ -103,6 +111,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
 			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, Identities: ids,
 			Spectral: spectral, KernelName: kernelLabel(kernel), Logger: a.log, Metrics: metrics, MinArmRows: minArm,
+			Limits: limits, Privacy: priv,
 			// Each run trains on the table as it is when the run begins;
 			// Join and Publish see the rows read then.
 			Rows: func(ctx context.Context) (federation.SiteRows, error) {

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/store"
+)
+
+// privacySettings are a site's differential privacy and the limits it puts
+// on what a coordinator may ask of it. Both are the site's own: a
+// coordinator's setting of them is ignored.
+var privacySettings = func() []setting {
+	l := federation.DefaultLimits()
+	return []setting{
+		{"privacy.epsilon", 0.0, "sites only: the site's whole differential-privacy budget ε over every run; 0 turns privacy off. Training gradients are clipped per row and noised (see docs/privacy.md); a run that would pass the budget is refused, and crff_privacy shows what each run spent"},
+		{"privacy.delta", 1e-5, "sites only: δ of the privacy budget and of every run"},
+		{"privacy.run_epsilon", 0.0, "sites only: the ε one run spends (the noise is calibrated to it); 0 spends the whole privacy.epsilon in one run"},
+		{"privacy.clip", 1.0, "sites only: the L2 norm each row's gradient is clipped to, in the model's standardised units"},
+		{"limits.features", l.Features, "sites only: the most random frequencies (model.features) a coordinator may ask for"},
+		{"limits.latent", l.Latent, "sites only: the most latent dimensions (model.latent)"},
+		{"limits.draws", l.Draws, "sites only: the most noise draws per row in the latent model"},
+		{"limits.samples", l.Samples, "sites only: the most effect samples per row (model.samples)"},
+		{"limits.mh_steps", l.MHSteps, "sites only: the most Metropolis–Hastings steps (model.mh_steps)"},
+		{"limits.folds", l.Folds, "sites only: the most cross-fitting folds (model.folds)"},
+		{"limits.rounds", l.Rounds, "sites only: the most rounds of one model the site answers in a run, and the largest model.rounds it accepts"},
+		{"limits.min_batch", l.MinBatch, "sites only: the smallest mini-batch (model.batch_size) the site computes a round on; a batch of one row would put that row's gradient on the wire"},
+		{"limits.transfers", []string{}, "sites only: the transfer modes (learned, none, full) the site takes part in; empty allows all"},
+	}
+}()
+
+// siteLimits returns the limits.* settings.
+func (a *app) siteLimits() (federation.Limits, error) {
+	l := federation.Limits{
+		Features: a.v.GetInt("limits.features"), Latent: a.v.GetInt("limits.latent"), Draws: a.v.GetInt("limits.draws"),
+		Samples: a.v.GetInt("limits.samples"), MHSteps: a.v.GetInt("limits.mh_steps"), Folds: a.v.GetInt("limits.folds"),
+		Rounds: a.v.GetInt("limits.rounds"), MinBatch: a.v.GetInt("limits.min_batch"),
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"limits.features", l.Features}, {"limits.latent", l.Latent}, {"limits.draws", l.Draws}, {"limits.samples", l.Samples},
+		{"limits.mh_steps", l.MHSteps}, {"limits.folds", l.Folds}, {"limits.rounds", l.Rounds}, {"limits.min_batch", l.MinBatch}} {
+		if f.v < 1 {
+			return l, fmt.Errorf("%s %d: want at least 1", f.key, f.v)
+		}
+	}
+	for _, name := range a.stringList("limits.transfers") {
+		t, err := estimator.ParseTransfer(strings.TrimSpace(name))
+		if err != nil {
+			return l, fmt.Errorf("limits.transfers: %w", err)
+		}
+		l.Transfers = append(l.Transfers, t)
+	}
+	return l, nil
+}
+
+// sitePrivacy returns the privacy.* settings, nil when privacy.epsilon is
+// 0, with db's crff_privacy as the ledger.
+func (a *app) sitePrivacy(db *store.Site) (*federation.SitePrivacy, error) {
+	eps := a.v.GetFloat64("privacy.epsilon")
+	if eps == 0 {
+		return nil, nil
+	}
+	p := &federation.SitePrivacy{
+		Epsilon: eps, Delta: a.v.GetFloat64("privacy.delta"), RunEpsilon: a.v.GetFloat64("privacy.run_epsilon"),
+		Clip: a.v.GetFloat64("privacy.clip"), Ledger: storeLedger{db},
+	}
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// storeLedger keeps a site's privacy charges in its SQLite file.
+type storeLedger struct{ db *store.Site }
+
+func (l storeLedger) Charges(ctx context.Context) ([]federation.Charge, error) {
+	cs, err := l.db.PrivacyCharges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]federation.Charge, len(cs))
+	for i, c := range cs {
+		out[i] = federation.Charge{RunID: c.Run, At: c.At, Rounds: c.Rounds, Steps: c.Steps, Noise: c.Noise, Clip: c.Clip,
+			Delta: c.Delta, Epsilon: c.Epsilon, Total: c.Total, Budget: c.Budget}
+	}
+	return out, nil
+}
+
+func (l storeLedger) Record(ctx context.Context, c federation.Charge) error {
+	return l.db.AppendPrivacyCharge(ctx, store.PrivacyCharge{Run: c.RunID, At: c.At, Rounds: c.Rounds, Steps: c.Steps, Noise: c.Noise,
+		Clip: c.Clip, Delta: c.Delta, Epsilon: c.Epsilon, Total: c.Total, Budget: c.Budget})
+}

@@ -1,0 +1,123 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+)
+
+// TestPrivateSitesSpendTheirBudgets: three sites, two private with budgets
+// of their own choosing and one not, complete a run. Each private site
+// records one charge for the rounds it answers (three models of
+// Config.Rounds), spending its run ε within 1%, and sends no loss. A second run would pass the smaller budget:
+// that site refuses it before it sends anything, and says by how much.
+func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	cfg.Method = estimator.Adam
+	ledgers := []*memoryLedger{{}, {}}
+	budgets := []SitePrivacy{
+		{Epsilon: 2, Delta: 1e-5, Clip: 1, Ledger: ledgers[0]},
+		{Epsilon: 8, RunEpsilon: 4, Delta: 1e-6, Clip: 0.5, Ledger: ledgers[1]},
+	}
+	f := newFed(40, 40, 40)
+	for s := range budgets {
+		f.cfgs[s].Privacy = &budgets[s]
+	}
+	sent := f.recordSent("site1")
+	sites := f.start(ctx)
+	if _, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord")); err != nil {
+		t.Fatal(err)
+	}
+	waitSites(t, sites)
+	for s, l := range ledgers {
+		if len(l.charges) != 1 {
+			t.Fatalf("site%d: %d charges, want 1", s+1, len(l.charges))
+		}
+		c, b := l.charges[0], budgets[s]
+		run := b.RunEpsilon
+		if run == 0 {
+			run = b.Epsilon
+		}
+		if c.RunID != "run-1" || c.Rounds != cfg.Rounds || c.Steps != 3*cfg.Rounds || c.Delta != b.Delta || c.Clip != b.Clip || c.Budget != b.Epsilon {
+			t.Errorf("site%d: charge %+v, want run-1, %d rounds per model, δ %g, clip %g, budget %g", s+1, c, cfg.Rounds, b.Delta, b.Clip, b.Epsilon)
+		}
+		if !(c.Total <= run && c.Total > 0.99*run) || !(c.Noise > 0) {
+			t.Errorf("site%d: spent ε = %v at noise %v, want just under %v", s+1, c.Total, c.Noise, run)
+		}
+	}
+	for _, e := range sent.envelopes() {
+		if e.Kind != wire.KindGradient {
+			continue
+		}
+		if loss, err := scalar(e, tLoss); err != nil || loss != 0 {
+			t.Errorf("a private site sent loss %v (%v)", loss, err)
+		}
+	}
+
+	f2 := newFed(40, 40, 40)
+	for s := range budgets {
+		f2.cfgs[s].Privacy = &budgets[s]
+	}
+	sent2 := f2.recordSent("site1")
+	sites = f2.start(ctx)
+	c2 := f2.coordinator(cfg)
+	c2.RunID = "run-2"
+	if _, err := RunCoordinator(ctx, c2, f2.net.Endpoint("coord")); !errors.Is(err, ErrSiteRefused) {
+		t.Errorf("second run: %v, want ErrSiteRefused", err)
+	}
+	r := <-sites[0]
+	if !errors.Is(r.err, ErrBudget) || !strings.Contains(r.err.Error(), "past its budget of ε = 2") {
+		t.Errorf("site1, second run: %v, want ErrBudget with the figures", r.err)
+	}
+	<-sites[1]
+	<-sites[2]
+	if env := sent2.envelopes(); len(env) != 1 {
+		t.Errorf("site1 sent %d envelopes for the run it refused, want the refusal alone", len(env))
+	} else {
+		checkRefusal(t, env[0], refusalBudget)
+	}
+	if len(ledgers[0].charges) != 1 {
+		t.Errorf("the refused run was charged: %d charges", len(ledgers[0].charges))
+	}
+}
+
+// TestPrivateSiteRefusesWhatItCannotAnswerPrivately: L-BFGS needs the
+// losses a private site withholds, and model selection's statistics are
+// not private.
+func TestPrivateSiteRefusesWhatItCannotAnswerPrivately(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		cc   func(*CoordinatorConfig)
+		msg  string
+	}{
+		{"lbfgs", func(c *CoordinatorConfig) { c.Config.Method = estimator.LBFGS }, "model.method: adam"},
+		{"model selection", func(c *CoordinatorConfig) {
+			c.Config.Method = estimator.Adam
+			c.Selection = Selection{Share: 0.2}
+		}, "model.estimator: latent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFed(40, 40)
+			f.cfgs[0].Privacy = &SitePrivacy{Epsilon: 1, Delta: 1e-5, Clip: 1}
+			sites := f.start(ctx)
+			cc := f.coordinator(testConfig())
+			tc.cc(&cc)
+			if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); !errors.Is(err, ErrSiteRefused) {
+				t.Errorf("coordinator: %v, want ErrSiteRefused", err)
+			}
+			if r := <-sites[0]; !errors.Is(r.err, ErrLimit) || !strings.Contains(r.err.Error(), tc.msg) {
+				t.Errorf("site1: %v, want ErrLimit saying %q", r.err, tc.msg)
+			}
+			<-sites[1]
+		})
+	}
+}
