@@ -88,6 +88,24 @@ func TestConfigErrors(t *testing.T) {
 		{"site arm minimum below one", func(t *testing.T) []string {
 			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\n  min_arm_rows: 0\n")}
 		}, [2]string{}, "federation.min_arm_rows 0: want at least 1"},
+		{"privacy delta out of range", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  delta: 2\n")}
+		}, [2]string{}, "privacy: delta 2 must be in (0, 1)"},
+		{"privacy run epsilon above the budget", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  run_epsilon: 2\n")}
+		}, [2]string{}, "privacy: run_epsilon 2 must be in [0, epsilon 1]"},
+		{"privacy clip", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  clip: 0\n")}
+		}, [2]string{}, "privacy: clip 0 must be positive"},
+		{"limit below one", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nlimits:\n  features: 0\n")}
+		}, [2]string{}, "limits.features 0: want at least 1"},
+		{"unknown transfer limit", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nlimits:\n  transfers: [sideways]\n")}
+		}, [2]string{}, `limits.transfers: estimator: unknown transfer mode "sideways"`},
+		{"eval epsilon not positive", func(t *testing.T) []string {
+			return []string{"eval", "--data", "ihdp", "--epsilon", "1,0"}
+		}, [2]string{}, `--epsilon "1,0": want positive numbers or inf`},
 		{"bad log format env", func(t *testing.T) []string {
 			return []string{"version"}
 		}, [2]string{"CRFFD_LOG_FORMAT", "xml"}, `log_format "xml"`},

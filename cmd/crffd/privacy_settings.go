@@ -59,15 +59,15 @@ func (a *app) siteLimits() (federation.Limits, error) {
 }
 
 // sitePrivacy returns the privacy.* settings, nil when privacy.epsilon is
-// 0, with db's crff_privacy as the ledger.
-func (a *app) sitePrivacy(db *store.Site) (*federation.SitePrivacy, error) {
+// 0, without a ledger (see storeLedger).
+func (a *app) sitePrivacy() (*federation.SitePrivacy, error) {
 	eps := a.v.GetFloat64("privacy.epsilon")
 	if eps == 0 {
 		return nil, nil
 	}
 	p := &federation.SitePrivacy{
 		Epsilon: eps, Delta: a.v.GetFloat64("privacy.delta"), RunEpsilon: a.v.GetFloat64("privacy.run_epsilon"),
-		Clip: a.v.GetFloat64("privacy.clip"), Ledger: storeLedger{db},
+		Clip: a.v.GetFloat64("privacy.clip"),
 	}
 	if err := p.Check(); err != nil {
 		return nil, err

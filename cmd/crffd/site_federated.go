@@ -61,14 +61,17 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
+	priv, err := a.sitePrivacy()
+	if err != nil {
+		return withExit(exitConfig, err)
+	}
 	db, err := a.openSite(ctx, src)
 	if err != nil {
 		return withExit(exitStorage, err)
 	}
 	defer db.Close()
-	priv, err := a.sitePrivacy(db)
-	if err != nil {
-		return withExit(exitConfig, err)
+	if priv != nil {
+		priv.Ledger = storeLedger{db}
 	}
 	recs, ids, err := readFederated(ctx, a, db, src)
 	if err != nil {
