@@ -82,18 +82,8 @@ func (s *Site) batch(kind Kind, round int) []*Site {
 	// arm-sorted, controls first, as every model expects.
 	slices.Sort(bt.idx)
 	if bt.subs == nil {
-		_, dx := s.x.Dims()
 		for c := 0; c*batchChunk < b; c++ {
-			n := min(batchChunk, b-c*batchChunk)
-			sub := &Site{
-				index: s.index, chunk: uint64(c + 1), setup: s.setup, lays: s.lays, n: n, pos: make([]int, n),
-				x: mat.NewDense(n, dx, nil), w: make([]float64, n), y: make([]float64, n),
-				col: mat.NewDense(n, 1, nil), dcol: mat.NewDense(n, 1, nil),
-			}
-			for i := range sub.pos {
-				sub.pos[i] = i
-			}
-			bt.subs = append(bt.subs, sub)
+			bt.subs = append(bt.subs, s.subSite(min(batchChunk, b-c*batchChunk), uint64(c+1)))
 		}
 	}
 	for c, sub := range bt.subs {
@@ -105,21 +95,40 @@ func (s *Site) batch(kind Kind, round int) []*Site {
 				sub.n0++
 			}
 		}
-		// The feature maps on the rows' fixed inputs and the latent
-		// encoder are rebuilt on the new rows; the rest of the
-		// workspaces are kept.
-		if sub.prop != nil {
-			sub.prop.setInput(sub.x)
-		}
-		if sub.out != nil {
-			sub.out.setInput(sub.x)
-		}
-		if sub.lat != nil {
-			sub.lat.enc = sub.newLatentEncoder(&sub.lat.enc)
-			sub.lat.epsSet = false
-		}
+		sub.rowsChanged()
 	}
 	return bt.subs
+}
+
+// rowsChanged rebuilds what depends on a sub-Site's rows after they were
+// replaced: the feature maps on the rows' fixed inputs and the latent
+// encoder. The rest of the workspaces are kept.
+func (s *Site) rowsChanged() {
+	if s.prop != nil {
+		s.prop.setInput(s.x)
+	}
+	if s.out != nil {
+		s.out.setInput(s.x)
+	}
+	if s.lat != nil {
+		s.lat.enc = s.newLatentEncoder(&s.lat.enc)
+		s.lat.epsSet = false
+	}
+}
+
+// subSite returns an empty Site of n rows for s's rows to be copied into,
+// sharing s's setup and layouts.
+func (s *Site) subSite(n int, chunk uint64) *Site {
+	_, dx := s.x.Dims()
+	sub := &Site{
+		index: s.index, chunk: chunk, setup: s.setup, lays: s.lays, n: n, pos: make([]int, n),
+		x: mat.NewDense(n, dx, nil), w: make([]float64, n), y: make([]float64, n),
+		col: mat.NewDense(n, 1, nil), dcol: mat.NewDense(n, 1, nil),
+	}
+	for i := range sub.pos {
+		sub.pos[i] = i
+	}
+	return sub
 }
 
 // computeBatch computes round in.Round's batch, chunk by chunk on every

@@ -185,14 +185,9 @@ func (s *Site) privateWork(workers int) *privateWork {
 	if s.pw != nil && len(s.pw.rows) == workers {
 		return s.pw
 	}
-	_, dx := s.x.Dims()
 	pw := &privateWork{}
 	for range workers {
-		pw.rows = append(pw.rows, &Site{
-			index: s.index, setup: s.setup, lays: s.lays, n: 1, pos: []int{0},
-			x: mat.NewDense(1, dx, nil), w: make([]float64, 1), y: make([]float64, 1),
-			col: mat.NewDense(1, 1, nil), dcol: mat.NewDense(1, 1, nil),
-		})
+		pw.rows = append(pw.rows, s.subSite(1, rowChunk))
 	}
 	s.pw = pw
 	return pw
@@ -207,16 +202,7 @@ func (s *Site) loadRow(rs *Site, i int) {
 		rs.n0 = 1
 	}
 	rs.chunk = rowChunk + uint64(i)
-	if rs.prop != nil {
-		rs.prop.setInput(rs.x)
-	}
-	if rs.out != nil {
-		rs.out.setInput(rs.x)
-	}
-	if rs.lat != nil {
-		rs.lat.enc = rs.newLatentEncoder(&rs.lat.enc)
-		rs.lat.epsSet = false
-	}
+	rs.rowsChanged()
 }
 
 // outputNorm returns the L2 norm of o's gradients, its weight blocks and
