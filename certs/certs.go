@@ -26,17 +26,102 @@ const (
 	// CACertFile and CAKeyFile are the CA's files in its folder.
 	CACertFile = "ca.crt"
 	CAKeyFile  = "ca.key"
+	// CRLFile is the CA's certificate revocation list (Revoke), in its
+	// folder and, copied there, beside each daemon's ca.crt.
+	CRLFile = "ca.crl"
+	// issuedDir is the folder of the CA that keeps a copy of every
+	// certificate it issued, so that Revoke finds their serial numbers.
+	issuedDir = "issued"
 	// CAValidity is how long a new CA is valid.
 	CAValidity = 10 * 365 * 24 * time.Hour
-	// CertValidity is how long an issued certificate is valid, at most
-	// until the CA expires.
-	CertValidity = 2 * 365 * 24 * time.Hour
+	// CertValidity is how long an issued certificate is valid by default,
+	// at most until the CA expires. Renewal needs no restart (Reloader),
+	// so a short life costs little and bounds how long a stolen key is of
+	// use when nobody revokes it.
+	CertValidity = 90 * 24 * time.Hour
 	// caCommonName is the subject of every federation CA.
 	caCommonName = "crffd federation CA"
 	// clockSkew backdates certificates so that a peer whose clock runs
 	// slightly behind accepts them at once.
 	clockSkew = time.Hour
 )
+
+// Role is what a certificate authenticates.
+type Role int
+
+const (
+	// RoleSite certificates authenticate TLS clients only and name no
+	// host: a site dials out and never serves, so its certificate cannot
+	// stand in for the coordinator's.
+	RoleSite Role = iota + 1
+	// RoleCoordinator certificates authenticate the TLS server sites dial,
+	// at the host names and addresses they carry.
+	RoleCoordinator
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleSite:
+		return "site"
+	case RoleCoordinator:
+		return "coordinator"
+	case 0:
+		return "site and coordinator (issued by an older crffd)"
+	}
+	return fmt.Sprintf("Role(%d)", int(r))
+}
+
+// ParseRole returns the role named "site" or "coordinator".
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "site":
+		return RoleSite, nil
+	case "coordinator":
+		return RoleCoordinator, nil
+	}
+	return 0, fmt.Errorf("certs: role %q: want site or coordinator: %w", s, ErrInvalid)
+}
+
+// usage is the extended key usage of a role.
+func (r Role) usage() x509.ExtKeyUsage {
+	if r == RoleCoordinator {
+		return x509.ExtKeyUsageServerAuth
+	}
+	return x509.ExtKeyUsageClientAuth
+}
+
+// RoleOf returns the role of a certificate from its extended key usages,
+// and 0 for a certificate that has both, as crffd issued before roles
+// existed.
+func RoleOf(c *x509.Certificate) Role {
+	var server, client bool
+	for _, u := range c.ExtKeyUsage {
+		server = server || u == x509.ExtKeyUsageServerAuth
+		client = client || u == x509.ExtKeyUsageClientAuth
+	}
+	switch {
+	case server && client:
+		return 0
+	case server:
+		return RoleCoordinator
+	case client:
+		return RoleSite
+	}
+	return -1
+}
+
+// Request is what Issue and Renew sign.
+type Request struct {
+	Name string // the daemon's federation name
+	Role Role   // RoleSite or RoleCoordinator; for Renew, 0 keeps the old one's
+	// Hosts are the DNS names and IP addresses a coordinator's certificate
+	// is valid for: the addresses sites dial. A site's has none. For Renew,
+	// nil keeps the old certificate's.
+	Hosts []string
+	// Validity is how long the certificate is valid; 0 means
+	// CertValidity. It never outlives the CA.
+	Validity time.Duration
+}
 
 // Sentinel errors returned, wrapped with detail, by this package.
 var (
@@ -46,8 +131,11 @@ var (
 	ErrInvalid = errors.New("invalid certificate material")
 	// ErrName reports a certificate name that is not a federation name.
 	ErrName = errors.New("invalid certificate name")
-	// ErrNotIssued reports a certificate to renew that does not exist.
-	ErrNotIssued = errors.New("no certificate to renew; issue one first")
+	// ErrNotIssued reports a certificate to renew or revoke that does not
+	// exist.
+	ErrNotIssued = errors.New("no such certificate; issue one first")
+	// ErrRevoked reports a certificate on the federation's revocation list.
+	ErrRevoked = errors.New("certificate revoked")
 )
 
 // Files names a daemon's certificate files.
@@ -55,6 +143,10 @@ type Files struct {
 	CA   string // the federation CA certificate (ca.crt)
 	Cert string // the daemon's certificate (NAME.crt)
 	Key  string // the daemon's private key (NAME.key)
+	// CRL is the federation's revocation list (ca.crl), or "" for none. A
+	// missing file revokes nothing, so that one can be added later to a
+	// running daemon.
+	CRL string
 }
 
 // FilesIn returns the files Issue writes for name into dir.
@@ -63,6 +155,7 @@ func FilesIn(dir, name string) Files {
 		CA:   filepath.Join(dir, CACertFile),
 		Cert: filepath.Join(dir, name+".crt"),
 		Key:  filepath.Join(dir, name+".key"),
+		CRL:  filepath.Join(dir, CRLFile),
 	}
 }
 
@@ -110,80 +203,94 @@ func InitCA(dir string) (*Issued, error) {
 	return writePair(der, key, certPath, keyPath)
 }
 
-// Issue signs a certificate for the daemon name with the CA in caDir and
-// writes outDir/NAME.crt and outDir/NAME.key (outDir is created with mode
-// 0700 if missing), and a copy of ca.crt when outDir is another folder, so
-// that outDir holds everything the daemon needs. The certificate has
-// CommonName name, a DNS or IP subject alternative name per entry of hosts
-// (for example "127.0.0.1", "localhost", "coord.example.org": the coordinator
-// needs the host sites dial), and ExtKeyUsage ServerAuth and ClientAuth. It
-// refuses, with ErrExists, to overwrite a file; Renew replaces them.
-func Issue(caDir, name, outDir string, hosts []string) (*Issued, error) {
-	if err := checkLeafName(name); err != nil {
+// Issue signs a certificate for req with the CA in caDir and writes
+// outDir/NAME.crt and outDir/NAME.key (outDir is created with mode 0700 if
+// missing), and a copy of ca.crt when outDir is another folder, so that
+// outDir holds everything the daemon needs. The certificate has CommonName
+// NAME. A site's (RoleSite) has ExtKeyUsage ClientAuth and no host; a
+// coordinator's (RoleCoordinator) has ServerAuth and a DNS or IP subject
+// alternative name per host, which must be the addresses sites dial. The
+// CA keeps a copy in its folder, for Revoke. Issue refuses, with
+// ErrExists, to overwrite a file; Renew replaces them.
+func Issue(caDir, outDir string, req Request) (*Issued, error) {
+	if err := checkLeafName(req.Name); err != nil {
 		return nil, err
 	}
 	ca, caKey, err := loadCA(caDir)
 	if err != nil {
 		return nil, err
 	}
-	tmpl, err := leafTemplate(name, hosts, ca)
+	tmpl, err := leafTemplate(req, ca)
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(outDir, 0o700); err != nil {
 		return nil, fmt.Errorf("certs: create output folder: %w", err)
 	}
-	f := FilesIn(outDir, name)
+	f := FilesIn(outDir, req.Name)
 	if err := refuseExisting(f.Cert, f.Key); err != nil {
 		return nil, err
 	}
 	if err := copyCA(ca, f.CA); err != nil {
 		return nil, err
 	}
-	der, key, err := signLeaf(name, tmpl, ca, caKey)
+	der, key, err := signLeaf(req.Name, tmpl, ca, caKey)
 	if err != nil {
+		return nil, err
+	}
+	if err := record(caDir, req.Name, der); err != nil {
 		return nil, err
 	}
 	return writePair(der, key, f.Cert, f.Key)
 }
 
-// Renew issues name a new certificate and key with the CA in caDir, as
-// Issue does, and replaces outDir/NAME.crt and outDir/NAME.key, which a
-// running daemon then picks up (Reloader). The certificate to renew must
-// exist (ErrNotIssued otherwise); nil hosts keep its subject alternative
-// names, so that renewing the coordinator's certificate does not drop the
-// host name sites dial. Each file is written to a temporary file in outDir,
-// synced and renamed over the old one, so that a reader sees either the
-// old file or the new one, never a partly written one; the key keeps mode
-// 0600. outDir's ca.crt must be the CA's certificate (ErrExists otherwise).
-func Renew(caDir, name, outDir string, hosts []string) (*Issued, error) {
-	if err := checkLeafName(name); err != nil {
+// Renew issues a new certificate and key for req.Name with the CA in
+// caDir, as Issue does, and replaces outDir/NAME.crt and outDir/NAME.key,
+// which a running daemon then picks up (Reloader). The certificate to
+// renew must exist (ErrNotIssued otherwise). A zero req.Role and nil
+// req.Hosts keep the old certificate's, so that renewing the coordinator's
+// does not drop the host names sites dial; a certificate of an older crffd,
+// valid for both roles, needs its role said. Each file is written to a
+// temporary file in outDir, synced and renamed over the old one, so that a
+// reader sees either the old file or the new one, never a partly written
+// one; the key keeps mode 0600. outDir's ca.crt must be the CA's
+// certificate (ErrExists otherwise).
+func Renew(caDir, outDir string, req Request) (*Issued, error) {
+	if err := checkLeafName(req.Name); err != nil {
 		return nil, err
 	}
 	ca, caKey, err := loadCA(caDir)
 	if err != nil {
 		return nil, err
 	}
-	f := FilesIn(outDir, name)
+	f := FilesIn(outDir, req.Name)
 	old, err := readCert(f.Cert)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("certs: renew %q: %s does not exist: %w", name, f.Cert, ErrNotIssued)
+		return nil, fmt.Errorf("certs: renew %q: %s does not exist: %w", req.Name, f.Cert, ErrNotIssued)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if hosts == nil {
-		hosts = hostsOf(old)
+	if req.Role == 0 {
+		if req.Role = RoleOf(old); req.Role <= 0 {
+			return nil, fmt.Errorf("certs: renew %q: %s is valid for %s; say which role the new one is for: %w", req.Name, f.Cert, RoleOf(old), ErrInvalid)
+		}
 	}
-	tmpl, err := leafTemplate(name, hosts, ca)
+	if req.Hosts == nil && req.Role == RoleCoordinator {
+		req.Hosts = hostsOf(old)
+	}
+	tmpl, err := leafTemplate(req, ca)
 	if err != nil {
 		return nil, err
 	}
 	if err := copyCA(ca, f.CA); err != nil {
 		return nil, err
 	}
-	der, key, err := signLeaf(name, tmpl, ca, caKey)
+	der, key, err := signLeaf(req.Name, tmpl, ca, caKey)
 	if err != nil {
+		return nil, err
+	}
+	if err := record(caDir, req.Name, der); err != nil {
 		return nil, err
 	}
 	return replacePair(der, key, f.Cert, f.Key)
@@ -223,30 +330,44 @@ func hostsOf(c *x509.Certificate) []string {
 }
 
 // leafTemplate returns the certificate template of a daemon.
-func leafTemplate(name string, hosts []string, ca *x509.Certificate) (*x509.Certificate, error) {
+func leafTemplate(req Request, ca *x509.Certificate) (*x509.Certificate, error) {
+	switch {
+	case req.Role != RoleSite && req.Role != RoleCoordinator:
+		return nil, fmt.Errorf("certs: %q: role %v: want site or coordinator: %w", req.Name, req.Role, ErrInvalid)
+	case req.Role == RoleSite && len(req.Hosts) > 0:
+		return nil, fmt.Errorf("certs: %q: a site's certificate names no host (sites only dial out), got %q: %w", req.Name, req.Hosts, ErrInvalid)
+	case req.Role == RoleCoordinator && len(req.Hosts) == 0:
+		return nil, fmt.Errorf("certs: %q: the coordinator's certificate needs the host names or addresses sites dial: %w", req.Name, ErrInvalid)
+	case req.Validity < 0:
+		return nil, fmt.Errorf("certs: %q: validity %v: want a positive duration: %w", req.Name, req.Validity, ErrInvalid)
+	}
 	serial, err := newSerial()
 	if err != nil {
 		return nil, err
 	}
+	validity := req.Validity
+	if validity == 0 {
+		validity = CertValidity
+	}
 	now := time.Now()
-	notAfter := now.Add(CertValidity)
+	notAfter := now.Add(validity)
 	if ca.NotAfter.Before(notAfter) {
 		notAfter = ca.NotAfter
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name, Organization: []string{"crffd federation"}},
+		Subject:      pkix.Name{CommonName: req.Name, Organization: []string{"crffd federation"}},
 		NotBefore:    now.Add(-clockSkew),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{req.Role.usage()},
 	}
-	for _, h := range hosts {
+	for _, h := range req.Hosts {
 		switch ip := net.ParseIP(h); {
 		case ip != nil:
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		case h == "":
-			return nil, fmt.Errorf("certs: empty host name for %q: %w", name, ErrInvalid)
+			return nil, fmt.Errorf("certs: empty host name for %q: %w", req.Name, ErrInvalid)
 		default:
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}

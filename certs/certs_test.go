@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,15 @@ func newCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// req is the request of a test daemon: the coordinator's, valid for
+// 127.0.0.1, or a site's.
+func req(name string) certs.Request {
+	if name == "coordinator" {
+		return certs.Request{Name: name, Role: certs.RoleCoordinator, Hosts: []string{"127.0.0.1"}}
+	}
+	return certs.Request{Name: name, Role: certs.RoleSite}
 }
 
 func mode(t *testing.T, path string) os.FileMode {
@@ -72,7 +82,7 @@ func TestInitCA(t *testing.T) {
 func TestIssue(t *testing.T) {
 	caDir := newCA(t)
 	out := filepath.Join(t.TempDir(), "coord")
-	is, err := certs.Issue(caDir, "coordinator", out, []string{"127.0.0.1", "localhost", "::1"})
+	is, err := certs.Issue(caDir, out, certs.Request{Name: "coordinator", Role: certs.RoleCoordinator, Hosts: []string{"127.0.0.1", "localhost", "::1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,12 +90,11 @@ func TestIssue(t *testing.T) {
 	if c.Subject.CommonName != "coordinator" || len(c.IPAddresses) != 2 || len(c.DNSNames) != 1 || c.DNSNames[0] != "localhost" {
 		t.Errorf("certificate CN %q IPs %v DNS %v", c.Subject.CommonName, c.IPAddresses, c.DNSNames)
 	}
-	eku := map[x509.ExtKeyUsage]bool{}
-	for _, u := range c.ExtKeyUsage {
-		eku[u] = true
+	if !slices.Equal(c.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) || c.IsCA {
+		t.Errorf("coordinator: ExtKeyUsage %v IsCA %v, want server authentication only", c.ExtKeyUsage, c.IsCA)
 	}
-	if !eku[x509.ExtKeyUsageServerAuth] || !eku[x509.ExtKeyUsageClientAuth] || c.IsCA {
-		t.Errorf("ExtKeyUsage %v IsCA %v", c.ExtKeyUsage, c.IsCA)
+	if life := c.NotAfter.Sub(c.NotBefore); life > certs.CertValidity+2*time.Hour || certs.CertValidity > 90*24*time.Hour {
+		t.Errorf("coordinator valid for %v; the default is %v, want at most 90 days", life, certs.CertValidity)
 	}
 	if m := mode(t, is.KeyFile); m != 0o600 {
 		t.Errorf("key mode %v, want 0600", m)
@@ -101,30 +110,42 @@ func TestIssue(t *testing.T) {
 	if id.Name != "coordinator" {
 		t.Errorf("Load name %q", id.Name)
 	}
-	// A second certificate into the same folder reuses its ca.crt.
-	if _, err := certs.Issue(caDir, "site-a", out, nil); err != nil {
-		t.Errorf("second name into the same folder: %v", err)
+	// A second certificate into the same folder reuses its ca.crt. A
+	// site's authenticates a client only and names no host.
+	site, err := certs.Issue(caDir, out, req("site-a"))
+	if err != nil {
+		t.Fatalf("second name into the same folder: %v", err)
 	}
-	// Into the CA's own folder too.
-	if _, err := certs.Issue(caDir, "site-b", caDir, nil); err != nil {
+	if c := site.Certificate; !slices.Equal(c.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) || len(c.DNSNames)+len(c.IPAddresses) != 0 {
+		t.Errorf("site: ExtKeyUsage %v, hosts %v %v; want client authentication only and no host", c.ExtKeyUsage, c.DNSNames, c.IPAddresses)
+	}
+	// Into the CA's own folder too, with a lifetime of its own.
+	week, err := certs.Issue(caDir, caDir, certs.Request{Name: "site-b", Role: certs.RoleSite, Validity: 7 * 24 * time.Hour})
+	if err != nil {
 		t.Errorf("into the CA folder: %v", err)
+	} else if life := week.Certificate.NotAfter.Sub(week.Certificate.NotBefore); life != 7*24*time.Hour+time.Hour {
+		t.Errorf("asked for 7 days: valid for %v (with an hour of clock skew)", life)
 	}
 	for _, tc := range []struct {
-		name, caDir, out string
-		hosts            []string
-		want             error
-		msg              string
+		caDir, out string
+		req        certs.Request
+		want       error
+		msg        string
 	}{
-		{"coordinator", caDir, out, nil, certs.ErrExists, "coordinator.crt"},
-		{"ca", caDir, t.TempDir(), nil, certs.ErrName, "reserved"},
-		{"Site A", caDir, t.TempDir(), nil, wire.ErrName, "not allowed"},
-		{"", caDir, t.TempDir(), nil, certs.ErrName, "empty"},
-		{"site-c", caDir, t.TempDir(), []string{""}, certs.ErrInvalid, "empty host"},
-		{"site-c", newCA(t), out, nil, certs.ErrExists, "another CA certificate"},
-		{"site-c", t.TempDir(), t.TempDir(), nil, os.ErrNotExist, "read certificate"},
+		{caDir, out, req("coordinator"), certs.ErrExists, "coordinator.crt"},
+		{caDir, t.TempDir(), req("ca"), certs.ErrName, "reserved"},
+		{caDir, t.TempDir(), req("Site A"), wire.ErrName, "not allowed"},
+		{caDir, t.TempDir(), req(""), certs.ErrName, "empty"},
+		{caDir, t.TempDir(), certs.Request{Name: "coord", Role: certs.RoleCoordinator, Hosts: []string{""}}, certs.ErrInvalid, "empty host"},
+		{caDir, t.TempDir(), certs.Request{Name: "coord", Role: certs.RoleCoordinator}, certs.ErrInvalid, "needs the host names"},
+		{caDir, t.TempDir(), certs.Request{Name: "site-c", Role: certs.RoleSite, Hosts: []string{"localhost"}}, certs.ErrInvalid, "names no host"},
+		{caDir, t.TempDir(), certs.Request{Name: "site-c"}, certs.ErrInvalid, "want site or coordinator"},
+		{caDir, t.TempDir(), certs.Request{Name: "site-c", Role: certs.RoleSite, Validity: -time.Hour}, certs.ErrInvalid, "positive"},
+		{newCA(t), out, req("site-c"), certs.ErrExists, "another CA certificate"},
+		{t.TempDir(), t.TempDir(), req("site-c"), os.ErrNotExist, "read certificate"},
 	} {
-		if _, err := certs.Issue(tc.caDir, tc.name, tc.out, tc.hosts); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
-			t.Errorf("Issue(%q): %v, want %v containing %q", tc.name, err, tc.want, tc.msg)
+		if _, err := certs.Issue(tc.caDir, tc.out, tc.req); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("Issue(%+v): %v, want %v containing %q", tc.req, err, tc.want, tc.msg)
 		}
 	}
 }
@@ -132,7 +153,7 @@ func TestIssue(t *testing.T) {
 func TestLoadRejects(t *testing.T) {
 	caDir, evilDir := newCA(t), newCA(t)
 	out := t.TempDir()
-	if _, err := certs.Issue(evilDir, "site-x", out, nil); err != nil {
+	if _, err := certs.Issue(evilDir, out, req("site-x")); err != nil {
 		t.Fatal(err)
 	}
 	// site-x's folder holds the evil CA; point it at the real one.
@@ -189,12 +210,12 @@ func TestMutualTLS(t *testing.T) {
 	caDir, evilDir := newCA(t), newCA(t)
 	dir := t.TempDir()
 	for _, n := range []string{"coordinator", "site-a"} {
-		if _, err := certs.Issue(caDir, n, dir, []string{"127.0.0.1"}); err != nil {
+		if _, err := certs.Issue(caDir, dir, req(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	evil := t.TempDir()
-	if _, err := certs.Issue(evilDir, "site-a", evil, nil); err != nil {
+	if _, err := certs.Issue(evilDir, evil, req("site-a")); err != nil {
 		t.Fatal(err)
 	}
 	server, err := certs.ServerConfig(certs.FilesIn(dir, "coordinator"))

@@ -2,6 +2,7 @@ package certs
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	"fmt"
 	"os"
@@ -10,17 +11,19 @@ import (
 )
 
 // Reloader holds a daemon's certificate material and follows its files:
-// a daemon runs for months, while its certificate is renewed (certs issue
-// NAME --renew) long before it expires, and restarting a site daemon for
-// that would break the runs it takes part in.
+// a daemon runs for months, while its certificate is renewed (crffd certs
+// renew NAME) long before it expires and the revocation list changes, and
+// restarting a site daemon for that would break the runs it takes part in.
 //
 // Before handing out the identity, Reloader compares each file's
 // modification time, size and inode with what it saw at the last read, and
-// reads all three files again when any differs. New files that do not load
-// as Load requires, or whose certificate names another daemon, are not
-// used: the previous identity stays, the error goes to the report function,
-// and the files are read again only once they change again. A reloader is
-// safe for concurrent use.
+// reads them all again when any differs. New files that do not load as
+// Load requires, or whose certificate names another daemon, are not used:
+// the previous identity stays, the error goes to the report function, and
+// the files are read again only once they change again. The one exception
+// is a revocation list that revokes the daemon's own certificate: its
+// other entries are used all the same. A reloader is safe for concurrent
+// use.
 type Reloader struct {
 	files  Files
 	name   string
@@ -28,7 +31,7 @@ type Reloader struct {
 
 	mu   sync.Mutex
 	id   *Identity
-	seen [3]stamp // of files.CA, files.Cert and files.Key when last read
+	seen [4]stamp // of files.CA, Cert, Key and CRL when last read
 }
 
 // stamp is what a file looked like when it was read, to notice a new file
@@ -56,8 +59,8 @@ func (s stamp) same(o stamp) bool {
 	return os.SameFile(s.info, o.info) && s.info.Size() == o.info.Size() && s.info.ModTime().Equal(o.info.ModTime())
 }
 
-func (r *Reloader) stamps() [3]stamp {
-	return [3]stamp{stampOf(r.files.CA), stampOf(r.files.Cert), stampOf(r.files.Key)}
+func (r *Reloader) stamps() [4]stamp {
+	return [4]stamp{stampOf(r.files.CA), stampOf(r.files.Cert), stampOf(r.files.Key), stampOf(r.files.CRL)}
 }
 
 // NewReloader loads f as Load does and returns a Reloader that follows the
@@ -105,7 +108,7 @@ func (r *Reloader) Refresh() (id *Identity, renewed bool, err error) {
 	var next *Identity
 	for try := 0; ; try++ {
 		r.seen = now
-		next, err = Load(r.files)
+		next, err = load(r.files)
 		if err == nil && next.Name != r.name {
 			err = fmt.Errorf("certs: %s now names %q, but this daemon is %q: %w", r.files.Cert, next.Name, r.name, ErrName)
 		}
@@ -117,6 +120,13 @@ func (r *Reloader) Refresh() (id *Identity, renewed bool, err error) {
 		}
 	}
 	if err != nil {
+		if errors.Is(err, ErrRevoked) && next != nil && next.Name == r.name {
+			// This daemon's own certificate is revoked: peers will refuse
+			// it, and it must still refuse the others on the list.
+			keep := *r.id
+			keep.revoked = next.revoked
+			r.id, renewed = &keep, true
+		}
 		err = fmt.Errorf("certs: changed files of %q not used, keeping its certificate valid until %s: %w",
 			r.name, r.id.Leaf.NotAfter.UTC().Format(time.RFC3339), err)
 	} else {
@@ -130,7 +140,7 @@ func (r *Reloader) Refresh() (id *Identity, renewed bool, err error) {
 	return id, renewed, err
 }
 
-func (r *Reloader) sameAsSeen(now [3]stamp) bool {
+func (r *Reloader) sameAsSeen(now [4]stamp) bool {
 	for i := range now {
 		if !now[i].same(r.seen[i]) {
 			return false
@@ -178,5 +188,6 @@ func (r *Reloader) ClientConfig(serverName string) *tls.Config {
 	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		return &r.Identity().Certificate, nil
 	}
+	c.VerifyConnection = func(cs tls.ConnectionState) error { return r.Identity().verifyPeer(cs) }
 	return c
 }

@@ -77,7 +77,7 @@ func TestReloaderServer(t *testing.T) {
 	caDir, otherCA := newCA(t), newCA(t)
 	dir := t.TempDir()
 	for _, n := range []string{"coordinator", "site-a"} {
-		if _, err := certs.Issue(caDir, n, dir, []string{"127.0.0.1"}); err != nil {
+		if _, err := certs.Issue(caDir, dir, req(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,7 +112,7 @@ func TestReloaderServer(t *testing.T) {
 		t.Errorf("Refresh of unchanged files: renewed %v, %v, %d reports", renewed, err, rep.count())
 	}
 
-	if _, err := certs.Renew(caDir, "coordinator", dir, nil); err != nil {
+	if _, err := certs.Renew(caDir, dir, certs.Request{Name: "coordinator"}); err != nil {
 		t.Fatal(err)
 	}
 	second := serialOf(t, files.Cert)
@@ -168,7 +168,7 @@ func TestReloaderServer(t *testing.T) {
 	// The pool of client CAs follows ca.crt: a bundle of the federation CA
 	// and a new one lets a site of the new CA in.
 	bOut := filepath.Join(t.TempDir(), "b")
-	if _, err := certs.Issue(otherCA, "site-b", bOut, nil); err != nil {
+	if _, err := certs.Issue(otherCA, bOut, req("site-b")); err != nil {
 		t.Fatal(err)
 	}
 	idB, err := certs.Load(certs.FilesIn(bOut, "site-b"))
@@ -195,7 +195,7 @@ func TestReloaderClient(t *testing.T) {
 	caDir := newCA(t)
 	dir := t.TempDir()
 	for _, n := range []string{"coordinator", "site-a"} {
-		if _, err := certs.Issue(caDir, n, dir, []string{"127.0.0.1"}); err != nil {
+		if _, err := certs.Issue(caDir, dir, req(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -219,7 +219,7 @@ func TestReloaderClient(t *testing.T) {
 		if got := seen(); got.Cmp(want) != 0 {
 			t.Errorf("handshake %d: site presented serial %v, want %v", i, got, want)
 		}
-		if _, err := certs.Renew(caDir, "site-a", dir, nil); err != nil {
+		if _, err := certs.Renew(caDir, dir, certs.Request{Name: "site-a"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -267,11 +267,11 @@ func replace(t *testing.T, path string, data []byte) {
 func TestRenew(t *testing.T) {
 	caDir := newCA(t)
 	out := filepath.Join(t.TempDir(), "a")
-	first, err := certs.Issue(caDir, "site-a", out, []string{"a.example.org", "10.1.2.3"})
+	first, err := certs.Issue(caDir, out, certs.Request{Name: "coordinator", Role: certs.RoleCoordinator, Hosts: []string{"a.example.org", "10.1.2.3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	is, err := certs.Renew(caDir, "site-a", out, nil)
+	is, err := certs.Renew(caDir, out, certs.Request{Name: "coordinator"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,14 +285,14 @@ func TestRenew(t *testing.T) {
 	if m := mode(t, is.CertFile); m != 0o644 {
 		t.Errorf("renewed certificate mode %v, want 0644", m)
 	}
-	if id, err := certs.Load(certs.FilesIn(out, "site-a")); err != nil || !id.Leaf.Equal(c) {
+	if id, err := certs.Load(certs.FilesIn(out, "coordinator")); err != nil || !id.Leaf.Equal(c) || id.Role != certs.RoleCoordinator {
 		t.Errorf("Load after Renew: %v", err)
 	}
 
 	// A key path that cannot be replaced leaves the certificate alone and
 	// no temporary file behind.
 	blocked := filepath.Join(t.TempDir(), "b")
-	if _, err := certs.Issue(caDir, "site-b", blocked, nil); err != nil {
+	if _, err := certs.Issue(caDir, blocked, req("site-b")); err != nil {
 		t.Fatal(err)
 	}
 	keyPath := filepath.Join(blocked, "site-b.key")
@@ -301,7 +301,7 @@ func TestRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(filepath.Join(blocked, "site-b.crt"))
-	if _, err := certs.Renew(caDir, "site-b", blocked, nil); err == nil || !strings.Contains(err.Error(), "replace "+keyPath) {
+	if _, err := certs.Renew(caDir, blocked, certs.Request{Name: "site-b"}); err == nil || !strings.Contains(err.Error(), "replace "+keyPath) {
 		t.Errorf("Renew over a folder: %v", err)
 	}
 	if after, _ := os.ReadFile(filepath.Join(blocked, "site-b.crt")); string(after) != string(before) {
@@ -311,26 +311,35 @@ func TestRenew(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 
+	if _, err := certs.Issue(caDir, out, req("site-a")); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, caDir, out string
+		role             certs.Role
 		hosts            []string
 		want             error
 		msg              string
 	}{
-		{"site-a", t.TempDir(), out, nil, os.ErrNotExist, "read certificate"},
-		{"site-c", caDir, out, nil, certs.ErrNotIssued, "site-c.crt does not exist"},
-		{"ca", caDir, out, nil, certs.ErrName, "reserved"},
-		{"Site A", caDir, out, nil, certs.ErrName, "not allowed"},
-		{"site-a", caDir, out, []string{""}, certs.ErrInvalid, "empty host"},
-		{"site-a", newCA(t), out, nil, certs.ErrExists, "another CA certificate"},
+		{"site-a", t.TempDir(), out, 0, nil, os.ErrNotExist, "read certificate"},
+		{"site-c", caDir, out, 0, nil, certs.ErrNotIssued, "site-c.crt does not exist"},
+		{"ca", caDir, out, 0, nil, certs.ErrName, "reserved"},
+		{"Site A", caDir, out, 0, nil, certs.ErrName, "not allowed"},
+		{"coordinator", caDir, out, 0, []string{""}, certs.ErrInvalid, "empty host"},
+		{"site-a", caDir, out, 0, []string{"a.example.org"}, certs.ErrInvalid, "names no host"},
+		{"site-a", newCA(t), out, 0, nil, certs.ErrExists, "another CA certificate"},
 	} {
-		if _, err := certs.Renew(tc.caDir, tc.name, tc.out, tc.hosts); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+		if _, err := certs.Renew(tc.caDir, tc.out, certs.Request{Name: tc.name, Role: tc.role, Hosts: tc.hosts}); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("Renew(%q): %v, want %v containing %q", tc.name, err, tc.want, tc.msg)
 		}
 	}
+	// A site renewed as the coordinator needs hosts; with them it is one.
+	if _, err := certs.Renew(caDir, out, certs.Request{Name: "site-a", Role: certs.RoleCoordinator}); !errors.Is(err, certs.ErrInvalid) || !strings.Contains(err.Error(), "needs the host") {
+		t.Errorf("Renew of a site as coordinator without hosts: %v", err)
+	}
 	// A certificate file that holds no certificate is not renewed.
 	os.WriteFile(filepath.Join(out, "site-a.crt"), []byte("junk"), 0o644)
-	if _, err := certs.Renew(caDir, "site-a", out, nil); !errors.Is(err, certs.ErrInvalid) {
+	if _, err := certs.Renew(caDir, out, certs.Request{Name: "site-a"}); !errors.Is(err, certs.ErrInvalid) {
 		t.Errorf("Renew of junk: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestDaemonExitStatuses(t *testing.T) {
 		{"scoring site, not an SQLite file", "site", false, overwrite("site1.sqlite", "not a database"), 4, "site1.sqlite"},
 		{"federated site, poll_interval not a duration", "site", true, appendSetting("site:\n", "  poll_interval: 5 seconds\n"), 2, "site.poll_interval"},
 		{"federated site, busy_timeout not a duration", "site", true, appendSetting("site:\n", "  busy_timeout: soon\n"), 2, "site.busy_timeout"},
-		{"federated site, weak secret", "site", true, appendSetting("federation:\n", "  secret: hunter2hunter2\n"), 2, "federation.secret is too weak"},
+		{"federated site, weak secret", "site", true, setSecret("hunter2hunter2"), 2, "federation.secret is too weak"},
 		{"federated site, not an SQLite file", "site", true, overwrite("site1.sqlite", "not a database"), 4, "site1.sqlite"},
 		{"coordinator, certificate missing", "coordinator", true, overwrite("certs/coordinator/coordinator.crt", ""), 3, "coordinator.crt"},
 		{"coordinator, state file in a missing folder", "coordinator", true, replace("state_db: coordinator.sqlite", "state_db: missing/folder/state.sqlite"), 4, "state.sqlite"},
@@ -55,6 +56,23 @@ func TestDaemonExitStatuses(t *testing.T) {
 // appendSetting adds lines after the section header of the configuration.
 func appendSetting(section, lines string) func(t *testing.T, dir, cfg string) {
 	return func(t *testing.T, _, cfg string) { editFile(t, cfg, section, section+lines) }
+}
+
+// setSecret replaces the sandbox site's federation.secret.
+func setSecret(secret string) func(t *testing.T, dir, cfg string) {
+	return func(t *testing.T, _, cfg string) {
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(`(?m)^  secret: .*$`)
+		if !re.Match(b) {
+			t.Fatalf("%s has no federation.secret", cfg)
+		}
+		if err := os.WriteFile(cfg, re.ReplaceAll(b, []byte("  secret: "+secret)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // replace replaces text in the configuration.

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,11 +199,40 @@ func TestFederationDeduplication(t *testing.T) {
 		}
 	}
 	scan("coordinator log", []byte(log))
+	// Column fingerprints are keyed with the secret: a coordinator that
+	// hashes the sites' column names as an unkeyed fingerprint would finds
+	// none of them.
+	var guesses [][32]byte
+	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
+	rowsOf, err := db.Query(`SELECT name FROM pragma_table_info('records')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rowsOf.Next() {
+		var name string
+		if err := rowsOf.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		for _, bin := range []bool{false, true} {
+			guesses = append(guesses, sha256.Sum256(fmt.Appendf(nil, "crffd/column\x00%s\x00binary=%t", name, bin)))
+		}
+	}
+	rowsOf.Close()
+	db.Close()
+	if len(guesses) < 8 {
+		t.Fatalf("only %d column-name guesses", len(guesses))
+	}
 	for _, f := range []string{"coordinator.sqlite", "coordinator.capture", "site1.capture", "site2.capture"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		scan(f, b)
+		for _, g := range guesses {
+			if bytes.Contains(b, g[:]) {
+				t.Errorf("%s holds the unkeyed fingerprint of a column name", f)
+				break
+			}
+		}
 	}
 }

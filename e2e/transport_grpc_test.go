@@ -27,7 +27,11 @@ func federationPKI(t *testing.T) string {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"coordinator", "site-a", "site-b"} {
-		if _, err := certs.Issue(dir, n, dir, []string{"127.0.0.1", "localhost"}); err != nil {
+		req := certs.Request{Name: n, Role: certs.RoleSite}
+		if n == "coordinator" {
+			req.Role, req.Hosts = certs.RoleCoordinator, []string{"127.0.0.1", "localhost"}
+		}
+		if _, err := certs.Issue(dir, dir, req); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,7 +42,7 @@ func grpcConfig(name string, role transport.Role, addr string, files certs.Files
 	if opts == nil {
 		opts = map[string]string{}
 	}
-	return transport.Config{Name: name, Role: role, Coordinator: addr, TLS: files, Options: opts}
+	return transport.Config{Name: name, Role: role, Coordinator: addr, CoordinatorName: "coordinator", TLS: files, Options: opts}
 }
 
 // TestTransportGRPC runs a coordinator and two sites as grpc transport
@@ -62,8 +66,7 @@ func TestTransportGRPC(t *testing.T) {
 		ins := map[string]<-chan *wire.Envelope{}
 		clients := map[string]*transport.Client{}
 		for _, s := range sites {
-			c, _ := mustOpenTransport(t, "grpc", grpcConfig(s, transport.RoleSite, addr, certs.FilesIn(pki, s),
-				map[string]string{"coordinator_name": "coordinator"}))
+			c, _ := mustOpenTransport(t, "grpc", grpcConfig(s, transport.RoleSite, addr, certs.FilesIn(pki, s), nil))
 			clients[s], ins[s] = c, inbox(t, c)
 		}
 		for round := uint64(1); round <= 3; round++ {
@@ -119,7 +122,7 @@ func TestTransportGRPC(t *testing.T) {
 		if _, err := certs.InitCA(evil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := certs.Issue(evil, "site-a", evil, nil); err != nil {
+		if _, err := certs.Issue(evil, evil, certs.Request{Name: "site-a", Role: certs.RoleSite}); err != nil {
 			t.Fatal(err)
 		}
 		own, _ := os.ReadFile(filepath.Join(evil, certs.CACertFile))

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -380,16 +381,26 @@ func decodeScaler(e *wire.Envelope, dx int) (estimator.Scaler, error) {
 	return s, nil
 }
 
-// columnDigests fingerprints a schema: per covariate, the SHA-256 of its
-// name and whether it is binary. Equal digests mean the same column.
-func columnDigests(names []string, schema estimator.Schema) wire.DigestList {
+// columnDigests fingerprints a schema: per covariate, a hash of its name
+// and whether it is binary. Equal digests mean the same column. With the
+// sites' secret as key the hash is HMAC-SHA256, which a coordinator
+// without the secret cannot test name guesses against; without one it is
+// SHA-256, which a dictionary of column names reverses.
+func columnDigests(key []byte, names []string, schema estimator.Schema) wire.DigestList {
 	l := wire.DigestList{Name: dSchemaColumns, Digests: make([]wire.Digest, len(schema.Binary))}
 	for j, bin := range schema.Binary {
 		name := ""
 		if j < len(names) {
 			name = names[j]
 		}
-		l.Digests[j] = sha256.Sum256(fmt.Appendf(nil, "crffd/column\x00%s\x00binary=%t", name, bin))
+		msg := fmt.Appendf(nil, "crffd/column\x00%s\x00binary=%t", name, bin)
+		if len(key) == 0 {
+			l.Digests[j] = sha256.Sum256(msg)
+			continue
+		}
+		m := hmac.New(sha256.New, key)
+		m.Write(msg)
+		copy(l.Digests[j][:], m.Sum(nil))
 	}
 	return l
 }

@@ -11,10 +11,12 @@
 //
 //  1. hello (coordinator → site): the model configuration as named scalars,
 //     the site's index and the number of sites. The site answers with hello
-//     (its schema fingerprint: per-covariate SHA-256 of the column name and
-//     type flags, its row count and Moments — counts, column sums and sums of
-//     squares, the aggregates of the pooled standardisation — and the SHA-256
-//     of the base frequencies its kernel plugin draws for that configuration)
+//     (its schema fingerprint: per covariate, the HMAC-SHA256 of the column
+//     name and type flags under the sites' secret, SiteConfig.ColumnKey, or
+//     their SHA-256 without one; its row count and Moments — counts, column
+//     sums and sums of squares, the aggregates of the pooled standardisation
+//     — and the SHA-256 of the base frequencies its kernel plugin draws for
+//     that configuration)
 //     and dedup-hashes (HMAC-SHA256 of its normalised identity columns under
 //     the sites' secret, or none when no identity columns are configured).
 //     A site whose schema or frequencies differ from the federation's is
@@ -129,7 +131,8 @@
 // count and, per covariate and the outcome, the column sum and sum of
 // squares (estimator.Moments), from which the coordinator pools the
 // standardisation it sends back in dedup-verdict. Column names travel only
-// as SHA-256 digests, identities only as HMACs under the sites' secret, and
+// as HMACs under the sites' secret (SHA-256 digests when a site has none),
+// identities only as HMACs under the same secret, and
 // the kernel only as the SHA-256 of its base frequencies. The moments are
 // taken over all of a site's rows, before de-duplication. The log-outcome
 // moments are sent only when every one of the site's outcomes is positive,

@@ -51,6 +51,11 @@ type SiteConfig struct {
 	Data    *estimator.Data  // the site's rows
 	Schema  estimator.Schema // their schema
 	Columns []string         // covariate names, in Schema order (fingerprinted, never sent)
+	// ColumnKey keys the column fingerprints (HMAC-SHA256): the secret the
+	// sites share and the coordinator does not. Every site of a federation
+	// needs the same key, or none; without one the fingerprints are
+	// unkeyed SHA-256, which a dictionary of likely names reverses.
+	ColumnKey []byte
 	// Identities are the HMACs of the rows' identity columns (IdentityHMAC),
 	// one per row; nil when the site has no identity columns.
 	Identities []wire.Digest
@@ -447,7 +452,7 @@ func (s *site) refused(e *wire.Envelope) error {
 		} else if col < len(s.cfg.Schema.Binary) {
 			name = fmt.Sprintf("covariate %d", col)
 		}
-		return fmt.Errorf("%w: %w: %s (name or type) differs from the federation's", ErrRefused, ErrSchema, name)
+		return fmt.Errorf("%w: %w: %s (name or type) differs from the federation's, or the sites' secrets differ (it keys the column fingerprints)", ErrRefused, ErrSchema, name)
 	}
 	if _, err := scalar(e, tRefusedKernel); err == nil {
 		return fmt.Errorf("%w: %w", ErrRefused, ErrFrequencies)

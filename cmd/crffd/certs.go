@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,15 +14,19 @@ import (
 func newCertsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "Make the federation CA and the certificates of sites and the coordinator",
+		Short: "Make, renew and revoke the certificates of sites and the coordinator",
 		Long: `Daemons of a federation authenticate each other with mutual TLS. certs init
 makes a federation CA (ca.crt, ca.key) in --dir; certs issue NAME makes
 NAME.crt and NAME.key signed by it, whose name is the daemon's identity in
 every envelope it sends. Copy ca.crt, NAME.crt and NAME.key to the daemon
-NAME; ca.key stays with whoever runs the CA. Existing files are never
-overwritten, except by certs issue NAME --renew, which replaces NAME.crt and
-NAME.key; a running daemon picks up the new files within seconds, without a
-restart.`,
+NAME; ca.key stays with whoever runs the CA. A site's certificate
+authenticates a TLS client only and names no host; the coordinator's
+(--role coordinator) authenticates the server sites dial, at the host names
+it carries. Certificates are valid for 90 days unless --days says otherwise:
+certs renew NAME replaces them, and a running daemon picks up the new files
+within seconds, without a restart. certs revoke NAME puts NAME's
+certificates on the revocation list ca.crl, which daemons read beside their
+ca.crt. Existing files are never overwritten, except by renew and revoke.`,
 	}
 	var dir string
 	cmd.PersistentFlags().StringVar(&dir, "dir", "certs", "folder of the federation CA")
@@ -38,48 +44,124 @@ restart.`,
 			return err
 		},
 	}
-	var out string
-	var hosts []string
-	var renew bool
-	issueCmd := &cobra.Command{
-		Use:   "issue NAME",
-		Short: "Issue the certificate of a site or the coordinator, or renew it",
-		Long: `Issue NAME.crt and NAME.key, signed by the CA in --dir, into --out. Existing
-files are never overwritten.
+	cmd.AddCommand(initCmd, newCertsSignCmd(a, &dir, false), newCertsSignCmd(a, &dir, true), newCertsRevokeCmd(a, &dir))
+	return cmd
+}
 
-With --renew, NAME.crt must exist: NAME gets a new certificate and key from
-the same CA, and each file is replaced atomically (written beside the old one,
-synced, renamed over it). Without --host the new certificate keeps the host
-names of the old one. A daemon using the files, site or coordinator, loads
-them within seconds without a restart, and keeps the old certificate (logging
-why) if the new files cannot be used. A site reconnects at once with its new
-certificate; the coordinator presents its new one to every new connection.`,
+// defaultCoordinatorHosts are the host names of a coordinator's
+// certificate when --host is not given: enough for a federation on one
+// machine.
+var defaultCoordinatorHosts = []string{"localhost", "127.0.0.1"}
+
+// newCertsSignCmd returns certs issue, or certs renew.
+func newCertsSignCmd(a *app, dir *string, renew bool) *cobra.Command {
+	var out, role string
+	var hosts []string
+	var days int
+	c := &cobra.Command{
+		Use:   "issue NAME",
+		Short: "Issue the certificate of a site or, with --role coordinator, of the coordinator",
+		Long: `Issue NAME.crt and NAME.key, signed by the CA in --dir, into --out, with a copy
+of ca.crt. Existing files are never overwritten. A site's certificate (the
+default) is for TLS client authentication only and names no host. The
+coordinator's is for TLS server authentication, valid for the host names
+and addresses of --host, which must include the one sites dial
+(default: localhost,127.0.0.1).`,
 		Example: `  crffd certs issue hospital-a --dir ca/ --out hospital-a/
-  crffd certs issue hospital-a --dir ca/ --out hospital-a/ --renew   # before it expires`,
+  crffd certs issue coordinator --role coordinator --host coord.example.org --dir ca/ --out coord/`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				out = dir
+	}
+	if renew {
+		c.Use, c.Short = "renew NAME", "Replace a site's or the coordinator's certificate and key before they expire"
+		c.Long = `Renew NAME.crt and NAME.key in --out: a new key and certificate from the CA in
+--dir, with the role and (for the coordinator) the host names of the old
+one unless --role or --host says otherwise. Each file is replaced atomically
+(written beside the old one, synced, renamed over it). A daemon using the
+files loads them within seconds without a restart, and keeps the old
+certificate (logging why) if the new files cannot be used. A site
+reconnects at once with its new certificate; the coordinator presents its
+new one to every new connection. A certificate from a crffd before roles
+existed is valid for both roles: say which with --role.`
+		c.Example = `  crffd certs renew hospital-a --dir ca/ --out hospital-a/   # every few weeks; then copy the two files to the site`
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if out == "" {
+			out = *dir
+		}
+		req := certs.Request{Name: args[0], Validity: time.Duration(days) * 24 * time.Hour}
+		if days < 0 {
+			return fmt.Errorf("--days %d: want a positive number of days", days)
+		}
+		if role != "" || !renew {
+			if role == "" {
+				role = "site"
 			}
-			issue, verb := certs.Issue, "issued"
-			if renew {
-				issue, verb = certs.Renew, "renewed"
-				if !cmd.Flags().Changed("host") {
-					hosts = nil // keep the old certificate's
-				}
+			var err error
+			if req.Role, err = certs.ParseRole(role); err != nil {
+				return fmt.Errorf("--role: %w", err)
 			}
-			c, err := issue(dir, args[0], out, hosts)
+		}
+		if cmd.Flags().Changed("host") {
+			req.Hosts = hosts
+		} else if !renew && req.Role == certs.RoleCoordinator {
+			req.Hosts = defaultCoordinatorHosts
+		}
+		sign, verb := certs.Issue, "issued"
+		if renew {
+			sign, verb = certs.Renew, "renewed"
+		}
+		is, err := sign(*dir, out, req)
+		if err != nil {
+			return err
+		}
+		what := "a site's: client authentication, no host"
+		if certs.RoleOf(is.Certificate) == certs.RoleCoordinator {
+			what = "the coordinator's, for " + strings.Join(append(append([]string{}, is.Certificate.DNSNames...), ipStrings(is)...), ", ")
+		}
+		_, err = fmt.Fprintf(a.stdout, "%s: %s %s and %s (%s), signed by %s, valid until %s\n", args[0], verb, is.CertFile, is.KeyFile, what,
+			filepath.Join(*dir, certs.CACertFile), is.Certificate.NotAfter.Format("2006-01-02"))
+		return err
+	}
+	c.Flags().StringVar(&out, "out", "", "folder of NAME.crt and NAME.key (default: --dir)")
+	c.Flags().StringVar(&role, "role", "", "site (TLS client only, no host) or coordinator (TLS server at --host); default: site, or for renew the old certificate's")
+	c.Flags().StringSliceVar(&hosts, "host", nil, "coordinator only: the host names and addresses sites dial (default: localhost,127.0.0.1; for renew, the old certificate's)")
+	c.Flags().IntVar(&days, "days", 0, fmt.Sprintf("days the certificate is valid (default %d, and never past the CA's expiry)", int(certs.CertValidity/(24*time.Hour))))
+	return c
+}
+
+func ipStrings(is *certs.Issued) []string {
+	var out []string
+	for _, ip := range is.Certificate.IPAddresses {
+		out = append(out, ip.String())
+	}
+	return out
+}
+
+func newCertsRevokeCmd(a *app, dir *string) *cobra.Command {
+	var files []string
+	c := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke every certificate issued to a site or the coordinator",
+		Long: `Put every certificate the CA in --dir issued to NAME on the revocation list
+ca.crl in --dir, signed by the CA, keeping what it held. Copy ca.crl beside
+ca.crt at every daemon (or where federation.tls.crl points): a running daemon
+reads it within seconds, refuses new connections that present a revoked
+certificate, and the coordinator closes the revoked sites' open ones.
+Certificates issued by a crffd before the CA kept copies are revoked by
+naming their files with --cert. To let NAME back in, issue it a new
+certificate (certs renew).`,
+		Example: `  crffd certs revoke hospital-b --dir ca/   # then copy ca/ca.crl to every daemon`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			rev, err := certs.Revoke(*dir, args[0], files)
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "%s: %s %s and %s, signed by %s, valid until %s\n", args[0], verb, c.CertFile, c.KeyFile,
-				filepath.Join(dir, certs.CACertFile), c.Certificate.NotAfter.Format("2006-01-02"))
+			_, err = fmt.Fprintf(a.stdout, "%s: %d certificate(s) revoked (serial %s); %s lists %d in all: copy it beside ca.crt at every daemon\n",
+				args[0], len(rev.Serials), rev.SerialsText(), rev.File, rev.Entries)
 			return err
 		},
 	}
-	issueCmd.Flags().StringVar(&out, "out", "", "folder for NAME.crt and NAME.key (default: --dir)")
-	issueCmd.Flags().StringSliceVar(&hosts, "host", []string{"localhost", "127.0.0.1"}, "host names and addresses the certificate is valid for (the coordinator's listening address); with --renew, default: the old certificate's")
-	issueCmd.Flags().BoolVar(&renew, "renew", false, "replace the existing NAME.crt and NAME.key with a new certificate and key from the same CA")
-	cmd.AddCommand(initCmd, issueCmd)
-	return cmd
+	c.Flags().StringSliceVar(&files, "cert", nil, "certificate files of NAME to revoke besides those the CA has copies of")
+	return c
 }

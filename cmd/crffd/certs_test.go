@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,9 @@ func TestCertsCommands(t *testing.T) {
 		{[]string{"certs", "issue", "hospital-a", "--dir", dir, "--out", filepath.Join(dir, "a")}, "refusing to overwrite"},
 		{[]string{"certs", "issue", "Bad Name", "--dir", dir}, "invalid certificate name"},
 		{[]string{"certs", "issue", "b", "--dir", filepath.Join(dir, "missing")}, "missing"},
+		{[]string{"certs", "issue", "b", "--dir", dir, "--host", "b.example.org"}, "a site's certificate names no host"},
+		{[]string{"certs", "issue", "b", "--dir", dir, "--role", "server"}, "want site or coordinator"},
+		{[]string{"certs", "issue", "b", "--dir", dir, "--days", "-1"}, "want a positive number of days"},
 	} {
 		_, err := execute(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -43,16 +47,16 @@ func TestCertsCommands(t *testing.T) {
 	}
 }
 
-// TestCertsRenew replaces a certificate with --renew: a new key, the old
-// host names unless --host is given, and the errors of a renewal that
-// cannot be made.
+// TestCertsRenew replaces a certificate with certs renew: a new key, the
+// old role and host names unless --role or --host is given, and the errors
+// of a renewal that cannot be made.
 func TestCertsRenew(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ca")
 	out := filepath.Join(dir, "coord")
 	if _, err := execute(t, "certs", "init", "--dir", dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := execute(t, "certs", "issue", "coordinator", "--dir", dir, "--out", out, "--host", "coord.example.org"); err != nil {
+	if _, err := execute(t, "certs", "issue", "coordinator", "--role", "coordinator", "--dir", dir, "--out", out, "--host", "coord.example.org"); err != nil {
 		t.Fatal(err)
 	}
 	files := certs.FilesIn(out, "coordinator")
@@ -61,7 +65,7 @@ func TestCertsRenew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := execute(t, "certs", "issue", "coordinator", "--dir", dir, "--out", out, "--renew")
+	a, err := execute(t, "certs", "renew", "coordinator", "--dir", dir, "--out", out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +78,7 @@ func TestCertsRenew(t *testing.T) {
 	}
 	newKey, _ := os.ReadFile(files.Key)
 	if bytes.Equal(oldKey, newKey) || renewed.Leaf.SerialNumber.Cmp(first.Leaf.SerialNumber) == 0 {
-		t.Error("--renew kept the old key or serial number")
+		t.Error("renew kept the old key or serial number")
 	}
 	if d := renewed.Leaf.DNSNames; len(d) != 1 || d[0] != "coord.example.org" || len(renewed.Leaf.IPAddresses) != 0 {
 		t.Errorf("renewed certificate names %v %v, want the old coord.example.org", d, renewed.Leaf.IPAddresses)
@@ -82,11 +86,11 @@ func TestCertsRenew(t *testing.T) {
 	if info, err := os.Stat(files.Key); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("renewed key: %v, %v; want mode 0600", info, err)
 	}
-	if _, err := execute(t, "certs", "issue", "coordinator", "--dir", dir, "--out", out, "--renew", "--host", "10.0.0.1"); err != nil {
+	if _, err := execute(t, "certs", "renew", "coordinator", "--dir", dir, "--out", out, "--host", "10.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 	if again, err := certs.Load(files); err != nil || len(again.Leaf.DNSNames) != 0 || len(again.Leaf.IPAddresses) != 1 {
-		t.Errorf("--renew --host 10.0.0.1: %v, %v", again.Leaf, err)
+		t.Errorf("renew --host 10.0.0.1: %v, %v", again.Leaf, err)
 	}
 	left, _ := filepath.Glob(filepath.Join(out, ".*tmp*"))
 	if len(left) != 0 {
@@ -98,9 +102,10 @@ func TestCertsRenew(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"certs", "issue", "coordinator", "--dir", filepath.Join(dir, "missing"), "--out", out, "--renew"}, "read certificate"},
-		{[]string{"certs", "issue", "site-x", "--dir", dir, "--out", out, "--renew"}, "site-x.crt does not exist: no certificate to renew; issue one first"},
-		{[]string{"certs", "issue", "ca", "--dir", dir, "--renew"}, "reserved"},
+		{[]string{"certs", "renew", "coordinator", "--dir", filepath.Join(dir, "missing"), "--out", out}, "read certificate"},
+		{[]string{"certs", "renew", "site-x", "--dir", dir, "--out", out}, "site-x.crt does not exist: no such certificate; issue one first"},
+		{[]string{"certs", "renew", "ca", "--dir", dir}, "reserved"},
+		{[]string{"certs", "renew", "coordinator", "--dir", dir, "--out", out, "--role", "site", "--host", "10.0.0.2"}, "names no host"},
 	} {
 		_, err := execute(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -109,5 +114,40 @@ func TestCertsRenew(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(files.Key); !bytes.Equal(after, current) {
 		t.Error("a failed renewal changed the key")
+	}
+}
+
+// TestCertsRevoke revokes a site's certificates with certs revoke, writes
+// ca.crl, and a daemon loading the revoked certificate with that list
+// refuses it.
+func TestCertsRevoke(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	out := filepath.Join(dir, "a")
+	if _, err := execute(t, "certs", "init", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"certs", "issue", "hospital-a", "--dir", dir, "--out", out},
+		{"certs", "renew", "hospital-a", "--dir", dir, "--out", out},
+	} {
+		if _, err := execute(t, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := execute(t, "certs", "revoke", "hospital-a", "--dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crl := filepath.Join(dir, certs.CRLFile)
+	if got := a.stdout.(*bytes.Buffer).String(); !strings.Contains(got, "hospital-a: 2 certificate(s) revoked") || !strings.Contains(got, crl+" lists 2") {
+		t.Errorf("output %q", got)
+	}
+	f := certs.FilesIn(out, "hospital-a")
+	f.CRL = crl
+	if _, err := certs.Load(f); !errors.Is(err, certs.ErrRevoked) {
+		t.Errorf("Load of the revoked certificate: %v", err)
+	}
+	if _, err := execute(t, "certs", "revoke", "hospital-b", "--dir", dir); err == nil || !strings.Contains(err.Error(), "has issued it no certificate") {
+		t.Errorf("revoke of a name never issued: %v", err)
 	}
 }

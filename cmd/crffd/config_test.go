@@ -417,3 +417,29 @@ func modelConfigOf(t *testing.T, wantErr string, args ...string) (estimator.Conf
 	}
 	return cfg, true
 }
+
+// TestTransportConfigBindsTheCoordinator passes the coordinator's name and
+// the revocation list to the transport, so that a site checks whom it
+// dials and which certificates are revoked.
+func TestTransportConfigBindsTheCoordinator(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "site.yaml")
+	if err := os.WriteFile(file, []byte("federation:\n  coordinator: hub\n  tls:\n    ca: tls/ca.crt\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := execute(t, "version", "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := a.transportConfig(transport.RoleSite, "s1")
+	if c.CoordinatorName != "hub" || c.TLS.CRL != filepath.Join(dir, "tls", "ca.crl") {
+		t.Errorf("coordinator name %q, revocation list %q; want hub and tls/ca.crl beside ca.crt", c.CoordinatorName, c.TLS.CRL)
+	}
+	t.Setenv("CRFFD_FEDERATION_TLS_CRL", "revoked.crl")
+	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "revoked.crl") {
+		t.Errorf("federation.tls.crl: %q", c.TLS.CRL)
+	}
+	if _, err := a.openTransport(context.Background(), transport.RoleSite, "s1"); err == nil || !strings.Contains(err.Error(), "federation.tls.crl") {
+		t.Errorf("a missing federation.tls.crl: %v", err)
+	}
+}

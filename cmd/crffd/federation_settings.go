@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"net/http"
 	"time"
 
@@ -27,7 +29,8 @@ var federationSettings = []setting{
 	{"federation.tls.ca", "", "the federation CA certificate (ca.crt, from crffd certs init)"},
 	{"federation.tls.cert", "", "this daemon's certificate (NAME.crt, from crffd certs issue NAME)"},
 	{"federation.tls.key", "", "this daemon's private key (NAME.key)"},
-	{"federation.secret", "", "sites only: the de-duplication HMAC secret shared by the sites and never by the coordinator (better set as CRFFD_FEDERATION_SECRET); needs site.identity_columns; at least 128 bits, e.g. openssl rand -hex 32, or the site refuses to start"},
+	{"federation.tls.crl", "", "the federation's revocation list (ca.crl, from crffd certs revoke), followed while the daemon runs; empty: ca.crl beside federation.tls.ca, if it is there"},
+	{"federation.secret", "", "sites only: the secret shared by the sites and never by the coordinator (better set as CRFFD_FEDERATION_SECRET). It keys the column fingerprints (HMAC-SHA256; without it they are unkeyed SHA-256, which a dictionary of names reverses) and, with site.identity_columns, the de-duplication HMACs; every site needs the same; at least 128 bits, e.g. openssl rand -hex 32, or the site refuses to start"},
 	{"federation.round_timeout", "2m", "coordinator: how long to wait for a site's answer before sending the step again"},
 	{"federation.retries", 3, "coordinator: how often a silent site is asked again before the run stops with an error naming it"},
 	{"federation.min_arm_rows", federation.DefaultMinArmRows, "sites only: the fewest rows each treatment arm must have, before and after de-duplication, for the site to take part, and the fewest rows by which a run's rows may differ from those of any earlier run the site took part in (added, deleted or edited; no difference is allowed too); below either the site sends nothing computed from its rows and stops with an error"},
@@ -64,14 +67,21 @@ func (a *app) transportConfig(role transport.Role, name string) transport.Config
 		}
 		opts[k] = v
 	}
+	ca := a.resolve(a.v.GetString("federation.tls.ca"))
+	crl := a.resolve(a.v.GetString("federation.tls.crl"))
+	if crl == "" && ca != "" {
+		crl = filepath.Join(filepath.Dir(ca), certs.CRLFile)
+	}
 	return transport.Config{
-		Name:        name,
-		Role:        role,
-		Coordinator: a.v.GetString("federation.address"),
+		Name:            name,
+		Role:            role,
+		Coordinator:     a.v.GetString("federation.address"),
+		CoordinatorName: a.v.GetString("federation.coordinator"),
 		TLS: certs.Files{
-			CA:   a.resolve(a.v.GetString("federation.tls.ca")),
+			CA:   ca,
 			Cert: a.resolve(a.v.GetString("federation.tls.cert")),
 			Key:  a.resolve(a.v.GetString("federation.tls.key")),
+			CRL:  crl,
 		},
 		Options: opts,
 	}
@@ -83,6 +93,13 @@ func (a *app) openTransport(ctx context.Context, role transport.Role, name strin
 	dir, err := a.pluginDir()
 	if err != nil {
 		return nil, err
+	}
+	// A list named on purpose and not found would leave every revoked
+	// certificate valid without a word.
+	if crl := a.v.GetString("federation.tls.crl"); crl != "" {
+		if _, err := os.Stat(a.resolve(crl)); err != nil {
+			return nil, fmt.Errorf("federation.tls.crl: %w", err)
+		}
 	}
 	tname := a.v.GetString("federation.transport")
 	return transport.Open(ctx, transport.Options{

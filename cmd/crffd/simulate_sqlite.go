@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -123,11 +125,18 @@ func writeFederation(dir string, sites int) ([]string, error) {
 	for k := range names {
 		names[k] = fmt.Sprintf("site%d", k+1)
 	}
-	hosts := []string{"localhost", "127.0.0.1"}
 	for _, n := range append([]string{"coordinator"}, names...) {
-		if _, err := certs.Issue(caDir, n, filepath.Join(certDir, n), hosts); err != nil {
+		req := certs.Request{Name: n, Role: certs.RoleSite}
+		if n == "coordinator" {
+			req.Role, req.Hosts = certs.RoleCoordinator, defaultCoordinatorHosts
+		}
+		if _, err := certs.Issue(caDir, filepath.Join(certDir, n), req); err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
 		}
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return nil, err
 	}
 	ports, err := freePorts(2)
 	if err != nil {
@@ -178,7 +187,10 @@ federation:
   coordinator: coordinator
   address: %s
   transport: grpc
-%s`, n, addr, tlsSection(n))
+  # Shared by the sandbox's sites and never by the coordinator: it keys the
+  # column fingerprints. A real site would rather set CRFFD_FEDERATION_SECRET.
+  secret: %s
+%s`, n, addr, secret, tlsSection(n))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -207,4 +219,13 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// newSecret returns 256 random bits in hex, a federation.secret.
+func newSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("simulate: federation secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -52,10 +52,13 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
-	if secret := a.v.GetString("federation.secret"); secret != "" {
+	secret := a.v.GetString("federation.secret")
+	if secret != "" {
 		if err := checkSecret(secret); err != nil {
 			return withExit(exitConfig, err)
 		}
+	} else {
+		a.log.Warn("federation.secret is not set: column names are fingerprinted with unkeyed SHA-256, which the coordinator can test guessed names against")
 	}
 	limits, err := a.siteLimits()
 	if err != nil {
@@ -112,7 +115,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		var losses []store.Loss // this run's loss history, recorded when it is published
 		cfg := federation.SiteConfig{
 			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
-			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, Identities: ids,
+			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, ColumnKey: []byte(secret), Identities: ids,
 			Spectral: spectral, KernelName: kernelLabel(kernel), Logger: a.log, Metrics: metrics, MinArmRows: minArm,
 			Limits: limits, Privacy: priv,
 			// Each run trains on the table as it is when the run begins;
@@ -371,7 +374,7 @@ func identityHashes(ctx context.Context, a *app, db *store.Site, recs *store.Rec
 		a.log.Info("no identity columns configured: this site's rows are not de-duplicated")
 		return nil, nil
 	case len(cols) == 0:
-		a.log.Warn("federation.secret is set but site.identity_columns is empty: rows are not de-duplicated")
+		a.log.Info("no identity columns configured: this site's rows are not de-duplicated")
 		return nil, nil
 	case secret == "":
 		return nil, errors.New("site.identity_columns is set but federation.secret is empty: set the sites' shared secret (CRFFD_FEDERATION_SECRET)")

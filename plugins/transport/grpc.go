@@ -62,9 +62,10 @@ func configFromProto(r *transportpb.ConfigureRequest) Config {
 	return Config{
 		Name:        r.GetName(),
 		Role:        Role(r.GetRole()),
-		Coordinator: r.GetCoordinatorAddress(),
-		TLS:         certs.Files{CA: r.GetCaCertFile(), Cert: r.GetCertFile(), Key: r.GetKeyFile()},
-		Options:     r.GetOptions(),
+		Coordinator:     r.GetCoordinatorAddress(),
+		CoordinatorName: r.GetCoordinatorName(),
+		TLS:             certs.Files{CA: r.GetCaCertFile(), Cert: r.GetCertFile(), Key: r.GetKeyFile(), CRL: r.GetCrlFile()},
+		Options:         r.GetOptions(),
 	}
 }
 
@@ -73,9 +74,11 @@ func configToProto(c Config) *transportpb.ConfigureRequest {
 		Name:               c.Name,
 		Role:               transportpb.Role(c.Role),
 		CoordinatorAddress: c.Coordinator,
+		CoordinatorName:    c.CoordinatorName,
 		CaCertFile:         c.TLS.CA,
 		CertFile:           c.TLS.Cert,
 		KeyFile:            c.TLS.Key,
+		CrlFile:            c.TLS.CRL,
 		Options:            c.Options,
 	}
 }

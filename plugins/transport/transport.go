@@ -105,7 +105,12 @@ type Config struct {
 	// (port 0 picks a free port, see Client.Address), or the address a
 	// site dials.
 	Coordinator string
-	// TLS names the daemon's certificate files (package certs).
+	// CoordinatorName is the coordinator's federation name. A transport
+	// that authenticates peers accepts, at a site, only a coordinator
+	// whose certificate carries it.
+	CoordinatorName string
+	// TLS names the daemon's certificate files (package certs), and the
+	// federation's revocation list.
 	TLS certs.Files
 	// Options are settings of one transport, such as "dir" for the spool.
 	Options map[string]string
@@ -118,6 +123,11 @@ func (c Config) Check() error {
 	}
 	if c.Role != RoleSite && c.Role != RoleCoordinator {
 		return fmt.Errorf("transport: %v: want site or coordinator: %w", c.Role, ErrConfig)
+	}
+	if c.CoordinatorName != "" {
+		if err := wire.CheckName(c.CoordinatorName); err != nil {
+			return fmt.Errorf("transport: coordinator name: %w: %w", ErrConfig, err)
+		}
 	}
 	return nil
 }

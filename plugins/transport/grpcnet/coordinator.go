@@ -2,6 +2,7 @@ package grpcnet
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,7 @@ type coordinator struct {
 	queue   int
 	srv     *grpc.Server
 	lis     net.Listener
+	rel     *certs.Reloader
 
 	mu    sync.Mutex
 	sites map[string]*outbox
@@ -43,7 +45,7 @@ func listen(ctx context.Context, cfg transport.Config, rel *certs.Reloader, opts
 		return nil, fmt.Errorf("grpc transport: listen on %s: %w: %w", cfg.Coordinator, transport.ErrConfig, err)
 	}
 	c := &coordinator{
-		name: cfg.Name, log: log, capture: capture, inbox: in, queue: opts.queue, lis: lis,
+		name: cfg.Name, log: log, capture: capture, inbox: in, queue: opts.queue, lis: lis, rel: rel,
 		sites: make(map[string]*outbox),
 	}
 	creds := &loggedCreds{TransportCredentials: credentials.NewTLS(rel.ServerConfig()), log: log}
@@ -56,11 +58,25 @@ func listen(ctx context.Context, cfg transport.Config, rel *certs.Reloader, opts
 
 func (c *coordinator) close() { c.srv.Stop() }
 
-// renewed does nothing: every handshake takes the current certificate
-// (certs.Reloader.ServerConfig), and dropping the sites' connections to
-// present it sooner would gain nothing, since TLS checks a certificate
-// only at the handshake.
-func (c *coordinator) renewed() {}
+// renewed closes the streams of sites whose certificate the revocation
+// list now revokes, since TLS checks a certificate only at the handshake.
+// Other streams stay: every handshake takes the current certificate
+// (certs.Reloader.ServerConfig), and dropping them to present it sooner
+// would gain nothing.
+func (c *coordinator) renewed() {
+	id := c.rel.Identity()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, o := range c.sites {
+		o.mu.Lock()
+		if o.session != nil && o.cert != nil && id.Revoked(o.cert) {
+			c.log.Warn("closing the stream of a site whose certificate is revoked", slog.String(transport.LogKeyPeer, name),
+				slog.String(transport.LogKeySerial, o.cert.SerialNumber.Text(16)))
+			o.session(errRevoked)
+		}
+		o.mu.Unlock()
+	}
+}
 
 // outbox holds the envelopes for one site that it has not acknowledged.
 type outbox struct {
@@ -68,6 +84,7 @@ type outbox struct {
 	frames  []*netpb.Frame // ascending seq
 	nextSeq uint64
 	session context.CancelCauseFunc // cancels the site's current stream
+	cert    *x509.Certificate       // the certificate the current stream was opened with
 	changed chan struct{}           // closed and replaced on every change
 }
 
@@ -140,8 +157,13 @@ func (c *coordinator) send(_ context.Context, e *wire.Envelope) error {
 	return nil
 }
 
-// errReplaced ends a site's stream when the site connects again.
-var errReplaced = errors.New("replaced by a newer connection of the same site")
+// Causes of a site's stream ending at the coordinator's hand.
+var (
+	// errReplaced ends a site's stream when the site connects again.
+	errReplaced = errors.New("replaced by a newer connection of the same site")
+	// errRevoked ends it when its certificate is revoked.
+	errRevoked = errors.New("its certificate is revoked")
+)
 
 // Connect serves one site's stream.
 func (c *coordinator) Connect(stream netpb.Relay_ConnectServer) error {
@@ -163,7 +185,7 @@ func (c *coordinator) Connect(stream netpb.Relay_ConnectServer) error {
 	if o.session != nil {
 		o.session(errReplaced)
 	}
-	o.session = cancel
+	o.session, o.cert = cancel, peerCert(stream.Context())
 	o.mu.Unlock()
 	log := c.log.With(slog.String(transport.LogKeyPeer, name), slog.String(transport.LogKeyRemote, remote))
 	// The serial tells an operator which certificate a site uses, such as
@@ -182,8 +204,11 @@ func (c *coordinator) Connect(stream netpb.Relay_ConnectServer) error {
 	}
 	o.mu.Unlock()
 	log.Info("site disconnected", slog.String(transport.LogKeyReason, fmt.Sprint(context.Cause(ctx))))
-	if errors.Is(context.Cause(ctx), errReplaced) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errReplaced):
 		return status.Error(codes.Aborted, errReplaced.Error())
+	case errors.Is(cause, errRevoked):
+		return status.Error(codes.PermissionDenied, errRevoked.Error())
 	}
 	return nil
 }

@@ -10,22 +10,35 @@
 // # Identity
 //
 // Both ends present certificates issued by the federation CA (package
-// certs). The coordinator requires and verifies client certificates; a
-// certificate from another CA fails the TLS handshake, which the
-// coordinator logs with the reason. A peer's federation name is its
+// certs): the coordinator one for TLS server authentication, each site one
+// for client authentication only, and a transport refuses to start with a
+// certificate of the other role. The coordinator requires and verifies
+// client certificates; a certificate from another CA fails the TLS
+// handshake, which the coordinator logs with the reason. A site accepts
+// only a server whose certificate carries Config.CoordinatorName, besides
+// the host name it dialled, so that no other certificate of the federation
+// can stand in for the coordinator. A peer's federation name is its
 // certificate's Subject CommonName, and it must equal the sender named in
 // every envelope that peer sends: the coordinator refuses, logs and
 // answers with the reason any envelope from a site whose certificate names
 // someone else, and a site likewise refuses envelopes whose sender is not
-// its coordinator's certificate name. A transport also refuses to start
-// when its own certificate's name differs from its configured name.
+// its coordinator. A transport also refuses to start when its own
+// certificate's name differs from its configured name.
+//
+// # Revocation
+//
+// Config.TLS.CRL names the federation's revocation list (crffd certs
+// revoke), which is followed like the certificate files. Both ends refuse
+// a handshake with a revoked certificate, and when the list changes the
+// coordinator closes the streams of sites whose certificate it now
+// revokes.
 //
 // # Certificate renewal
 //
 // A transport follows its certificate files (certs.Reloader) rather than
 // reading them once: every TLS handshake uses the files current at that
 // time, and every 10 seconds the files are checked for a change, so that
-// `crffd certs issue NAME --renew` takes effect without restarting the
+// `crffd certs renew NAME` takes effect without restarting the
 // daemon. A site then reconnects at once, presenting its new certificate
 // and trusting the CAs now in ca.crt; the coordinator presents its new
 // certificate to each connection made from then on, and verifies sites
@@ -52,8 +65,6 @@
 //
 // Besides transport.OptionCapture and transport.OptionLogLevel:
 //
-//	coordinator_name  (site) the coordinator's certificate name; when set, a
-//	                  server with another name is not used
 //	server_name       (site) the TLS server name to verify; default: the host
 //	                  of the coordinator address
 //	queue             envelopes queued per peer and in the inbox (default 1024)

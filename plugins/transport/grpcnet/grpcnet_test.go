@@ -32,7 +32,7 @@ func TestExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	siteA, _, _ := start(t, config("site-a", transport.RoleSite, addr, p.dir,
-		map[string]string{grpcnet.OptionCoordinatorName: "coordinator", transport.OptionCapture: filepath.Join(capDir, "a.bin")}))
+		map[string]string{transport.OptionCapture: filepath.Join(capDir, "a.bin")}))
 	siteB, _, _ := start(t, config("site-b", transport.RoleSite, addr, p.dir, nil))
 	if err := coord.Send(ctx, env(t, wire.KindWeights, 1, "coordinator", "site-b", 2)); err != nil {
 		t.Fatal(err)
@@ -188,14 +188,20 @@ func forge(t *testing.T, addr string, tlsConf *tls.Config, e *wire.Envelope) str
 	return f.GetRefused()
 }
 
-func TestCoordinatorNameOption(t *testing.T) {
+// A site accepts only the coordinator it is configured with: another
+// coordinator certificate of the same CA, valid for the address dialled,
+// is not used.
+func TestSiteChecksCoordinatorName(t *testing.T) {
 	p := newPKI(t)
-	_, _, addr := start(t, config("coordinator", transport.RoleCoordinator, "127.0.0.1:0", p.dir, nil))
-	site, _, _ := start(t, config("site-a", transport.RoleSite, addr, p.dir, map[string]string{grpcnet.OptionCoordinatorName: "hub"}))
+	if _, err := certs.Issue(p.dir, p.dir, request("other-coord")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, addr := start(t, config("other-coord", transport.RoleCoordinator, "127.0.0.1:0", p.dir, nil))
+	site, _, _ := start(t, config("site-a", transport.RoleSite, addr, p.dir, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := site.Send(ctx, env(t, wire.KindGradient, 1, "site-a", "coordinator", 1))
-	if !errors.Is(err, transport.ErrUnavailable) || !strings.Contains(err.Error(), `server certificate names "coordinator", want coordinator "hub"`) {
+	if !errors.Is(err, transport.ErrUnavailable) || !strings.Contains(err.Error(), `server certificate names "other-coord", not the coordinator "coordinator"`) {
 		t.Errorf("Send: %v", err)
 	}
 }
@@ -214,6 +220,13 @@ func TestConfigureErrors(t *testing.T) {
 		{"bad address", config("site-a", transport.RoleSite, "nowhere", p.dir, nil), "nowhere"},
 		{"no certificate", config("site-c", transport.RoleSite, "127.0.0.1:1", p.dir, nil), "site-c.crt"},
 		{"busy port", config("coordinator", transport.RoleCoordinator, "256.0.0.1:0", p.dir, nil), "listen"},
+		{"no coordinator name", func() transport.Config {
+			c := config("site-a", transport.RoleSite, "127.0.0.1:1", p.dir, nil)
+			c.CoordinatorName = ""
+			return c
+		}(), "no coordinator name"},
+		{"site certificate serving", config("site-a", transport.RoleCoordinator, "127.0.0.1:0", p.dir, nil), "is a site certificate"},
+		{"coordinator certificate dialling", config("coordinator", transport.RoleSite, "127.0.0.1:1", p.dir, nil), "is a coordinator certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := grpcnet.New(nil).Configure(context.Background(), tc.cfg)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,14 +48,23 @@ func newPKI(t *testing.T) pki {
 		}
 	}
 	for _, n := range []string{"coordinator", "site-a", "site-b"} {
-		if _, err := certs.Issue(p.dir, n, p.dir, []string{"127.0.0.1", "localhost"}); err != nil {
+		if _, err := certs.Issue(p.dir, p.dir, request(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := certs.Issue(p.evil, "site-a", p.evil, nil); err != nil {
+	if _, err := certs.Issue(p.evil, p.evil, request("site-a")); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// request is the certificate request of a test daemon: a coordinator's
+// (its name has "coord" in it), valid for loopback, or a site's.
+func request(name string) certs.Request {
+	if strings.Contains(name, "coord") {
+		return certs.Request{Name: name, Role: certs.RoleCoordinator, Hosts: []string{"127.0.0.1", "localhost"}}
+	}
+	return certs.Request{Name: name, Role: certs.RoleSite}
 }
 
 // start configures a grpc transport and closes it at the end of the test.
@@ -74,7 +84,7 @@ func config(name string, role transport.Role, addr, dir string, opts map[string]
 	if opts == nil {
 		opts = map[string]string{}
 	}
-	return transport.Config{Name: name, Role: role, Coordinator: addr, TLS: certs.FilesIn(dir, name), Options: opts}
+	return transport.Config{Name: name, Role: role, Coordinator: addr, CoordinatorName: "coordinator", TLS: certs.FilesIn(dir, name), Options: opts}
 }
 
 func env(t *testing.T, kind wire.Kind, round uint64, from, to string, v float64) *wire.Envelope {

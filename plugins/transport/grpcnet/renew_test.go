@@ -2,6 +2,7 @@ package grpcnet_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func TestCertificateRenewal(t *testing.T) {
 	next(t, in)
 	waitLog(t, coordLogs, "site connected", serial(t, p.dir, "site-a"))
 
-	if _, err := certs.Renew(p.dir, "site-a", p.dir, nil); err != nil {
+	if _, err := certs.Renew(p.dir, p.dir, certs.Request{Name: "site-a"}); err != nil {
 		t.Fatal(err)
 	}
 	renewed := serial(t, p.dir, "site-a")
@@ -75,10 +76,48 @@ func TestCertificateRenewal(t *testing.T) {
 	}
 
 	// The coordinator presents its renewed certificate to the next site.
-	if _, err := certs.Renew(p.dir, "coordinator", p.dir, nil); err != nil {
+	if _, err := certs.Renew(p.dir, p.dir, certs.Request{Name: "coordinator"}); err != nil {
 		t.Fatal(err)
 	}
 	waitLog(t, coordLogs, "certificate files changed: using the new certificate", serial(t, p.dir, "coordinator"))
 	_, bLogs, _ := start(t, config("site-b", transport.RoleSite, addr, p.dir, nil))
 	waitLog(t, bLogs, "connected to the coordinator", serial(t, p.dir, "coordinator"))
+}
+
+// TestRevocation revokes a connected site's certificate: once the list
+// reaches the coordinator it closes the site's stream and refuses its
+// handshakes, while another site goes on.
+func TestRevocation(t *testing.T) {
+	grpcnet.SetCertCheckEvery(t, 20*time.Millisecond)
+	p := newPKI(t)
+	coord, coordLogs, addr := start(t, config("coordinator", transport.RoleCoordinator, "127.0.0.1:0", p.dir, nil))
+	siteA, _, _ := start(t, config("site-a", transport.RoleSite, addr, p.dir, nil))
+	siteB, _, _ := start(t, config("site-b", transport.RoleSite, addr, p.dir, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := collect(t, coord)
+	for i, s := range []*grpcnet.Transport{siteA, siteB} {
+		if err := s.Send(ctx, env(t, wire.KindGradient, 1, []string{"site-a", "site-b"}[i], "coordinator", 1)); err != nil {
+			t.Fatal(err)
+		}
+		next(t, in)
+	}
+	// The CA's list is written in the CA folder, which here is also the
+	// daemons' folder: FilesIn names its ca.crl.
+	if _, err := certs.Revoke(p.dir, "site-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, coordLogs, "closing the stream of a site whose certificate is revoked", `"peer":"site-a"`)
+	waitLog(t, coordLogs, "refused a connection: TLS handshake failed", "certificate revoked")
+	short, stop := context.WithTimeout(ctx, time.Second)
+	defer stop()
+	if err := siteA.Send(short, env(t, wire.KindGradient, 2, "site-a", "coordinator", 2)); !errors.Is(err, transport.ErrUnavailable) {
+		t.Errorf("revoked site-a sent: %v", err)
+	}
+	if err := siteB.Send(ctx, env(t, wire.KindGradient, 2, "site-b", "coordinator", 2)); err != nil {
+		t.Errorf("site-b after site-a's revocation: %v", err)
+	}
+	if e := next(t, in); e.Sender != "site-b" {
+		t.Errorf("coordinator received %s's envelope", e.Sender)
+	}
 }

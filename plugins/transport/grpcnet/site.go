@@ -25,16 +25,17 @@ const minReconnect = 50 * time.Millisecond
 // site dials the coordinator and keeps one stream open, reconnecting with
 // backoff.
 type site struct {
-	name, addr string
-	serverName string
-	rel        *certs.Reloader
-	opts       settings
-	log        *slog.Logger
-	capture    *transport.Capture
-	inbox      *inbox
-	seq        atomic.Uint64
-	stop       context.CancelFunc
-	stopped    chan struct{}
+	name, addr  string
+	coordinator string // the coordinator's federation name, which its certificate must carry
+	serverName  string
+	rel         *certs.Reloader
+	opts        settings
+	log         *slog.Logger
+	capture     *transport.Capture
+	inbox       *inbox
+	seq         atomic.Uint64
+	stop        context.CancelFunc
+	stopped     chan struct{}
 
 	mu      sync.Mutex
 	conn    *grpc.ClientConn  // replaced when the certificate is renewed
@@ -64,7 +65,7 @@ func dial(cfg transport.Config, rel *certs.Reloader, opts settings, in *inbox, c
 		serverName = host
 	}
 	s := &site{
-		name: cfg.Name, addr: cfg.Coordinator, serverName: serverName, rel: rel, opts: opts, log: log, capture: capture, inbox: in,
+		name: cfg.Name, addr: cfg.Coordinator, coordinator: cfg.CoordinatorName, serverName: serverName, rel: rel, opts: opts, log: log, capture: capture, inbox: in,
 		stopped: make(chan struct{}), lastErr: errors.New("not connected yet"), changed: make(chan struct{}),
 	}
 	conn, err := s.newConn()
@@ -159,8 +160,8 @@ func (s *site) connect(ctx context.Context, client netpb.RelayClient) error {
 		return err
 	}
 	coord, _, err := peerName(stream.Context())
-	if err == nil && s.opts.coordinatorName != "" && coord != s.opts.coordinatorName {
-		err = fmt.Errorf("server certificate names %q, want coordinator %q", coord, s.opts.coordinatorName)
+	if err == nil && coord != s.coordinator {
+		err = fmt.Errorf("server certificate names %q, not the coordinator %q: %w", coord, s.coordinator, certs.ErrName)
 	}
 	if err != nil {
 		return fmt.Errorf("coordinator at %s: %w", s.addr, err)

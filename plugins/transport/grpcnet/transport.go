@@ -2,6 +2,7 @@ package grpcnet
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,10 +22,9 @@ import (
 
 // Options of this transport, in transport.Config.Options.
 const (
-	OptionCoordinatorName = "coordinator_name"
-	OptionServerName      = "server_name"
-	OptionQueue           = "queue"
-	OptionReconnectMax    = "reconnect_max"
+	OptionServerName   = "server_name"
+	OptionQueue        = "queue"
+	OptionReconnectMax = "reconnect_max"
 )
 
 // Defaults and limits.
@@ -81,10 +81,9 @@ func New(log *slog.Logger) *Transport {
 
 // settings are the parsed options.
 type settings struct {
-	coordinatorName string
-	serverName      string
-	queue           int
-	reconnectMax    time.Duration
+	serverName   string
+	queue        int
+	reconnectMax time.Duration
 }
 
 func parseOptions(cfg transport.Config) (settings, error) {
@@ -93,9 +92,6 @@ func parseOptions(cfg transport.Config) (settings, error) {
 		var err error
 		switch k {
 		case transport.OptionCapture, transport.OptionLogLevel:
-		case OptionCoordinatorName:
-			s.coordinatorName = v
-			err = wire.CheckName(v)
 		case OptionServerName:
 			s.serverName = v
 		case OptionQueue:
@@ -145,6 +141,16 @@ func (t *Transport) Configure(ctx context.Context, cfg transport.Config) (string
 	if id.Name != cfg.Name {
 		return "", fmt.Errorf("grpc transport: certificate %s names %q, but this daemon is configured as %q: %w",
 			cfg.TLS.Cert, id.Name, cfg.Name, transport.ErrConfig)
+	}
+	want := certs.RoleSite
+	if cfg.Role == transport.RoleCoordinator {
+		want = certs.RoleCoordinator
+	}
+	if err := id.Can(want); err != nil {
+		return "", fmt.Errorf("grpc transport: %s: %w: %w", cfg.TLS.Cert, transport.ErrConfig, err)
+	}
+	if cfg.Role == transport.RoleSite && cfg.CoordinatorName == "" {
+		return "", fmt.Errorf("grpc transport: no coordinator name: a site must know whose certificate to accept: %w", transport.ErrConfig)
 	}
 	capture, err := transport.OpenCapture(cfg.Options[transport.OptionCapture])
 	if err != nil {
@@ -272,18 +278,27 @@ func peerName(ctx context.Context) (name, remote string, err error) {
 	return name, remote, err
 }
 
-// peerSerial returns the serial number, in hex, of the verified
-// certificate the peer of a gRPC stream presented, or "".
-func peerSerial(ctx context.Context) string {
+// peerCert returns the verified certificate the peer of a gRPC stream
+// presented, or nil.
+func peerCert(ctx context.Context) *x509.Certificate {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return ""
+		return nil
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
-		return ""
+		return nil
 	}
-	return info.State.VerifiedChains[0][0].SerialNumber.Text(16)
+	return info.State.VerifiedChains[0][0]
+}
+
+// peerSerial returns the serial number, in hex, of the verified
+// certificate the peer of a gRPC stream presented, or "".
+func peerSerial(ctx context.Context) string {
+	if c := peerCert(ctx); c != nil {
+		return c.SerialNumber.Text(16)
+	}
+	return ""
 }
 
 // loggedCreds logs the TLS handshakes a server refuses, with the reason,

@@ -88,7 +88,12 @@ type ConfigureRequest struct {
 	CertFile   string `protobuf:"bytes,5,opt,name=cert_file,json=certFile,proto3" json:"cert_file,omitempty"`
 	KeyFile    string `protobuf:"bytes,6,opt,name=key_file,json=keyFile,proto3" json:"key_file,omitempty"`
 	// Transport-specific settings, such as a spool directory.
-	Options       map[string]string `protobuf:"bytes,7,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Options map[string]string `protobuf:"bytes,7,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The coordinator's federation name: a site accepts only a coordinator
+	// whose certificate carries it.
+	CoordinatorName string `protobuf:"bytes,8,opt,name=coordinator_name,json=coordinatorName,proto3" json:"coordinator_name,omitempty"`
+	// The federation's certificate revocation list (PEM), or empty for none.
+	CrlFile       string `protobuf:"bytes,9,opt,name=crl_file,json=crlFile,proto3" json:"crl_file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -170,6 +175,20 @@ func (x *ConfigureRequest) GetOptions() map[string]string {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *ConfigureRequest) GetCoordinatorName() string {
+	if x != nil {
+		return x.CoordinatorName
+	}
+	return ""
+}
+
+func (x *ConfigureRequest) GetCrlFile() string {
+	if x != nil {
+		return x.CrlFile
+	}
+	return ""
 }
 
 type ConfigureResponse struct {
@@ -382,7 +401,7 @@ var File_plugins_transport_transportpb_transport_proto protoreflect.FileDescript
 
 const file_plugins_transport_transportpb_transport_proto_rawDesc = "" +
 	"\n" +
-	"-plugins/transport/transportpb/transport.proto\x12\x12crffd.transport.v1\x1a!federation/wire/wirepb/wire.proto\"\xe8\x02\n" +
+	"-plugins/transport/transportpb/transport.proto\x12\x12crffd.transport.v1\x1a!federation/wire/wirepb/wire.proto\"\xae\x03\n" +
 	"\x10ConfigureRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x18.crffd.transport.v1.RoleR\x04role\x12/\n" +
@@ -391,7 +410,9 @@ const file_plugins_transport_transportpb_transport_proto_rawDesc = "" +
 	"caCertFile\x12\x1b\n" +
 	"\tcert_file\x18\x05 \x01(\tR\bcertFile\x12\x19\n" +
 	"\bkey_file\x18\x06 \x01(\tR\akeyFile\x12K\n" +
-	"\aoptions\x18\a \x03(\v21.crffd.transport.v1.ConfigureRequest.OptionsEntryR\aoptions\x1a:\n" +
+	"\aoptions\x18\a \x03(\v21.crffd.transport.v1.ConfigureRequest.OptionsEntryR\aoptions\x12)\n" +
+	"\x10coordinator_name\x18\b \x01(\tR\x0fcoordinatorName\x12\x19\n" +
+	"\bcrl_file\x18\t \x01(\tR\acrlFile\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"-\n" +
