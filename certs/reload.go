@@ -2,8 +2,8 @@ package certs
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"sync"

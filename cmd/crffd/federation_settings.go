@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cast"

@@ -60,8 +60,8 @@ func newServer(impl Transport, log *PluginLogger) *server {
 
 func configFromProto(r *transportpb.ConfigureRequest) Config {
 	return Config{
-		Name:        r.GetName(),
-		Role:        Role(r.GetRole()),
+		Name:            r.GetName(),
+		Role:            Role(r.GetRole()),
 		Coordinator:     r.GetCoordinatorAddress(),
 		CoordinatorName: r.GetCoordinatorName(),
 		TLS:             certs.Files{CA: r.GetCaCertFile(), Cert: r.GetCertFile(), Key: r.GetKeyFile(), CRL: r.GetCrlFile()},
