@@ -68,6 +68,12 @@ func TestPrivateFederation(t *testing.T) {
 						k+1, got, eps, delta, spent, budget, remaining, run, want, bg.delta, bg.eps)
 				}
 				t.Logf("site%d: spent ε %.4f of %g (δ %g), %.4f remaining", k+1, spent, budget, delta, remaining)
+				// Every ATE of a private site is marked: its intervals do
+				// not cover the noise.
+				var rows, private int
+				if err := db.QueryRow(`SELECT count(*), total(private) FROM crff_ate`).Scan(&rows, &private); err != nil || rows == 0 || private != rows {
+					t.Errorf("site%d: %v of %d crff_ate rows marked private (%v), want all", k+1, private, rows, err)
+				}
 				db.Close()
 			}
 		})

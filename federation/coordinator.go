@@ -75,6 +75,9 @@ type Result struct {
 	Sites []string
 	// Selection is the run's model selection, nil when it selected none.
 	Selection *SelectState
+	// PrivateSites counts the sites whose answers carried differential
+	// privacy noise: with any, no interval of the run covers that noise.
+	PrivateSites int
 }
 
 // maxRoundsBetweenSaves bounds the training rounds between two checkpoints

@@ -41,7 +41,8 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	f := c.st.Finish
 	res := &Result{RunID: c.st.RunID, Setup: setup, Models: map[estimator.Kind]*estimator.Trained{},
 		LocalATE: slices.Clone(f.LocalATE), LocalAIPW: slices.Clone(f.AIPW), Clipped: slices.Clone(f.Clipped),
-		Rows: make([]int, m), Dropped: c.st.Dropped, Selection: c.st.Selected, Sites: c.cfg.Sites}
+		Rows: make([]int, m), Dropped: c.st.Dropped, Selection: c.st.Selected, Sites: c.cfg.Sites,
+		PrivateSites: c.st.Private}
 	for s, a := range f.AIPW {
 		res.Rows[s] = a.N
 	}
@@ -58,7 +59,7 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 		if f.Done[s] {
 			continue
 		}
-		e, err := c.envelope(name, "", wire.KindGlobalATE, globalTensors(global))
+		e, err := c.envelope(name, "", wire.KindGlobalATE, append(globalTensors(global), wire.Scalar(tPrivateSites, float64(c.st.Private))))
 		if err != nil {
 			return nil, err
 		}

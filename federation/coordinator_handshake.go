@@ -49,6 +49,9 @@ func (c *coordinator) handshake(ctx context.Context) error {
 			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%w: site %s does not hold out rows for model selection (an older crffd?)", ErrProtocol, name)}
 		}
 		moments[s] = mo
+		if p, err := scalar(h, tPrivate); err == nil && p != 0 {
+			c.st.Private++
+		}
 		d := got[s][wire.KindDedupHashes]
 		if on, _ := scalar(d, tDedupOn); on != 0 {
 			l, ok := d.DigestList(dDedup)

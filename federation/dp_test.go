@@ -32,10 +32,20 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 	}
 	sent := f.recordSent("site1")
 	sites := f.start(ctx)
-	if _, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord")); err != nil {
+	res, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitSites(t, sites)
+	// Every site learns that the run's intervals do not cover the noise of
+	// its two private sites; each knows whether it was one.
+	if res.PrivateSites != 2 {
+		t.Errorf("coordinator counts %d private sites, want 2", res.PrivateSites)
+	}
+	for s, r := range waitSites(t, sites) {
+		if r.PrivateSites != 2 || r.Private != (s < 2) {
+			t.Errorf("site%d: private %v, %d private sites; want %v, 2", s+1, r.Private, r.PrivateSites, s < 2)
+		}
+	}
 	for s, l := range ledgers {
 		if len(l.charges) != 1 {
 			t.Fatalf("site%d: %d charges, want 1", s+1, len(l.charges))

@@ -12,6 +12,14 @@ import (
 	"github.com/crffd/crffd/privacy"
 )
 
+// Tensor names of the privacy flags. A run's ATE intervals do not include
+// the noise of differential privacy, so every site is told whether any
+// site's answers carried it.
+const (
+	tPrivate      = "privacy.private" // hello, the site's answer: 1 when its answers carry DP noise
+	tPrivateSites = "privacy.sites"   // global-ate: how many of the run's sites were private
+)
+
 // SitePrivacy is a site's differential privacy, under its own control:
 // other sites of the federation may choose other budgets, or none.
 //

@@ -129,9 +129,15 @@ type SiteResult struct {
 	Calibration *inference.Calibration
 	Local       inference.ATEs // over the kept rows
 	Global      inference.ATEs
-	Lambda      map[estimator.Kind][]float64 // the site's row of each model's Λ
-	Peers       []string                     // every site's name, by index (Lambda's columns)
-	Rounds      map[estimator.Kind]int
+	// Private is set when this site's answers carried differential privacy
+	// noise, and PrivateSites counts the run's sites whose did. The AIPW
+	// intervals of Local (when Private) and Global (when PrivateSites > 0)
+	// are computed as without noise: they do not cover it.
+	Private      bool
+	PrivateSites int
+	Lambda       map[estimator.Kind][]float64 // the site's row of each model's Λ
+	Peers        []string                     // every site's name, by index (Lambda's columns)
+	Rounds       map[estimator.Kind]int
 	// CATE is every row's CATE, in Data order, by the estimator the run
 	// chose (Selection), or the latent CATE of Effects when it chose none.
 	CATE []float64

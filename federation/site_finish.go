@@ -139,6 +139,10 @@ func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		return nil, err
 	}
 	s.res.Global = g
+	s.res.Private = s.cfg.Privacy != nil
+	if p, err := integer(e, tPrivateSites); err == nil {
+		s.res.PrivateSites = p
+	}
 	if s.cfg.Publish != nil {
 		if err := s.cfg.Publish(ctx, s.res); err != nil {
 			return nil, fmt.Errorf("publish results: %w", err)

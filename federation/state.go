@@ -42,6 +42,9 @@ type State struct {
 	// it has learned (nil until the sites' statistics are in).
 	Select   Selection    `json:",omitempty"`
 	Selected *SelectState `json:",omitempty"`
+	// Private counts the sites whose answers carry differential privacy
+	// noise (their hello says so).
+	Private int `json:",omitempty"`
 }
 
 // roundsBetweenSaves bounds the training steps a coordinator may have sent

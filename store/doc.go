@@ -40,7 +40,7 @@
 // The crff_ objects users query:
 //
 //	crff_cate          row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at
-//	crff_ate           scope ('local' or 'global'), estimator ('aipw' or 'plugin'), ate, se, lower, upper, n, clipped, run, computed_at
+//	crff_ate           scope ('local' or 'global'), estimator ('aipw' or 'plugin'), ate, se, lower, upper, n, clipped, run, computed_at, sites, private
 //	crff_transfer      peer, model, lambda, run
 //	crff_rejected      row_id, column_name, reason, run, rejected_at
 //	crff_model_selection candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, n,

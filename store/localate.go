@@ -38,12 +38,17 @@ func (s *Site) UpdateLocalATE(ctx context.Context, run string) ([]ATE, error) {
 		if rows == 0 || raws < rows {
 			return nil
 		}
+		// The CATEs, and so their ψ, are the run's: private if it was.
+		var private bool
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(private), 0) FROM crff_ate WHERE scope = ?`, ScopeLocal).Scan(&private); err != nil {
+			return err
+		}
 		plugin := inference.PointEstimate(rawSum/float64(raws), raws)
 		out = []ATE{{Scope: ScopeLocal, Estimator: EstimatorPlugIn, ATE: plugin.Estimate, SE: plugin.SE,
-			Lower: plugin.Lower, Upper: plugin.Upper, N: plugin.N, Clipped: -1}}
+			Lower: plugin.Lower, Upper: plugin.Upper, N: plugin.N, Clipped: -1, Private: private}}
 		if aipw, err := psi.Estimate(); err == nil {
 			out = append([]ATE{{Scope: ScopeLocal, Estimator: EstimatorAIPW, ATE: aipw.Estimate, SE: aipw.SE,
-				Lower: aipw.Lower, Upper: aipw.Upper, N: aipw.N, Clipped: clipped}}, out...)
+				Lower: aipw.Lower, Upper: aipw.Upper, N: aipw.N, Clipped: clipped, Private: private}}, out...)
 		} else if _, err := tx.ExecContext(ctx, `DELETE FROM crff_ate WHERE scope = ? AND estimator = ?`,
 			ScopeLocal, EstimatorAIPW); err != nil {
 			return err

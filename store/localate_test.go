@@ -95,3 +95,39 @@ func TestUpdateLocalATE(t *testing.T) {
 		t.Errorf("update of a run that is not current: %v, want ErrStaleRun", err)
 	}
 }
+
+// TestPrivateATE: a private run's ATEs are marked in crff_ate, and stay
+// marked when the local ATEs are recomputed between runs.
+func TestPrivateATE(t *testing.T) {
+	ctx := context.Background()
+	_, s, recs := begunRun(t)
+	res := fakeResults(recs.IDs, 1)
+	for i := range res.ATE {
+		res.ATE[i].Private = true
+	}
+	for i := range res.CATE {
+		res.CATE[i].Raw, res.CATE[i].PSI = float64(i), float64(i)
+	}
+	if err := s.WriteResults(ctx, "run-1", res); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"written", "recomputed"} {
+		if step == "recomputed" {
+			if _, err := s.UpdateLocalATE(ctx, "run-1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read, err := s.ReadATE(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(read) != 2 {
+			t.Fatalf("%s: crff_ate holds %v", step, read)
+		}
+		for _, a := range read {
+			if !a.Private {
+				t.Errorf("%s: %s %s ATE not marked private", step, a.Scope, a.Estimator)
+			}
+		}
+	}
+}

@@ -75,6 +75,9 @@ type ATE struct {
 	// Sites are the names of the sites a global ATE covers (nil when
 	// unknown, and for a local ATE).
 	Sites []string
+	// Private is set when rows of a differentially private site went into
+	// the estimate: SE, Lower and Upper do not cover the privacy noise.
+	Private bool
 
 	Run        string    // set when read back; ignored when writing
 	ComputedAt time.Time // set when read back; ignored when writing
@@ -511,12 +514,12 @@ func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {
 			sites = string(b)
 		}
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO crff_ate (scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at, sites)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			`INSERT INTO crff_ate (scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at, sites, private)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			 ON CONFLICT (scope, estimator) DO UPDATE SET ate = excluded.ate, se = excluded.se,
 			     lower = excluded.lower, upper = excluded.upper, n = excluded.n, clipped = excluded.clipped,
-			     run = excluded.run, computed_at = excluded.computed_at, sites = excluded.sites`,
-			string(a.Scope), a.Estimator, a.ATE, nullable(a.SE), nullable(a.Lower), nullable(a.Upper), a.N, clipped, run, at, sites); err != nil {
+			     run = excluded.run, computed_at = excluded.computed_at, sites = excluded.sites, private = excluded.private`,
+			string(a.Scope), a.Estimator, a.ATE, nullable(a.SE), nullable(a.Lower), nullable(a.Upper), a.N, clipped, run, at, sites, a.Private); err != nil {
 			return fmt.Errorf("%s %s ATE: %w", a.Scope, a.Estimator, err)
 		}
 	}

@@ -326,10 +326,19 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		// The run's sites: with coordinator.min_sites, perhaps fewer than
 		// the coordinator lists.
 		global[i].Sites = runSites(r)
+		global[i].Private = r.PrivateSites > 0
+	}
+	local := storeATEs(store.ScopeLocal, r.Local)
+	for i := range local {
+		local[i].Private = r.Private
+	}
+	if r.PrivateSites > 0 {
+		a.log.Warn("the run's ATE intervals do not cover the differential privacy noise of its private sites; crff_ate marks them private",
+			logKeySites, r.PrivateSites)
 	}
 	res := store.Results{
 		CATE:     cates,
-		ATE:      append(storeATEs(store.ScopeLocal, r.Local), global...),
+		ATE:      append(local, global...),
 		Rejected: recs.Rejected,
 	}
 	if sel := r.Selection; sel != nil {
