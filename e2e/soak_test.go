@@ -26,7 +26,7 @@ import (
 // SIGKILLs a random daemon every DURATION/12 (at least every 20 s) and
 // restarts it. Once an hour, and at half time in a soak shorter than two
 // hours, it renews a random connected site's certificate with `crffd certs
-// issue NAME --renew`, without restarting that site, and waits up to a
+// renew NAME`, without restarting that site, and waits up to a
 // minute for the site's log to show the new certificate's serial number
 // loaded. At the end it checks:
 //   - every run ended completed, or refused or failed with a recorded reason,
@@ -178,7 +178,7 @@ func TestSoak(t *testing.T) {
 		mu.Lock()
 		d := daemons[n]
 		mu.Unlock()
-		out, err := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "certs", "issue", n, "--renew",
+		out, err := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "certs", "renew", n,
 			"--dir", filepath.Join(dir, "certs", "ca"), "--out", filepath.Join(dir, "certs", n)).CombinedOutput()
 		fail := func(format string, args ...any) {
 			mu.Lock()
