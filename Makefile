@@ -1,5 +1,7 @@
 # crffd build targets. `make build` puts crffd and every plugin in ./bin.
 GO      ?= go
+# The version crffd version prints: git describe, or "dev" outside a clone.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN     ?= bin
 PROTOC  ?= protoc
 GOBIN   := $(shell $(GO) env GOPATH)/bin
@@ -7,7 +9,7 @@ GOBIN   := $(shell $(GO) env GOPATH)/bin
 .PHONY: build test check generate clean soak
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/crffd ./plugins/kernels/... ./plugins/transport/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/crffd ./plugins/kernels/... ./plugins/transport/...
 
 test:
 	$(GO) test ./...

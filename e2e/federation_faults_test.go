@@ -24,7 +24,8 @@ func TestFederationCoordinatorKilledResumes(t *testing.T) {
 		ds = append(ds, startDaemon(t, fmt.Sprintf("site%d", k), "site", "--config", filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "--once"))
 	}
 	cfg := filepath.Join(dir, "coordinator.yaml")
-	first := startDaemon(t, "coordinator", "coordinator", "--config", cfg, "--once")
+	// Envelopes are logged at debug: the kill is timed by counting them.
+	first := startDaemon(t, "coordinator", "coordinator", "--config", cfg, "--once", "--log-level", "debug")
 	// About 12 envelope lines before training and 6 per round: kill
 	// somewhere in rounds 4–24.
 	killAt := 36 + rand.IntN(120)
@@ -161,7 +162,7 @@ func TestFederationSiteKilledRejoins(t *testing.T) {
 	for k := 1; k <= sites; k++ {
 		ds = append(ds, startDaemon(t, fmt.Sprintf("site%d", k), siteArgs(k)...))
 	}
-	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
+	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once", "--log-level", "debug")
 	killAt := 36 + rand.IntN(120)
 	if !waitFor(2*time.Minute, func() bool { return strings.Count(coord.err.String(), "msg=envelope") >= killAt }) {
 		t.Fatalf("coordinator never reached %d envelopes:\n%s", killAt, coord.err.String())

@@ -36,6 +36,10 @@ func TestReport(t *testing.T) {
 	if !strings.Contains(r.stdout, "report written to "+out) {
 		t.Errorf("stdout %q", r.stdout)
 	}
+	// Said once, not again in the log.
+	if n := strings.Count(r.stdout+r.stderr, "report written"); n != 1 {
+		t.Errorf("\"report written\" said %d times:\n%s%s", n, r.stdout, r.stderr)
+	}
 	fi, err := os.Stat(out)
 	if err != nil {
 		t.Fatal(err)

@@ -213,7 +213,7 @@ func (c *coordinator) send(ctx context.Context, e *wire.Envelope) error {
 		return fmt.Errorf("send %s to %s: %w", e.Kind, e.Recipient, err)
 	}
 	c.cfg.Metrics.sent(e)
-	c.log.Info("envelope", slog.String(LogKeyDir, "sent"), slog.Any("envelope", e))
+	c.log.Debug("envelope", slog.String(LogKeyDir, "sent"), slog.Any("envelope", e))
 	return nil
 }
 
@@ -305,7 +305,7 @@ func (c *coordinator) exchangeSome(ctx context.Context, out []*wire.Envelope, sk
 // an ErrSiteRefused error when the envelope is a site's refusal of the run.
 func (c *coordinator) receive(ctx context.Context, e *wire.Envelope, got []map[wire.Kind]*wire.Envelope, out []*wire.Envelope, want []wire.Kind) (int, error) {
 	c.cfg.Metrics.received(e)
-	c.log.Info("envelope", slog.String(LogKeyDir, "received"), slog.Any("envelope", e))
+	c.log.Debug("envelope", slog.String(LogKeyDir, "received"), slog.Any("envelope", e))
 	drop := func(reason string) {
 		c.cfg.Metrics.dropped()
 		c.log.Warn("envelope dropped", slog.Any("envelope", e), slog.String(LogKeyReason, reason))

@@ -3,7 +3,9 @@ package main
 import (
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -40,4 +42,44 @@ func TestReadmeConfigReference(t *testing.T) {
 		return
 	}
 	t.Errorf("README.md configuration reference is stale; run go test ./cmd/crffd -update-readme\ngot:\n%s\nwant:\n%s", got, want)
+}
+
+// TestReadmeOutputsAreIgnored: every folder or file the README's commands
+// write into the clone (--out) is in .gitignore, so that following the
+// walkthroughs leaves git status clean and no CA key is committed.
+func TestReadmeOutputsAreIgnored(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	root := filepath.Join("..", "..")
+	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
+		t.Skip("not a git clone")
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(?:bin/)?crffd [^#\n]*--(?:out|dir) (\S+)`).FindAllStringSubmatch(string(b), -1) {
+		p := m[1]
+		if strings.ContainsAny(p, "$<>") || strings.HasPrefix(p, "/") || strings.ToUpper(p) == p {
+			continue // a variable or a placeholder such as DIR
+		}
+		outs[strings.TrimSuffix(p, "/")] = true
+	}
+	for _, d := range []string{"linear-constant", "linear-varying", "lognormal", "binary"} {
+		outs[d] = true // the README's loop writes --out $d for these designs
+	}
+	if len(outs) < 5 {
+		t.Fatalf("found only %v in the README's commands", outs)
+	}
+	t.Logf("outputs of the README's commands: %v", outs)
+	for p := range outs {
+		cmd := exec.Command(git, "check-ignore", "-q", "--no-index", p+"/x")
+		cmd.Dir = root
+		if err := cmd.Run(); err != nil {
+			t.Errorf("the README writes %s, which .gitignore does not cover (git check-ignore: %v)", p, err)
+		}
+	}
 }

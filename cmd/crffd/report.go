@@ -64,7 +64,8 @@ transfer factors between the sites.`,
 			if err != nil {
 				return err
 			}
-			a.log.Info("report written", slog.String(logKeyOut, out), slog.Int64(logKeyBytes, n))
+			// stdout says where; the log adds only the size, below info.
+			a.log.Debug("report written", slog.String(logKeyOut, out), slog.Int64(logKeyBytes, n))
 			_, err = fmt.Fprintf(a.stdout, "report written to %s\n", out)
 			return err
 		},

@@ -1,0 +1,45 @@
+package federation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// At level info the coordinator logs a run in a few lines, however many
+// rounds it has: envelopes are logged at debug.
+func TestCoordinatorIsQuietAtInfo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, rounds := range []int{8, 40} {
+		f := newFed(30, 30, 30)
+		cfg := testConfig()
+		cfg.Rounds = rounds
+		var buf bytes.Buffer
+		cc := f.coordinator(cfg)
+		cc.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		sites := f.start(ctx)
+		if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); err != nil {
+			t.Fatal(err)
+		}
+		waitSites(t, sites)
+		lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
+		for _, l := range lines {
+			var rec struct{ Msg string }
+			if err := json.Unmarshal(l, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Msg == "envelope" {
+				t.Fatalf("%d rounds: an envelope logged at info: %s", rounds, l)
+			}
+		}
+		// A line per model and a few per run and per site, not per round.
+		if len(lines) > 40 {
+			t.Errorf("%d rounds: %d lines at info:\n%s", rounds, len(lines), buf.String())
+		}
+		t.Logf("%d rounds of 3 sites: %d lines at info", rounds, len(lines))
+	}
+}
