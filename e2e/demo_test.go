@@ -79,3 +79,26 @@ func TestDemo(t *testing.T) {
 		t.Errorf("processes left after crffd demo: %v", marked(mark))
 	}
 }
+
+// TestDemoRemovesItsFolder: without --dir or --keep the demo removes the
+// folder it made under the temporary folder, and says so.
+func TestDemoRemovesItsFolder(t *testing.T) {
+	tmp := t.TempDir()
+	cmd := exec.Command(filepath.Join(testbin.Build(t), "crffd"), "demo", "--rows", "200")
+	cmd.Env = append(markedEnv(t.TempDir()), "TMPDIR="+tmp)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("crffd demo: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	left, err := filepath.Glob(filepath.Join(tmp, "crffd-demo-*"))
+	if err != nil || len(left) != 0 {
+		t.Errorf("left behind: %v (%v)", left, err)
+	}
+	if m := regexp.MustCompile(`removed (\S+); crffd demo --keep keeps`).FindStringSubmatch(out.String()); m == nil || filepath.Dir(m[1]) != tmp {
+		t.Errorf("the demo does not say it removed its folder under %s:\n%s", tmp, out.String())
+	}
+	if bytes.Contains(out.Bytes(), []byte("sqlite3 ")) {
+		t.Error("the demo suggests queries on files it removed")
+	}
+}

@@ -32,6 +32,7 @@ func newDemoCmd(a *app) *cobra.Command {
 	var dir string
 	var rows int
 	var seed uint64
+	var keep bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a whole federation on simulated data: three sites and a coordinator over loopback",
@@ -40,22 +41,29 @@ dissimilar, Δ = 4) into a fresh folder, makes a federation CA and certificates,
 starts a coordinator and three site daemons as separate processes talking grpc
 over mutual TLS on loopback with the Gaussian kernel plugin, trains, scores, and
 prints the local and global ATEs, the errors against the simulated truth, the
-learned transfer factors and SQL to look at the results. It stops every process
-it started.`,
+learned transfer factors. It stops every process it started, and removes the
+folder it made under the system's temporary folder unless --keep (or --dir)
+asks to keep it, in which case it prints SQL to look at the results. A demo
+that fails keeps its folder, with the daemons' logs.`,
+		Example: `  crffd demo
+  crffd demo --keep              # keep the SQLite files, logs and certificates to look at
+  crffd demo --dir demo-run --rows 300`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), a, dir, rows, seed)
+			return runDemo(cmd.Context(), a, dir, rows, seed, keep)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "folder to write the demo into (default: a fresh folder under the system's temporary folder)")
 	cmd.Flags().IntVar(&rows, "rows", 1000, "rows per site")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the simulated data")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's temporary folder (a --dir is always kept)")
 	return cmd
 }
 
-func runDemo(ctx context.Context, a *app, dir string, rows int, seed uint64) error {
+func runDemo(ctx context.Context, a *app, dir string, rows int, seed uint64, keep bool) error {
 	start := time.Now()
 	var err error
+	keep = keep || dir != ""
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "crffd-demo-"); err != nil {
 			return fmt.Errorf("demo: %w", err)
@@ -111,7 +119,17 @@ func runDemo(ctx context.Context, a *app, dir string, rows int, seed uint64) err
 		return fmt.Errorf("demo: %w (see the logs in %s)", errors.Join(failed...), logDir)
 	}
 	fmt.Fprintf(a.stdout, "done in %.1f s\n\n", time.Since(start).Seconds())
-	return printDemoResults(ctx, a.stdout, dir, names)
+	if err := printDemoResults(ctx, a.stdout, dir, names, keep); err != nil {
+		return err
+	}
+	if keep {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("demo: remove %s: %w", dir, err)
+	}
+	_, err = fmt.Fprintf(a.stdout, "\nremoved %s; crffd demo --keep keeps the SQLite files, logs and certificates to look at\n", dir)
+	return err
 }
 
 // startDemoDaemon starts crffd ROLE ARGS as a child that dies with the
@@ -234,7 +252,7 @@ func readDemoSelection(ctx context.Context, path string, s *demoSite) error {
 	return nil
 }
 
-func printDemoResults(ctx context.Context, w io.Writer, dir string, names []string) error {
+func printDemoResults(ctx context.Context, w io.Writer, dir string, names []string, kept bool) error {
 	var sites []demoSite
 	var sumN, sumATE, sumTrue float64
 	for _, n := range names {
@@ -300,6 +318,9 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 		if line := borrowSummary(sites, names, k.String()); line != "" {
 			fmt.Fprintln(w, line)
 		}
+	}
+	if !kept {
+		return nil
 	}
 	site1 := filepath.Join(dir, "site1.sqlite")
 	_, err := fmt.Fprintf(w, `
