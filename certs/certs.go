@@ -90,9 +90,9 @@ func (r Role) usage() x509.ExtKeyUsage {
 	return x509.ExtKeyUsageClientAuth
 }
 
-// RoleOf returns the role of a certificate from its extended key usages,
-// and 0 for a certificate that has both, as crffd issued before roles
-// existed.
+// RoleOf returns the role of a certificate from its extended key usages:
+// 0 for a certificate that has both, as crffd issued before roles existed,
+// and -1 for one that has neither.
 func RoleOf(c *x509.Certificate) Role {
 	var server, client bool
 	for _, u := range c.ExtKeyUsage {
@@ -273,11 +273,11 @@ func Renew(caDir, outDir string, req Request) (*Issued, error) {
 	}
 	if req.Role == 0 {
 		if req.Role = RoleOf(old); req.Role <= 0 {
-			return nil, fmt.Errorf("certs: renew %q: %s is valid for %s; say which role the new one is for: %w", req.Name, f.Cert, RoleOf(old), ErrInvalid)
+			return nil, fmt.Errorf("certs: renew %q: %s is valid for %s; say which role the new one is for: %w", req.Name, f.Cert, req.Role, ErrInvalid)
 		}
 	}
 	if req.Hosts == nil && req.Role == RoleCoordinator {
-		req.Hosts = hostsOf(old)
+		req.Hosts = Hosts(old)
 	}
 	tmpl, err := leafTemplate(req, ca)
 	if err != nil {
@@ -320,8 +320,9 @@ func signLeaf(name string, tmpl, ca *x509.Certificate, caKey crypto.Signer) ([]b
 	return der, key, nil
 }
 
-// hostsOf returns the subject alternative names of c, as Issue's hosts.
-func hostsOf(c *x509.Certificate) []string {
+// Hosts returns the DNS names and IP addresses a certificate is valid
+// for, as Request.Hosts takes them.
+func Hosts(c *x509.Certificate) []string {
 	hosts := append([]string{}, c.DNSNames...)
 	for _, ip := range c.IPAddresses {
 		hosts = append(hosts, ip.String())

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -333,9 +334,14 @@ func TestRenew(t *testing.T) {
 			t.Errorf("Renew(%q): %v, want %v containing %q", tc.name, err, tc.want, tc.msg)
 		}
 	}
-	// A site renewed as the coordinator needs hosts; with them it is one.
+	// A site renewed as the coordinator needs hosts; with them it is one,
+	// valid for them.
 	if _, err := certs.Renew(caDir, out, certs.Request{Name: "site-a", Role: certs.RoleCoordinator}); !errors.Is(err, certs.ErrInvalid) || !strings.Contains(err.Error(), "needs the host") {
 		t.Errorf("Renew of a site as coordinator without hosts: %v", err)
+	}
+	if is, err := certs.Renew(caDir, out, certs.Request{Name: "site-a", Role: certs.RoleCoordinator, Hosts: []string{"10.9.8.7"}}); err != nil ||
+		certs.RoleOf(is.Certificate) != certs.RoleCoordinator || !slices.Equal(certs.Hosts(is.Certificate), []string{"10.9.8.7"}) {
+		t.Errorf("Renew of a site as coordinator at 10.9.8.7: %v", err)
 	}
 	// A certificate file that holds no certificate is not renewed.
 	os.WriteFile(filepath.Join(out, "site-a.crt"), []byte("junk"), 0o644)

@@ -116,7 +116,7 @@ existed is valid for both roles: say which with --role.`
 		}
 		what := "a site's: client authentication, no host"
 		if certs.RoleOf(is.Certificate) == certs.RoleCoordinator {
-			what = "the coordinator's, for " + strings.Join(append(append([]string{}, is.Certificate.DNSNames...), ipStrings(is)...), ", ")
+			what = "the coordinator's, for " + strings.Join(certs.Hosts(is.Certificate), ", ")
 		}
 		_, err = fmt.Fprintf(a.stdout, "%s: %s %s and %s (%s), signed by %s, valid until %s\n", args[0], verb, is.CertFile, is.KeyFile, what,
 			filepath.Join(*dir, certs.CACertFile), is.Certificate.NotAfter.Format("2006-01-02"))
@@ -127,14 +127,6 @@ existed is valid for both roles: say which with --role.`
 	c.Flags().StringSliceVar(&hosts, "host", nil, "coordinator only: the host names and addresses sites dial (default: localhost,127.0.0.1; for renew, the old certificate's)")
 	c.Flags().IntVar(&days, "days", 0, fmt.Sprintf("days the certificate is valid (default %d, and never past the CA's expiry)", int(certs.CertValidity/(24*time.Hour))))
 	return c
-}
-
-func ipStrings(is *certs.Issued) []string {
-	var out []string
-	for _, ip := range is.Certificate.IPAddresses {
-		out = append(out, ip.String())
-	}
-	return out
 }
 
 func newCertsRevokeCmd(a *app, dir *string) *cobra.Command {

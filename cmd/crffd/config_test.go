@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store"
@@ -441,5 +442,47 @@ func TestTransportConfigBindsTheCoordinator(t *testing.T) {
 	}
 	if _, err := a.openTransport(context.Background(), transport.RoleSite, "s1"); err == nil || !strings.Contains(err.Error(), "federation.tls.crl") {
 		t.Errorf("a missing federation.tls.crl: %v", err)
+	}
+}
+
+// TestPrivacyAndLimitsSettings reads privacy.*, limits.* and
+// federation.tls.crl from the file, and the environment over it. (These
+// keys have no flags.)
+func TestPrivacyAndLimitsSettings(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "site.yaml")
+	body := "privacy:\n  epsilon: 8\n  run_epsilon: 2\n  delta: 1e-6\n  clip: 0.5\nlimits:\n  min_batch: 64\n  rounds: 500\n  transfers: [learned, none]\nfederation:\n  tls:\n    ca: tls/ca.crt\n    crl: tls/revoked.crl\n"
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := execute(t, "version", "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.sitePrivacy()
+	if err != nil || p == nil || p.Epsilon != 8 || p.RunEpsilon != 2 || p.Delta != 1e-6 || p.Clip != 0.5 {
+		t.Errorf("privacy from the file: %+v, %v", p, err)
+	}
+	l, err := a.siteLimits()
+	if err != nil || l.MinBatch != 64 || l.Rounds != 500 || len(l.Transfers) != 2 || l.Features != federation.DefaultLimits().Features {
+		t.Errorf("limits from the file: %+v, %v", l, err)
+	}
+	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "tls", "revoked.crl") {
+		t.Errorf("federation.tls.crl from the file: %q", c.TLS.CRL)
+	}
+
+	t.Setenv("CRFFD_PRIVACY_EPSILON", "4")
+	t.Setenv("CRFFD_PRIVACY_CLIP", "2")
+	t.Setenv("CRFFD_LIMITS_MIN_BATCH", "1024")
+	t.Setenv("CRFFD_LIMITS_TRANSFERS", "full")
+	t.Setenv("CRFFD_FEDERATION_TLS_CRL", "other.crl")
+	if p, err := a.sitePrivacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 {
+		t.Errorf("privacy from the environment: %+v, %v", p, err)
+	}
+	if l, err := a.siteLimits(); err != nil || l.MinBatch != 1024 || len(l.Transfers) != 1 || l.Transfers[0] != estimator.FullTransfer {
+		t.Errorf("limits from the environment: %+v, %v", l, err)
+	}
+	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "other.crl") {
+		t.Errorf("federation.tls.crl from the environment: %q", c.TLS.CRL)
 	}
 }

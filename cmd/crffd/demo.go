@@ -119,11 +119,11 @@ func runDemo(ctx context.Context, a *app, dir string, rows int, seed uint64, kee
 		return fmt.Errorf("demo: %w (see the logs in %s)", errors.Join(failed...), logDir)
 	}
 	fmt.Fprintf(a.stdout, "done in %.1f s\n\n", time.Since(start).Seconds())
-	if err := printDemoResults(ctx, a.stdout, dir, names, keep); err != nil {
+	if err := printDemoResults(ctx, a.stdout, dir, names); err != nil {
 		return err
 	}
 	if keep {
-		return nil
+		return printDemoQueries(a.stdout, dir)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("demo: remove %s: %w", dir, err)
@@ -252,7 +252,7 @@ func readDemoSelection(ctx context.Context, path string, s *demoSite) error {
 	return nil
 }
 
-func printDemoResults(ctx context.Context, w io.Writer, dir string, names []string, kept bool) error {
+func printDemoResults(ctx context.Context, w io.Writer, dir string, names []string) error {
 	var sites []demoSite
 	var sumN, sumATE, sumTrue float64
 	for _, n := range names {
@@ -319,9 +319,11 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 			fmt.Fprintln(w, line)
 		}
 	}
-	if !kept {
-		return nil
-	}
+	return nil
+}
+
+// printDemoQueries prints SQL to look at a kept demo's results.
+func printDemoQueries(w io.Writer, dir string) error {
 	site1 := filepath.Join(dir, "site1.sqlite")
 	_, err := fmt.Fprintf(w, `
 Look at the results with any SQLite client:
