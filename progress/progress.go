@@ -1,6 +1,7 @@
 // Package progress shows the progress of long work: on a terminal, one
-// line that is rewritten in place; otherwise structured log lines at a
-// bounded rate, so that a daemon's log is not flooded.
+// line that is rewritten in place; otherwise structured DEBUG log lines at a
+// bounded rate, so that a daemon's log is not flooded. At INFO, each task
+// (a model trained, the rows scored) logs one line when it ends.
 package progress
 
 import (
@@ -36,7 +37,10 @@ type Line struct {
 	last     time.Time // the last log line
 	prev     time.Time // the last Update
 	task     string    // the current task; empty after Done
-	shown    bool
+	done     int       // the current task's last update
+	total    int
+	detail   string
+	shown    bool // a bar is on the terminal's line
 }
 
 // IsTerminal reports whether f is a character device, such as a terminal.
@@ -60,16 +64,23 @@ func newLine(w io.Writer, tty bool, log *slog.Logger, now func() time.Time) *Lin
 // (such as "loss 1.234") is shown after the count. Elapsed and left are
 // those of the task: it began at the Line's creation or its last Done, or,
 // when it follows another task without a Done, at that task's last update.
-// The first update of a new task is logged at once.
+//
+// On a terminal the line is rewritten in place. Otherwise the first update
+// of a task, and then one every interval, is logged at DEBUG. Either way a
+// task ends (at the next task's first update, or at Done) with one INFO
+// line saying what it finished and how long it took, so that the log at
+// INFO holds one line per model trained, not one per interval.
 func (l *Line) Update(task string, done, total int, detail string) {
 	t := l.now()
 	if task != l.task {
 		if l.task != "" {
+			l.finish(l.prev)
 			l.start = l.prev
 		}
 		l.task, l.last = task, time.Time{}
 	}
 	l.prev = t
+	l.done, l.total, l.detail = done, total, detail
 	elapsed := t.Sub(l.start)
 	left := time.Duration(-1)
 	if done > 0 && total >= done {
@@ -86,19 +97,34 @@ func (l *Line) Update(task string, done, total int, detail string) {
 		return
 	}
 	l.last = t
-	l.log.LogAttrs(context.Background(), slog.LevelInfo, "progress",
+	l.log.LogAttrs(context.Background(), slog.LevelDebug, "progress",
 		slog.String(LogKeyTask, task), slog.String(LogKeyDetail, detail), slog.Int(LogKeyDone, done), slog.Int(LogKeyTotal, total),
 		slog.Duration(LogKeyElapsed, round(elapsed)), slog.Duration(LogKeyLeft, round(left)))
 }
 
-// Done ends the current task: the next one is timed from now, and on a
-// terminal later output starts on a fresh line.
-func (l *Line) Done() {
-	l.start, l.task = l.now(), ""
+// finish ends the current task at time end: on a terminal it clears the
+// bar, and it logs the task's INFO line.
+func (l *Line) finish(end time.Time) {
 	if l.tty && l.shown {
-		fmt.Fprintln(l.w)
+		fmt.Fprint(l.w, "\r\x1b[K")
 		l.shown = false
 	}
+	if l.log == nil {
+		return
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "finished",
+		slog.String(LogKeyTask, l.task), slog.String(LogKeyDetail, l.detail), slog.Int(LogKeyDone, l.done), slog.Int(LogKeyTotal, l.total),
+		slog.Duration(LogKeyElapsed, round(end.Sub(l.start))))
+}
+
+// Done ends the current task, with its INFO line: the next one is timed
+// from now.
+func (l *Line) Done() {
+	t := l.now()
+	if l.task != "" {
+		l.finish(t)
+	}
+	l.start, l.task = t, ""
 }
 
 func round(d time.Duration) time.Duration {

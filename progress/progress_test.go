@@ -13,36 +13,58 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
+// noTime drops the time attribute of log lines.
+func noTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
 func TestTerminalLine(t *testing.T) {
-	var out bytes.Buffer
+	var out, log bytes.Buffer
 	c := &clock{t: time.Unix(0, 0)}
-	l := newLine(&out, true, nil, c.now)
+	l := newLine(&out, true, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: noTime})), c.now)
 	c.t = c.t.Add(2 * time.Second)
 	l.Update("training latent", 10, 40, "loss 1.5")
+	c.t = c.t.Add(time.Second)
 	l.Done()
-	got := out.String()
-	want := "\rtraining latent 10/40 loss 1.5  elapsed 2s  left ~6s\x1b[K\n"
-	if got != want {
+	// The bar, then cleared for the task's INFO line.
+	want := "\rtraining latent 10/40 loss 1.5  elapsed 2s  left ~6s\x1b[K\r\x1b[K"
+	if got := out.String(); got != want {
 		t.Errorf("terminal output %q, want %q", got, want)
+	}
+	if got, want := log.String(), `level=INFO msg=finished task="training latent" detail="loss 1.5" done=10 total=40 elapsed=3s`+"\n"; got != want {
+		t.Errorf("log %q, want %q", got, want)
 	}
 }
 
-func TestLogLinesAreRateLimited(t *testing.T) {
+// TestOneInfoLinePerTask: updates are logged at DEBUG at a bounded rate,
+// and each task at INFO once, when it ends.
+func TestOneInfoLinePerTask(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := &clock{t: time.Unix(0, 0)}
 	l := newLine(nil, false, log, c.now)
-	for i := 1; i <= 100; i++ {
-		c.t = c.t.Add(time.Second)
-		l.Update("eval", i, 100, "run")
+	for _, task := range []string{"training propensity", "training outcome", "training latent"} {
+		for i := 1; i <= 100; i++ {
+			c.t = c.t.Add(time.Second)
+			l.Update(task, i, 100, "loss 1")
+		}
 	}
-	lines := strings.Count(buf.String(), "\n")
-	// One at the first update, one every 10 s, one at the end.
-	if lines < 10 || lines > 12 {
-		t.Errorf("%d log lines for 100 updates over 100 s, want about 11:\n%s", lines, buf.String())
+	l.Done()
+	debug, info := strings.Count(buf.String(), "level=DEBUG"), strings.Count(buf.String(), "level=INFO")
+	// One at the first update, one every 10 s, one at the end, per task.
+	if debug < 30 || debug > 36 {
+		t.Errorf("%d debug lines for 3 × 100 updates over 300 s, want about 33:\n%s", debug, buf.String())
 	}
-	if !strings.Contains(buf.String(), "done=100 total=100") {
-		t.Error("the final update was not logged")
+	if info != 3 {
+		t.Errorf("%d info lines for 3 tasks, want 3:\n%s", info, buf.String())
+	}
+	for _, task := range []string{"propensity", "outcome", "latent"} {
+		if !strings.Contains(buf.String(), `level=INFO msg=finished task="training `+task+`" detail="loss 1" done=100 total=100`) {
+			t.Errorf("no INFO line for training %s", task)
+		}
 	}
 }
 
@@ -52,18 +74,14 @@ func TestLogLinesAreRateLimited(t *testing.T) {
 // another without Done starts at that task's last update.
 func TestTasksAreTimedAlone(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}}))
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: noTime}))
 	c := &clock{t: time.Unix(0, 0)}
 	l := newLine(nil, false, log, c.now)
 	c.t = c.t.Add(100 * time.Second) // a long first task
 	l.Update("training propensity", 10, 10, "")
 	c.t = c.t.Add(20 * time.Second)
 	l.Update("training outcome", 5, 10, "") // began at the last update, 20 s ago
+	c.t = c.t.Add(5 * time.Second)
 	l.Done()
 	c.t = c.t.Add(60 * time.Second) // work without progress
 	l.Done()
@@ -72,7 +90,9 @@ func TestTasksAreTimedAlone(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	want := []string{
 		"elapsed=1m40s left=0s",
+		"finished task=\"training propensity\" detail=\"\" done=10 total=10 elapsed=1m40s",
 		"elapsed=20s left=20s",
+		"finished task=\"training outcome\" detail=\"\" done=5 total=10 elapsed=25s",
 		"elapsed=4s left=1m36s",
 	}
 	if len(lines) != len(want) {

@@ -63,7 +63,7 @@ func (s *Site) ensureOverlap(ctx context.Context, tx *sql.Tx, l Layout) error {
 			return err
 		}
 		if created {
-			s.log.InfoContext(ctx, "view "+v.name+" created", "path", s.path, "table", l.Table)
+			s.log.DebugContext(ctx, "view "+v.name+" created", "path", s.path, "table", l.Table)
 		}
 	}
 	return nil

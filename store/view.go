@@ -33,6 +33,6 @@ func (s *Site) ensureCateRecords(ctx context.Context, tx *sql.Tx, l Layout) erro
 	if _, err := tx.ExecContext(ctx, want); err != nil {
 		return err
 	}
-	s.log.InfoContext(ctx, "view crff_cate_records created", "path", s.path, "table", l.Table)
+	s.log.DebugContext(ctx, "view crff_cate_records created", "path", s.path, "table", l.Table)
 	return nil
 }

@@ -17,8 +17,8 @@ import (
 )
 
 func newFitCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "fit --config SITE.yaml",
+	cmd := &cobra.Command{
+		Use:   "fit --config SITE.yaml | --db FILE --table NAME ...",
 		Short: "Fit one site alone (no coordinator): train, score every row, write the views",
 		Long: `fit reads the site's records through the configured table or view, validates
 them, trains the three CausalRFF models on them, scores every row and publishes
@@ -28,10 +28,29 @@ to their effects). It prints the local ATE: the doubly robust (AIPW) estimate
 with its 95% interval, whose propensity and outcome models are cross-fitted
 over model.folds folds of the rows, and the mean of the CausalRFF CATEs (the
 paper's plug-in estimate, which has no standard error). The model is kept in the file, so
-crffd site can score rows added later without retraining.`,
+crffd site can score rows added later without retraining.
+
+Before training, fit runs crffd check on the rows it will train on: it
+prints the arms, the covariates with their types, the five most imbalanced
+covariates with their standardised mean differences before and after
+weighting, and the overlap verdict, and stores them in crff_balance.
+
+Without a configuration file, the flags --db, --table, --id, --treatment
+and --outcome name the records (as the site.* keys do); the model.* keys
+keep their defaults unless set in the environment (CRFFD_MODEL_SEED=7).`,
+		Example: `  # a site's configuration
+  crffd fit --config hospital-a.yaml
+
+  # a table imported from a CSV file, without writing any YAML
+  crffd fit --db clinic.sqlite --table patients --id id --treatment treated --outcome outcome
+
+  # then read the effects
+  sqlite3 clinic.sqlite 'SELECT * FROM crff_ate'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFit(cmd, a) },
 	}
+	addRecordFlags(cmd)
+	return cmd
 }
 
 func runFit(cmd *cobra.Command, a *app) error {
@@ -59,6 +78,14 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err := checkFitRecords(a, src, recs); err != nil {
 		return err
 	}
+	bal, err := checkBalance(ctx, db, recs)
+	if err != nil {
+		return err
+	}
+	if err := printBalance(a.stdout, bal, recs, 5); err != nil {
+		return err
+	}
+	logBalance(a, src, bal)
 	ch, err := a.choiceSettings(ctx)
 	if err != nil {
 		return err
