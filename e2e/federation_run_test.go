@@ -212,7 +212,7 @@ func runFederation(t *testing.T, dir string, sites int, sitesFirst bool) *daemon
 // checkSiteResults checks every site's CATEs and ATEs and returns the run.
 func checkSiteResults(t *testing.T, dir string, sites int) string {
 	t.Helper()
-	var num, den, global float64
+	var num, den, global, localRows, globalRows float64
 	run := ""
 	for k := 1; k <= sites; k++ {
 		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
@@ -250,10 +250,34 @@ func checkSiteResults(t *testing.T, dir string, sites int) string {
 		if kinds < 6 {
 			t.Errorf("site%d: crff_audit lists %d kinds", k, kinds)
 		}
+		// crff_balance: the local balance of the site's rows, and the global
+		// one, the same at every site, over every site's rows.
+		// A private site sends no balance sums, and then no site has a
+		// global balance.
+		localRows += queryFloat(t, db, `SELECT treated + control FROM crff_check WHERE scope = 'local'`)
+		scopes := 2.0
+		if queryFloat(t, db, `SELECT count(*) FROM crff_ate WHERE private = 1`) > 0 {
+			scopes = 1
+			if n := queryFloat(t, db, `SELECT count(*) FROM crff_check WHERE scope = 'global'`); n != 0 {
+				t.Errorf("site%d: a global balance in a run with private sites", k)
+			}
+		} else {
+			g2 := queryFloat(t, db, `SELECT treated + control FROM crff_check WHERE scope = 'global'`)
+			if k > 1 && g2 != globalRows {
+				t.Errorf("site%d: global balance over %v rows, site1's over %v", k, g2, globalRows)
+			}
+			globalRows = g2
+		}
+		if n, want := queryFloat(t, db, `SELECT count(*) FROM crff_balance`), scopes*queryFloat(t, db, `SELECT count(*) FROM crff_check_covariate WHERE scope = 'local'`); n != want || n == 0 {
+			t.Errorf("site%d: crff_balance has %v rows, want %v (one per covariate and scope)", k, n, want)
+		}
 		var check string
 		if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 			t.Errorf("site%d: integrity_check %q %v", k, check, err)
 		}
+	}
+	if globalRows != 0 && globalRows != localRows {
+		t.Errorf("global balance over %v rows, the sites' local balances over %v", globalRows, localRows)
 	}
 	if want := num / den; math.Abs(global-want) > 1e-9*math.Max(1, math.Abs(want)) {
 		t.Errorf("global ATE %v, n-weighted mean of local ATEs %v", global, want)

@@ -59,7 +59,11 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 		if f.Done[s] {
 			continue
 		}
-		e, err := c.envelope(name, "", wire.KindGlobalATE, append(globalTensors(global), wire.Scalar(tPrivateSites, float64(c.st.Private))))
+		ts := append(globalTensors(global), wire.Scalar(tPrivateSites, float64(c.st.Private)))
+		if c.st.Balance != nil {
+			ts = append(ts, wire.Vector(tBalanceGlobal, c.st.Balance))
+		}
+		e, err := c.envelope(name, "", wire.KindGlobalATE, ts)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 
+	"github.com/crffd/crffd/balance"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/inference"
@@ -135,9 +136,14 @@ type SiteResult struct {
 	// are computed as without noise: they do not cover it.
 	Private      bool
 	PrivateSites int
-	Lambda       map[estimator.Kind][]float64 // the site's row of each model's Λ
-	Peers        []string                     // every site's name, by index (Lambda's columns)
-	Rounds       map[estimator.Kind]int
+	// Balance is the balance sums of every site's rows, added by the
+	// coordinator (package balance): the site computes the global balance
+	// from them with its own covariate names. It is nil when a site sent
+	// none (a private site, or an older crffd).
+	Balance *balance.Sums
+	Lambda  map[estimator.Kind][]float64 // the site's row of each model's Λ
+	Peers   []string                     // every site's name, by index (Lambda's columns)
+	Rounds  map[estimator.Kind]int
 	// CATE is every row's CATE, in Data order, by the estimator the run
 	// chose (Selection), or the latent CATE of Effects when it chose none.
 	CATE []float64

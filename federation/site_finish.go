@@ -143,6 +143,9 @@ func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 	if p, err := integer(e, tPrivateSites); err == nil {
 		s.res.PrivateSites = p
 	}
+	if s.res.Balance, err = globalBalance(e, len(s.cfg.Schema.Binary)); err != nil {
+		return nil, err
+	}
 	if s.cfg.Publish != nil {
 		if err := s.cfg.Publish(ctx, s.res); err != nil {
 			return nil, fmt.Errorf("publish results: %w", err)

@@ -110,12 +110,12 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	for j, b := range s.cfg.Schema.Binary {
 		bin[j] = b2f(b)
 	}
-	hello, err := s.reply(e, wire.KindHello, []wire.Tensor{
+	hello, err := s.reply(e, wire.KindHello, append([]wire.Tensor{
 		wire.Vector(tSchemaBinary, bin), wire.Scalar(tSchemaBinOut, b2f(s.cfg.Schema.BinaryOutcome)),
 		wire.Scalar(tMomentsN, float64(mo.N)), wire.Vector(tMomentsSum, mo.Sum), wire.Vector(tMomentsSumSq, mo.SumSq),
 		wire.Vector(tMomentsLog, logMoments(mo)), wire.Scalar(tSelectShare, s.share),
 		wire.Scalar(tPrivate, b2f(s.cfg.Privacy != nil)),
-	}, columnDigests(s.cfg.ColumnKey, s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: []wire.Digest{s.fp}})
+	}, s.balanceTensors(ctx)...), columnDigests(s.cfg.ColumnKey, s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: []wire.Digest{s.fp}})
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,9 @@ type State struct {
 	// Private counts the sites whose answers carry differential privacy
 	// noise (their hello says so).
 	Private int `json:",omitempty"`
+	// Balance is the sum of the sites' balance sums (balance.Sums.Vector),
+	// sent back in global-ate; nil when a site sent none.
+	Balance []float64 `json:",omitempty"`
 }
 
 // roundsBetweenSaves bounds the training steps a coordinator may have sent

@@ -8,9 +8,11 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/balance"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/federation/wire"
@@ -361,7 +363,29 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		return err
 	}
 	a.log.Info("published federated results", slog.String(logKeyRun, r.RunID), slog.Int(logKeyRows, len(res.CATE)))
+	// The balance diagnostics do not fail a published run.
+	if err := publishBalance(ctx, db, recs, r); err != nil {
+		a.log.Warn("balance diagnostics not recorded", slog.String(logKeyRun, r.RunID), slog.String(logKeyError, err.Error()))
+	}
 	return nil
+}
+
+// publishBalance records the balance of the site's rows of run r (scope
+// local) and, when every site sent its sums, of all the sites' rows (scope
+// global) in crff_balance.
+func publishBalance(ctx context.Context, db *store.Site, recs *store.Records, r *federation.SiteResult) error {
+	if _, err := checkBalance(ctx, db, recs); err != nil {
+		return err
+	}
+	if r.Balance == nil {
+		return nil
+	}
+	l := recs.Layout
+	g, err := balance.Summarise(*r.Balance, l.Covariates, l.Binary, l.Treatment)
+	if err != nil {
+		return err
+	}
+	return db.WriteBalance(ctx, store.Balance{Scope: store.ScopeGlobal, At: time.Now(), Run: r.RunID, Sites: r.Sites, LeftOut: -1, Report: g})
 }
 
 // runSites returns the names of the sites of r's run, or nil when the

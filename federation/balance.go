@@ -1,0 +1,83 @@
+package federation
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/crffd/crffd/balance"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/positivity"
+)
+
+// Tensor names of the balance diagnostics (package balance). A site's
+// hello carries its balance sums; the coordinator adds them and sends the
+// total back in global-ate, from which each site computes the global
+// balance with its own covariate names, which the coordinator never sees.
+const (
+	tBalanceSums   = "balance.sums"   // hello: the site's balance.Sums (Sums.Vector)
+	tBalanceGlobal = "balance.global" // global-ate: every site's sums added; absent when a site sent none
+)
+
+// balanceTensors returns the hello's balance tensor: the sums of the site's
+// rows, weighted by a logistic propensity fitted on them. A private site
+// sends none: the sums are exact, and its privacy budget covers training
+// only. A fit that fails sends none either, since the diagnostics are not
+// needed for the run; the site logs why.
+func (s *site) balanceTensors(ctx context.Context) []wire.Tensor {
+	if s.cfg.Privacy != nil {
+		return nil
+	}
+	d := s.cfg.Data
+	e, err := balance.Propensity(ctx, d.X, d.W)
+	if err == nil {
+		var sums balance.Sums
+		if sums, err = balance.Collect(d.X, d.W, e, positivity.Low, positivity.High); err == nil {
+			return []wire.Tensor{wire.Vector(tBalanceSums, sums.Vector())}
+		}
+	}
+	s.log.Warn("no balance diagnostics for this run", slog.String(LogKeyReason, err.Error()))
+	return nil
+}
+
+// poolBalance adds the sums of the sites' hellos. It returns nil when a
+// site sent none or sums that do not decode: the global balance needs
+// every site.
+func poolBalance(hellos []*wire.Envelope, d int) []float64 {
+	var total balance.Sums
+	for i, h := range hellos {
+		if _, ok := h.Tensor(tBalanceSums); !ok {
+			return nil
+		}
+		v, err := vector(h, tBalanceSums, 8+6*d)
+		if err != nil {
+			return nil
+		}
+		s, err := balance.FromVector(d, v)
+		if err != nil {
+			return nil
+		}
+		if i == 0 {
+			total = s
+		} else if total.Add(s) != nil {
+			return nil
+		}
+	}
+	return total.Vector()
+}
+
+// globalBalance decodes the global balance sums of a global-ate, or nil
+// when there are none.
+func globalBalance(e *wire.Envelope, d int) (*balance.Sums, error) {
+	if _, ok := e.Tensor(tBalanceGlobal); !ok {
+		return nil, nil
+	}
+	v, err := vector(e, tBalanceGlobal, 8+6*d)
+	if err != nil {
+		return nil, err
+	}
+	s, err := balance.FromVector(d, v)
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
