@@ -134,7 +134,13 @@
 // as HMACs under the sites' secret (SHA-256 digests when a site has none),
 // identities only as HMACs under the same secret, and
 // the kernel only as the SHA-256 of its base frequencies. The moments are
-// taken over all of a site's rows, before de-duplication. The log-outcome
+// taken over all of a site's rows, before de-duplication. A site that is
+// not private (SiteConfig.Privacy) also sends its balance sums (package
+// balance: per arm, the row count and per covariate Σx, Σx² and the
+// inverse-propensity-weighted Σωx, with Σω and Σω²), over the same rows;
+// the coordinator adds them and sends the total back in global-ate, where
+// each site reads the global balance with its own covariate names. The
+// log-outcome
 // moments are sent only when every one of the site's outcomes is positive,
 // and zeros otherwise: over the positive rows alone they could be sums of
 // one or two outcomes, which min_arm_rows does not bound.
