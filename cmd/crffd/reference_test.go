@@ -61,12 +61,26 @@ func TestReadmeOutputsAreIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	outs := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\s*(?:bin/)?crffd [^#\n]*--(?:out|dir) (\S+)`).FindAllStringSubmatch(string(b), -1) {
-		p := m[1]
+	files := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(?:bin/)?crffd [^#\n]*--(out|dir|db) (\S+)`).FindAllStringSubmatch(string(b), -1) {
+		p := m[2]
 		if strings.ContainsAny(p, "$<>") || strings.HasPrefix(p, "/") || strings.ToUpper(p) == p {
 			continue // a variable or a placeholder such as DIR
 		}
+		if m[1] == "db" {
+			files[p] = true // a SQLite file, with its journal beside it
+			continue
+		}
 		outs[strings.TrimSuffix(p, "/")] = true
+	}
+	for f := range files {
+		for _, p := range []string{f, f + "-wal", f + "-shm", f + "-journal"} {
+			cmd := exec.Command(git, "check-ignore", "-q", "--no-index", p)
+			cmd.Dir = root
+			if err := cmd.Run(); err != nil {
+				t.Errorf("the README writes %s, which .gitignore does not cover (git check-ignore: %v)", p, err)
+			}
+		}
 	}
 	for _, d := range []string{"linear-constant", "linear-varying", "lognormal", "binary"} {
 		outs[d] = true // the README's loop writes --out $d for these designs
