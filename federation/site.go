@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"time"
 
 	"github.com/crffd/crffd/balance"
 	"github.com/crffd/crffd/estimator"
@@ -227,6 +228,22 @@ type site struct {
 	answered [3]int
 	charge   *Charge
 	ledger   *memoryLedger
+	// training is the model the site last answered a round of, and since
+	// when, for the one INFO line it logs per model trained.
+	training      *estimator.Kind
+	trainingSince time.Time
+}
+
+// trained logs, at INFO, that the model the site was answering rounds of
+// is done: at the first round of another model, and at the final weights.
+func (s *site) trained(next *estimator.Kind) {
+	if s.training != nil && (next == nil || *next != *s.training) {
+		s.log.Info("model trained", slog.String(wire.LogKeyRun, s.runID()), slog.String(wire.LogKeyModel, s.training.String()),
+			slog.Int("rounds", s.answered[*s.training]), slog.Duration("took", time.Since(s.trainingSince).Round(time.Millisecond)))
+	}
+	if next == nil || s.training == nil || *next != *s.training {
+		s.training, s.trainingSince = next, time.Now()
+	}
 }
 
 // RunError is the error that ended a run, with the run's id: at a site

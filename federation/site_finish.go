@@ -18,6 +18,7 @@ func (s *site) final(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 		return nil, fmt.Errorf("%w: final weights before the dedup-verdict", ErrProtocol)
 	}
 	s.train.Release()
+	s.trained(nil)
 	model, err := s.finalModel(e)
 	if err != nil {
 		return nil, err

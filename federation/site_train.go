@@ -17,6 +17,7 @@ func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope,
 	if err != nil {
 		return nil, err
 	}
+	s.trained(&kind)
 	if err := s.countRound(kind); err != nil {
 		return nil, err
 	}
