@@ -2,8 +2,11 @@ package report
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -114,4 +117,81 @@ func renderAt(p *plot.Plot, w, h vg.Length, alt string) (Figure, error) {
 		return Figure{}, fmt.Errorf("render %q: %w", p.Title.Text, err)
 	}
 	return pngFigure(b.Bytes(), alt), nil
+}
+
+// balanceSection is one scope of the balance section of the site report.
+type balanceSection struct {
+	Scope                  string
+	Verdict, Class, Advice string
+	Reasons                []string
+	Treated, Control       int
+	ESSTreated, ESSControl string
+	Sites, LeftOut         int
+	Figure                 *Figure
+	Rows                   []balanceRow
+}
+
+type balanceRow struct {
+	Rank       int
+	Name, Type string
+	Missing    string
+	SMD, WSMD  string
+	Imbalanced bool
+}
+
+// balanceSections reads the local and global balance of s, with a love
+// plot of each; scopes the file lacks are left out.
+func balanceSections(ctx context.Context, s *store.Site) ([]balanceSection, error) {
+	var out []balanceSection
+	for _, scope := range []store.Scope{store.ScopeLocal, store.ScopeGlobal} {
+		b, err := s.ReadBalance(ctx, scope)
+		if errors.Is(err, store.ErrNoBalance) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r := b.Report
+		sec := balanceSection{Scope: "This site's rows", Verdict: string(r.Verdict), Class: "ok", Advice: r.Advice, Reasons: r.Reasons,
+			Treated: r.Rows[balance.Treated], Control: r.Rows[balance.Control], Sites: b.Sites, LeftOut: max(b.LeftOut, 0),
+			ESSTreated: fmt.Sprintf("%.0f", r.ESS[balance.Treated]), ESSControl: fmt.Sprintf("%.0f", r.ESS[balance.Control])}
+		if scope == store.ScopeGlobal {
+			sec.Scope = fmt.Sprintf("Every site's rows (run %s)", b.Run)
+		}
+		switch r.Verdict {
+		case balance.Limited:
+			sec.Class = "note"
+		case balance.Poor:
+			sec.Class = "warn"
+		}
+		for i, c := range r.Ranked() {
+			row := balanceRow{Rank: i + 1, Name: c.Name, Type: "continuous", Missing: "–", SMD: signed(c.SMD), WSMD: signed(c.WSMD),
+				Imbalanced: math.IsNaN(c.SMD) || math.Abs(c.SMD) > balance.Threshold}
+			if c.Binary {
+				row.Type = "binary"
+			}
+			if b.Missing != nil {
+				j := slices.IndexFunc(r.Covariates, func(x balance.Covariate) bool { return x.Name == c.Name })
+				row.Missing = fmt.Sprint(b.Missing[j])
+			}
+			sec.Rows = append(sec.Rows, row)
+		}
+		if len(r.Covariates) > 0 {
+			f, err := lovePlot(b)
+			if err != nil {
+				return nil, err
+			}
+			sec.Figure = &f
+		}
+		out = append(out, sec)
+	}
+	return out, nil
+}
+
+// signed formats an SMD with its sign, or says that it is undefined.
+func signed(v float64) string {
+	if math.IsNaN(v) {
+		return "separates the arms"
+	}
+	return fmt.Sprintf("%+.3f", v)
 }

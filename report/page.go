@@ -62,6 +62,18 @@ const siteHTML = `<!DOCTYPE html>
 <h1>{{.Title}}</h1>
 <p class="meta">Site file <code>{{.File}}</code>{{with .Run}} · run <code>{{.ID}}</code> on table <code>{{.Table}}</code>, published {{.Published}}{{end}} · report generated {{.Generated}}</p>
 
+<h2>Covariate balance before estimating</h2>
+{{range .Balance}}<h3>{{.Scope}}</h3>
+<p class="{{.Class}}"><strong>Overlap: {{.Verdict}}.</strong>{{range .Reasons}} {{.}}.{{end}} What to do: {{.Advice}}.</p>
+<p>{{.Treated}} treated and {{.Control}} control rows{{if gt .Sites 1}} at {{.Sites}} sites{{end}}; after weighting they count as {{.ESSTreated}} and {{.ESSControl}} rows (effective sample size).{{if .LeftOut}} {{.LeftOut}} rows were left out for faults such as missing values.{{end}}</p>
+{{with .Figure}}<img {{.Src}} alt="{{.Alt}}">{{end}}
+<table>
+<tr><th>rank</th><th class="l">covariate</th><th class="l">type</th><th>missing</th><th>SMD</th><th>weighted SMD</th></tr>
+{{range .Rows}}<tr{{if .Imbalanced}} class="extreme"{{end}}><td>{{.Rank}}</td><td class="l">{{.Name}}</td><td class="l">{{.Type}}</td><td>{{.Missing}}</td><td>{{.SMD}}</td><td>{{.WSMD}}</td></tr>
+{{end}}</table>
+{{else}}<p class="note">No balance diagnostics in this file: run crffd check (crffd fit and federated runs write them too).</p>{{end}}
+<p>From <code>crff_balance</code>: the standardised mean difference (SMD) of each covariate, treated − control over the pooled standard deviation, before and after weighting each row by its inverse propensity (1/e for treated rows, 1/(1−e) for controls) under a logistic propensity model; |SMD| &gt; 0.1, shaded, is the usual mark of imbalance. A covariate that stays imbalanced after weighting is one the estimate leans on its outcome model to adjust for.</p>
+
 <h2>Average treatment effects</h2>
 {{if .ATEs}}<table>
 <tr><th class="l">scope</th><th class="l">estimator</th><th>ATE</th><th>standard error</th><th>95% interval</th><th>rows</th><th>propensities clipped</th></tr>

@@ -48,6 +48,8 @@ type sitePage struct {
 
 	Audit       []auditRow
 	AuditTotals []auditRow
+
+	Balance []balanceSection // local, then global; empty without crffd check
 }
 
 type runInfo struct {
@@ -105,6 +107,9 @@ func Site(ctx context.Context, s *store.Site, w io.Writer) error {
 		if err := pg.results(ctx, s, run); err != nil {
 			return fmt.Errorf("site report of %q: %w", s.Path(), err)
 		}
+	}
+	if pg.Balance, err = balanceSections(ctx, s); err != nil {
+		return fmt.Errorf("site report of %q: %w", s.Path(), err)
 	}
 	audit, err := s.ReadAudit(ctx, 0, 0)
 	if err != nil {

@@ -1,0 +1,68 @@
+package report_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/crffd/crffd/balance"
+	"github.com/crffd/crffd/report"
+	"github.com/crffd/crffd/store"
+)
+
+// imbalancedBalance is a balance of four covariates, severity the most
+// imbalanced and mended by weighting.
+func imbalancedBalance() store.Balance {
+	c := func(name string, smd, wsmd float64) balance.Covariate {
+		return balance.Covariate{Name: name, SMD: smd, WSMD: wsmd, SD: 1}
+	}
+	return store.Balance{Scope: store.ScopeLocal, Report: balance.Report{Covariates: []balance.Covariate{
+		c("age", 0.05, 0.02), c("severity", 1.1, 0.03), c("sex", -0.08, 0.01), c("bmi", 0.2, -0.04),
+	}}}
+}
+
+// TestSiteReportShowsBalance checks the balance section of the site
+// report: a section per scope with its verdict, love plot and table, and a
+// note when the file holds none.
+func TestSiteReportShowsBalance(t *testing.T) {
+	ctx := context.Background()
+	s := newSite(t)
+	var empty bytes.Buffer
+	if err := report.Site(ctx, s, &empty); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(empty.String(), "No balance diagnostics in this file: run crffd check") {
+		t.Error("a file without balance diagnostics does not say so")
+	}
+	local := imbalancedBalance()
+	local.Report.Rows = [2]int{480, 520}
+	local.Report.ESS = [2]float64{400, 410}
+	local.Report.Verdict, local.Report.Advice = balance.Good, "nothing to do"
+	local.Missing = []int{0, 3, 0, 0}
+	global := local
+	global.Scope, global.Run, global.Sites, global.LeftOut = store.ScopeGlobal, "run-7", 3, -1
+	global.Missing = nil
+	global.Report.Verdict, global.Report.Reasons, global.Report.Advice = balance.Poor, []string{"12 control rows"}, "restrict the rows"
+	for _, b := range []store.Balance{local, global} {
+		if err := s.WriteBalance(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := report.Site(ctx, s, &buf); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	checkPage(t, page, 2)
+	for _, want := range []string{
+		"<h3>This site&#39;s rows</h3>", `<p class="ok"><strong>Overlap: good.</strong> What to do: nothing to do.</p>`,
+		"<h3>Every site&#39;s rows (run run-7)</h3>", `<p class="warn"><strong>Overlap: poor.</strong> 12 control rows. What to do: restrict the rows.</p>`,
+		`<tr class="extreme"><td>1</td><td class="l">severity</td><td class="l">continuous</td><td>3</td><td>&#43;1.100</td><td>&#43;0.030</td></tr>`,
+		"at 3 sites",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
