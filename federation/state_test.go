@@ -192,3 +192,28 @@ func TestWithoutAndSubsequence(t *testing.T) {
 		t.Error("FaultySites of an error that blames no site")
 	}
 }
+
+// TestFinishedRunKeepsLambda: crff_coordinator_runs keeps each model's
+// transfer factors, so that a report can show a finished run's matrix.
+func TestFinishedRunKeepsLambda(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/coord.sqlite"
+	db, err := OpenStateDB(ctx, path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lam := mat.NewSymDense(2, []float64{1, 0.25, 0.25, 1})
+	res := &Result{RunID: "r1", Rows: []int{10, 20}, Sites: []string{"a", "b"},
+		Models: map[estimator.Kind]*estimator.Trained{estimator.Outcome: {Model: estimator.Outcome, Lambda: lam}}}
+	if err := db.Finish(ctx, res); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := ReadRuns(ctx, db.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || fmt.Sprint(runs[0].Lambda) != "map[outcome:[[1 0.25] [0.25 1]]]" {
+		t.Errorf("runs %+v", runs)
+	}
+}

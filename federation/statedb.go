@@ -71,6 +71,10 @@ var newRunColumns = []struct{ name, typ string }{
 	// The sites a run covered, as a JSON array; NULL in runs recorded
 	// before coordinator.min_sites, which covered every configured site.
 	{"sites", "TEXT"},
+	// The learned transfer factors of each model, as a JSON object of
+	// model name to matrix (row s: how much site s borrowed from each
+	// site); NULL in runs recorded before it was kept.
+	{"lambda", "TEXT"},
 }
 
 // missingRunColumns returns the names of the newRunColumns that q's
@@ -136,6 +140,10 @@ type FinishedRun struct {
 	// Sites are the sites the run covered; nil for a run recorded before
 	// they were, which covered every configured site.
 	Sites []string
+	// Lambda is, per model name, the learned matrix of transfer factors
+	// Λ (row s: the factors site s applied to each site, in Sites order);
+	// nil for a run recorded before it was kept.
+	Lambda map[string][][]float64
 }
 
 // ReadRuns returns the finished runs recorded in a coordinator's state
@@ -153,7 +161,11 @@ func ReadRuns(ctx context.Context, db *sql.DB) ([]FinishedRun, error) {
 	if missing["sites"] {
 		sites = "NULL"
 	}
-	q := `SELECT run, finished_at, global_ate, global_se, ` + aipw + `, rows, ` + sites + ` FROM crff_coordinator_runs ORDER BY finished_at DESC`
+	lambda := "lambda"
+	if missing["lambda"] {
+		lambda = "NULL"
+	}
+	q := `SELECT run, finished_at, global_ate, global_se, ` + aipw + `, rows, ` + sites + `, ` + lambda + ` FROM crff_coordinator_runs ORDER BY finished_at DESC`
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, err
@@ -164,9 +176,14 @@ func ReadRuns(ctx context.Context, db *sql.DB) ([]FinishedRun, error) {
 		var r FinishedRun
 		var ate float64
 		var se, lower, upper, plugin sql.NullFloat64
-		var sites sql.NullString
-		if err := rows.Scan(&r.Run, &r.Finished, &ate, &se, &lower, &upper, &plugin, &r.Rows, &sites); err != nil {
+		var sites, lambda sql.NullString
+		if err := rows.Scan(&r.Run, &r.Finished, &ate, &se, &lower, &upper, &plugin, &r.Rows, &sites, &lambda); err != nil {
 			return nil, err
+		}
+		if lambda.Valid {
+			if err := json.Unmarshal([]byte(lambda.String), &r.Lambda); err != nil {
+				return nil, fmt.Errorf("crff_coordinator_runs.lambda of run %s: %w", r.Run, err)
+			}
 		}
 		if sites.Valid {
 			if err := json.Unmarshal([]byte(sites.String), &r.Sites); err != nil {
@@ -237,8 +254,27 @@ func (s *StateDB) Finish(ctx context.Context, r *Result) error {
 	if err != nil {
 		return err
 	}
+	lambda := map[string][][]float64{}
+	for k, t := range r.Models {
+		if t == nil || t.Lambda == nil {
+			continue
+		}
+		n := t.Lambda.SymmetricDim()
+		m := make([][]float64, n)
+		for i := range m {
+			m[i] = make([]float64, n)
+			for j := range m[i] {
+				m[i][j] = t.Lambda.At(i, j)
+			}
+		}
+		lambda[k.String()] = m
+	}
+	lj, err := json.Marshal(lambda)
+	if err != nil {
+		return err
+	}
 	if _, err := s.db.ExecContext(ctx, sqlFinish, r.RunID, r.GlobalAIPW.Estimate, r.GlobalAIPW.SE,
-		r.GlobalAIPW.Lower, r.GlobalAIPW.Upper, r.GlobalATE, total, string(sites)); err != nil {
+		r.GlobalAIPW.Lower, r.GlobalAIPW.Upper, r.GlobalATE, total, string(sites), string(lj)); err != nil {
 		return err
 	}
 	return s.LogRun(ctx, RunEnd{Run: r.RunID, Status: RunCompleted})

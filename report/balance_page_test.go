@@ -3,10 +3,13 @@ package report_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/crffd/crffd/balance"
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/report"
 	"github.com/crffd/crffd/store"
 )
@@ -63,6 +66,43 @@ func TestSiteReportShowsBalance(t *testing.T) {
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+// TestLossCaptionNamesTheOptimiser: the loss plot's caption speaks of a
+// line search only for an L-BFGS run.
+func TestLossCaptionNamesTheOptimiser(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		method        estimator.Method
+		want, without string
+	}{
+		{estimator.LBFGS, "The optimiser was L-BFGS: a round is one evaluation of the objective on every row, and a spike is a trial step of its line search", "Adam"},
+		{estimator.Adam, "The optimiser was Adam, which has no line search: a round is one step, computed on a random batch of up to 256 rows", "spike"},
+	} {
+		s := syntheticSite(t, true)
+		cfg := estimator.DefaultConfig()
+		cfg.Method, cfg.BatchSize = tc.method, 256
+		js, err := json.Marshal(modelstore.Setup{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveSetup(ctx, "run-1", js); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := report.Site(ctx, s, &b); err != nil {
+			t.Fatal(err)
+		}
+		page := b.String()
+		i := strings.Index(page, "The loss J<sup>(s)</sup>")
+		if i < 0 {
+			t.Fatalf("%v: no loss caption", tc.method)
+		}
+		caption := page[i : i+strings.Index(page[i:], "</p>")]
+		if !strings.Contains(caption, tc.want) || strings.Contains(caption, tc.without) {
+			t.Errorf("%v: caption %q, want %q and no %q", tc.method, caption, tc.want, tc.without)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
+	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	sqlfiles "github.com/crffd/crffd/sql"
 	"github.com/crffd/crffd/store"
@@ -25,7 +26,8 @@ type coordinatorPage struct {
 	File      string
 	Generated string
 	Runs      []runRow
-	State     *stateInfo // nil when no run is in progress
+	State     *stateInfo    // nil when no run is in progress
+	Finished  *finishedInfo // the latest finished run's Λ; nil when none recorded it
 }
 
 type runRow struct {
@@ -87,6 +89,24 @@ func Coordinator(ctx context.Context, path string, w io.Writer) error {
 	return nil
 }
 
+// finishedInfo is the transfer factors of the latest finished run.
+type finishedInfo struct {
+	Run    string
+	Models []modelInfo
+}
+
+// lambdaFigure draws the matrix z of transfer factors among sites.
+func lambdaFigure(model string, sites []string, z [][]float64) (*Figure, error) {
+	if len(z) != len(sites) || len(sites) == 0 {
+		return nil, nil
+	}
+	f, err := heatmap("Transfer factors Λ of the "+model+" model", "to site v", "from site s", sites, sites, z)
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
 // read fills the page from the state file.
 func (pg *coordinatorPage) read(ctx context.Context, db *sql.DB) error {
 	var n int
@@ -114,6 +134,25 @@ func (pg *coordinatorPage) read(ctx context.Context, db *sql.DB) error {
 			r.ATE = "none" // recorded before the AIPW estimate
 		}
 		pg.Runs = append(pg.Runs, r)
+		if pg.Finished == nil && fr.Lambda != nil && fr.Sites != nil {
+			fi := &finishedInfo{Run: fr.Run}
+			for _, k := range estimator.Kinds {
+				z, ok := fr.Lambda[k.String()]
+				if !ok {
+					continue
+				}
+				f, err := lambdaFigure(k.String(), fr.Sites, z)
+				if err != nil {
+					return err
+				}
+				if f != nil {
+					fi.Models = append(fi.Models, modelInfo{Name: k.String(), Lambda: f})
+				}
+			}
+			if len(fi.Models) > 0 {
+				pg.Finished = fi
+			}
+		}
 	}
 
 	var b []byte
@@ -153,7 +192,7 @@ func (pg *coordinatorPage) state(st *federation.State, saved string) error {
 			continue
 		}
 		m := modelInfo{Name: t.Model.String(), Rounds: t.Rounds, Loss: fmt.Sprintf("%.6g", t.Loss)}
-		if t.Lambda != nil && t.Lambda.SymmetricDim() == len(st.Sites) && len(st.Sites) > 0 {
+		if t.Lambda != nil && t.Lambda.SymmetricDim() == len(st.Sites) {
 			k := len(st.Sites)
 			z := make([][]float64, k)
 			for i := range z {
@@ -162,11 +201,11 @@ func (pg *coordinatorPage) state(st *federation.State, saved string) error {
 					z[i][j] = t.Lambda.At(i, j)
 				}
 			}
-			f, err := heatmap("Transfer factors Λ of the "+m.Name+" model", "to site v", "from site s", st.Sites, st.Sites, z)
+			f, err := lambdaFigure(m.Name, st.Sites, z)
 			if err != nil {
 				return err
 			}
-			m.Lambda = &f
+			m.Lambda = f
 		}
 		si.Models = append(si.Models, m)
 	}

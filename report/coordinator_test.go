@@ -27,7 +27,8 @@ func TestCoordinator(t *testing.T) {
 	}
 	if err := db.Finish(ctx, &federation.Result{RunID: "run-0", GlobalATE: 4.25,
 		GlobalAIPW: inference.Estimate{Estimate: 4.1, SE: 0.2, Lower: 3.708, Upper: 4.492, N: 300}, Rows: []int{100, 200},
-		Sites: []string{"a", "c"}}); err != nil {
+		Sites: []string{"a", "c"}, Models: map[estimator.Kind]*estimator.Trained{
+			estimator.Outcome: {Model: estimator.Outcome, Lambda: mat.NewSymDense(2, []float64{1, 0.4, 0.4, 1})}}}); err != nil {
 		t.Fatal(err)
 	}
 	lambda := mat.NewSymDense(3, []float64{1, 0.8, 0.1, 0.8, 1, 0.2, 0.1, 0.2, 1})
@@ -55,8 +56,11 @@ func TestCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	checkPage(t, page, 1)
+	// The finished run's outcome Λ, and the running run's propensity Λ.
+	checkPage(t, page, 2)
 	for _, want := range []string{
+		"<h2>Transfer factors Λ of the latest finished run</h2>", "Run <code>run-0</code>. Row s, column v", "<h3>outcome model</h3>",
+		"It is not a measure of how alike two sites are", "alt=\"Transfer factors Λ of the outcome model: 2 by 2 transfer factors\"",
 		"<code>run-0</code>", `<td>4.1000</td><td>0.2000</td><td>[3.7080, 4.4920]</td><td>4.2500</td><td>300</td><td class="l">a, c</td>`,
 		"<code>run-00</code>", `<td>none</td><td>none</td><td>none</td><td>3.9000</td><td>300</td><td class="l">all</td>`,
 		"Run <code>run-1</code>, step 42", `<td class="l">b</td><td>120</td><td>3</td>`,

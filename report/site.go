@@ -3,13 +3,17 @@ package report
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/store"
 )
@@ -22,8 +26,9 @@ type sitePage struct {
 	Run       *runInfo // nil when no results were written
 	ATEs      []ateRow
 
-	Loss     *Figure
-	LossNote string
+	Loss        *Figure
+	LossNote    string
+	LossCaption template.HTML // what a round of the run's optimiser is, built from constants
 
 	Transfer     *Figure
 	TransferNote string
@@ -136,6 +141,7 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 			return err
 		}
 		pg.Loss = &f
+		pg.LossCaption = lossCaption(run)
 	}
 
 	sel, err := s.ReadSelection(ctx)
@@ -312,4 +318,22 @@ func summarizeAudit(es []store.AuditEntry) (byKind, totals []auditRow) {
 	slices.SortFunc(byKind, order)
 	slices.SortFunc(totals, order)
 	return byKind, totals
+}
+
+// lossCaption says what a round of the run's optimiser is, from the
+// configuration saved with its model: L-BFGS evaluates the objective at
+// trial steps of a line search, Adam takes one step per round.
+func lossCaption(run store.Run) template.HTML {
+	const common = "The loss J<sup>(s)</sup> this site computed at each round of training. "
+	var setup modelstore.Setup
+	if run.Setup == nil || json.Unmarshal(run.Setup, &setup) != nil {
+		return template.HTML(common + "The run's optimiser was not recorded.")
+	}
+	switch setup.Config.Method {
+	case estimator.LBFGS:
+		return template.HTML(common + "The optimiser was L-BFGS: a round is one evaluation of the objective on every row, and a spike is a trial step of its line search, which it then rejected.")
+	case estimator.Adam:
+		return template.HTML(common + fmt.Sprintf("The optimiser was Adam, which has no line search: a round is one step, computed on a random batch of up to %d rows (model.batch_size) when the site has more, so the curve is noisy from batch to batch.", setup.Config.BatchSize))
+	}
+	return template.HTML(common + fmt.Sprintf("The optimiser was %v.", setup.Config.Method))
 }
