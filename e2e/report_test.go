@@ -52,10 +52,11 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	if n := len(regexp.MustCompile(`<img src="data:image/png;base64,`).FindAllString(page, -1)); n != 3 {
-		t.Errorf("report embeds %d images, want 3 (loss, CATEs, overlap)", n)
+	if n := len(regexp.MustCompile(`<img src="data:image/png;base64,`).FindAllString(page, -1)); n != 4 {
+		t.Errorf("report embeds %d images, want 4 (love plot, loss, CATEs, overlap)", n)
 	}
 	for _, want := range []string{"Training loss per round of 3 models", "No transfer factors", "<td class=\"l\">local</td>",
+		"Love plot of ", "The optimiser was",
 		"propensity bucket", "The audit log is empty"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report lacks %q", want)
@@ -74,7 +75,9 @@ func TestReport(t *testing.T) {
 }
 
 // screenshot renders the HTML file page in headless Chromium and fails
-// when the screenshot looks blank. It skips when Chromium is not installed.
+// when the screenshot looks blank, or lacks the colours of the love plot
+// or of either arm of the propensity plot. It skips when Chromium is not
+// installed.
 func screenshot(t *testing.T, page string) {
 	bin := "/usr/bin/chromium"
 	if _, err := os.Stat(bin); err != nil {
@@ -85,7 +88,7 @@ func screenshot(t *testing.T, page string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--screenshot="+shot, "--window-size=1200,2400", "file://"+page)
+		"--user-data-dir="+t.TempDir(), "--screenshot="+shot, "--window-size=1200,10000", "file://"+page)
 	cmd.WaitDelay = 5 * time.Second
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, b)
@@ -100,8 +103,8 @@ func screenshot(t *testing.T, page string) {
 		t.Fatalf("screenshot: %v", err)
 	}
 	bounds := img.Bounds()
-	if bounds.Dx() != 1200 || bounds.Dy() != 2400 {
-		t.Errorf("screenshot is %v, want 1200×2400", bounds)
+	if bounds.Dx() != 1200 || bounds.Dy() != 10000 {
+		t.Errorf("screenshot is %v, want 1200×10000", bounds)
 	}
 	colours := map[[3]uint32]bool{}
 	nonWhite := 0
@@ -118,6 +121,30 @@ func screenshot(t *testing.T, page string) {
 	t.Logf("screenshot %s: %d distinct colours, %.1f%% non-white pixels", shot, len(colours), 100*frac)
 	if len(colours) < 50 || frac < 0.02 {
 		t.Errorf("screenshot looks blank: %d distinct colours, %.2f%% non-white pixels", len(colours), 100*frac)
+	}
+	// The love plot (orange squares before weighting, sky-blue dots after)
+	// and both arms of the propensity plot (vermilion treated, blue
+	// control) must be on the page.
+	for _, c := range []struct {
+		name    string
+		r, g, b uint32
+	}{
+		{"love plot, before weighting", 230, 159, 0}, {"love plot, after weighting", 86, 180, 233},
+		{"propensity of the treated rows", 213, 94, 0}, {"propensity of the control rows", 0, 114, 178},
+	} {
+		n := 0
+		for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+			for x := bounds.Min.X; x < bounds.Max.X; x++ {
+				r, g, b, _ := img.At(x, y).RGBA()
+				if absDiff(r>>8, c.r) <= 12 && absDiff(g>>8, c.g) <= 12 && absDiff(b>>8, c.b) <= 12 {
+					n++
+				}
+			}
+		}
+		t.Logf("%s: %d pixels", c.name, n)
+		if n < 50 {
+			t.Errorf("screenshot shows %d pixels of the %s: it is not visible", n, c.name)
+		}
 	}
 	if dir := os.Getenv("CRFFD_SCREENSHOT_DIR"); dir != "" {
 		b, err := os.ReadFile(shot)
@@ -151,8 +178,8 @@ func TestReportFederated(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	if n := strings.Count(page, `<img src="data:image/png;base64,`); n != 4 {
-		t.Errorf("site report embeds %d images, want 4 (loss, transfer factors, CATEs, overlap)", n)
+	if n := strings.Count(page, `<img src="data:image/png;base64,`); n != 6 {
+		t.Errorf("site report embeds %d images, want 6 (local and global love plots, loss, transfer factors, CATEs, overlap)", n)
 	}
 	for _, want := range []string{"Training loss per round of 3 models", "<td class=\"l\">global</td>",
 		`<td class="l">sent</td><td class="l">gradient</td>`, `<th class="l">received</th><th class="l">all</th>`} {
@@ -169,5 +196,16 @@ func TestReportFederated(t *testing.T) {
 	if page := string(b); !strings.Contains(page, "<code>"+run+"</code>") || !strings.Contains(page, "No run is in progress") {
 		t.Errorf("coordinator report lacks run %s or the note on the cleared state", run)
 	}
+	// The finished run's transfer matrices, one per model.
+	if page := string(b); !strings.Contains(page, "Run <code>"+run+"</code>. Row s, column v") || strings.Count(page, `<img src="data:image/png;base64,`) != 3 {
+		t.Errorf("coordinator report lacks the transfer matrices of run %s", run)
+	}
 	t.Run("Chromium", func(t *testing.T) { screenshot(t, filepath.Join(dir, "site1.html")) })
+}
+
+func absDiff(a, b uint32) uint32 {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image/color"
 	"math"
 	"slices"
 
@@ -17,11 +18,12 @@ import (
 	"github.com/crffd/crffd/store"
 )
 
-// Love plot colours: before weighting in vermilion, after in blue, so that
-// the pixel test can tell the two series apart.
+// Love plot colours: before weighting in orange, after in sky blue, apart
+// from the arms' colours so that a pixel test of the page can tell the
+// love plot from the propensity plot.
 var (
-	colBefore = colTreated
-	colAfter  = colControl
+	colBefore = color.RGBA{R: 230, G: 159, B: 0, A: 255}  // orange
+	colAfter  = color.RGBA{R: 86, G: 180, B: 233, A: 255} // sky blue
 )
 
 // lovePlot draws the balance of b as a love plot: per covariate, most
@@ -87,7 +89,7 @@ func lovePlot(b store.Balance) (Figure, error) {
 		}
 		p.Add(sc)
 	}
-	p.Title.Text = "Covariate balance: |SMD| before weighting (vermilion squares) and after (blue dots)"
+	p.Title.Text = "Covariate balance: |SMD| before weighting (orange squares) and after (blue dots)"
 	p.X.Label.Text = fmt.Sprintf("|standardised mean difference|   (dashed: %g)", balance.Threshold)
 	p.X.Min, p.X.Max = 0, edge*1.05
 	p.Y.Min, p.Y.Max = -0.6, float64(n)-0.4

@@ -35,7 +35,7 @@ func humanBytes(n int) string {
 const style = `{{define "style"}}<style>
 body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1a1a1a; background: #fff; margin: 0 auto; max-width: 1080px; padding: 1.5em 2em 3em; line-height: 1.45; }
 h1 { font-size: 1.7em; margin: 0 0 .2em; }
-h2 { font-size: 1.25em; margin: 1.8em 0 .5em; padding-bottom: .2em; border-bottom: 2px solid #0072b2; }
+h2 { font-size: 1.25em; margin: 1.8em 0 .5em; padding-bottom: .2em; border-bottom: 2px solid #888; }
 .meta { color: #555; font-size: .9em; }
 table { border-collapse: collapse; margin: .6em 0; font-size: .92em; }
 th, td { border: 1px solid #ccc; padding: .3em .7em; text-align: right; }
