@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -22,7 +23,7 @@ type ImportOptions struct {
 	Header  bool    // the first record names the columns; without it they are c1, c2, …
 	Replace bool    // drop an existing table or view of the same name first
 	Name    string  // the CSV's name in errors, such as its path; "" means "CSV"
-	Comma   rune    // field separator; 0 means ','
+	Comma   rune    // field separator; 0 means detect it (DetectDelimiter)
 	Open    Options // how ImportCSV opens the site file; the file is created if missing
 }
 
@@ -32,6 +33,15 @@ type ImportResult struct {
 	Columns []Column // with the inferred types
 	Rows    int
 	Text    []TextColumn // why each TEXT column is TEXT, in column order
+	Nulls   []int        // per column, its empty fields (stored as NULL)
+	// Comma is the field separator used, and Detected says whether it was
+	// detected rather than given.
+	Comma    rune
+	Detected bool
+	// HeaderLike is set when the file was imported without a header but
+	// its first row looks like column names (LooksLikeHeader): the caller
+	// should say so, since that row is now a data row.
+	HeaderLike bool
 }
 
 // TextColumn says why ImportCSV stored a column as TEXT. It quotes the
@@ -43,7 +53,19 @@ type TextColumn struct {
 	Numbers int    // of those, fields that are numbers
 	Line    int    // the line of the first field that is not a number; 0 when there is none
 	Field   string // that field, as in the CSV
+	// Examples are the first fields that are not numbers (at most
+	// maxExamples), with their lines; Examples[0] is Line and Field.
+	Examples []BadField
 }
+
+// BadField is a field that is not a number, with its line.
+type BadField struct {
+	Line  int
+	Field string
+}
+
+// maxExamples is how many fields that are not numbers a TextColumn quotes.
+const maxExamples = 3
 
 // Mixed reports whether the column holds numbers as well as values that
 // are not: most likely a numeric column with a few bad or missing-value
@@ -71,6 +93,17 @@ func (t TextColumn) String() string {
 		why = fmt.Sprintf("1 of %d values is not a number", t.Values)
 	default:
 		why = fmt.Sprintf("%d of %d values are not numbers", bad, t.Values)
+	}
+	if len(t.Examples) > 1 && t.Numbers > 0 {
+		parts := make([]string, len(t.Examples))
+		for i, e := range t.Examples {
+			parts[i] = fmt.Sprintf("%d: %s", e.Line, quoteField(e.Field))
+		}
+		more := ""
+		if bad > len(t.Examples) {
+			more = ", …"
+		}
+		return fmt.Sprintf("column %s stored as TEXT: %s (lines %s%s)", t.Name, why, strings.Join(parts, ", "), more)
 	}
 	return fmt.Sprintf("column %s stored as TEXT: %s (line %d: %s%s)", t.Name, why, t.Line, quoteField(t.Field), textKind(t.Field))
 }
@@ -112,8 +145,11 @@ func textColumn(name string, recs [][]string, lines []int, j int) TextColumn {
 		t.Values++
 		if k := classify(f); k == intNumber || k == realNumber {
 			t.Numbers++
-		} else if t.Line == 0 {
-			t.Line, t.Field = lines[i], f
+		} else if len(t.Examples) < maxExamples {
+			t.Examples = append(t.Examples, BadField{Line: lines[i], Field: f})
+			if t.Line == 0 {
+				t.Line, t.Field = lines[i], f
+			}
 		}
 	}
 	return t
@@ -194,16 +230,32 @@ func (s *Site) ImportCSV(ctx context.Context, table string, r io.Reader, opts Im
 	if err := checkTableName(table); err != nil {
 		return res, &ImportError{File: name, Err: fmt.Errorf("table %q: %w", table, err)}
 	}
-	cols, recs, lines, err := readCSV(r, name, opts)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return res, &ImportError{File: name, Err: err}
+	}
+	res.Comma = opts.Comma
+	if res.Comma == 0 {
+		res.Comma, res.Detected = DetectDelimiter(data), true
+		opts.Comma = res.Comma
+	}
+	cols, recs, lines, err := readCSV(bytes.NewReader(data), name, opts)
 	if err != nil {
 		return res, err
 	}
+	res.HeaderLike = !opts.Header && LooksLikeHeader(recs)
 	types := make([]ColumnType, len(cols))
+	res.Nulls = make([]int, len(cols))
 	for j := range cols {
 		types[j] = inferType(recs, j)
 		cols[j].Type = types[j]
 		if types[j] == Text {
 			res.Text = append(res.Text, textColumn(cols[j].Name, recs, lines, j))
+		}
+		for _, rec := range recs {
+			if strings.TrimSpace(rec[j]) == "" {
+				res.Nulls[j]++
+			}
 		}
 	}
 	rows := make([][]any, len(recs))
@@ -426,4 +478,88 @@ func fieldValue(f string, t ColumnType) (any, error) {
 		return v, nil // out of range: ±Inf or 0, as SQLite itself would read it
 	}
 	return f, nil
+}
+
+// delimiters are the field separators DetectDelimiter considers, in order
+// of preference when several fit equally.
+var delimiters = []rune{',', ';', '\t', '|'}
+
+// sniffLines is how many lines DetectDelimiter reads.
+const sniffLines = 20
+
+// DetectDelimiter returns the field separator of the CSV data: of comma,
+// semicolon, tab and pipe, the one that splits the first lines into the
+// same number of fields, more than one, and the most fields when several
+// do (a comma on a tie). When none does, it returns the one that splits
+// the first line into the most fields, or a comma.
+func DetectDelimiter(data []byte) rune {
+	sample := data
+	for i, n := 0, 0; i < len(data); i++ {
+		if data[i] == '\n' {
+			if n++; n == sniffLines {
+				sample = data[:i+1]
+				break
+			}
+		}
+	}
+	best, bestFields := ',', 1
+	fallback, fallbackFields := ',', 1
+	for _, c := range delimiters {
+		r := csv.NewReader(bytes.NewReader(sample))
+		r.Comma, r.FieldsPerRecord, r.LazyQuotes = c, -1, true
+		fields, consistent := 0, true
+		for k := 0; ; k++ {
+			rec, err := r.Read()
+			if err != nil {
+				// io.EOF, or a line cut short by the sample's end.
+				break
+			}
+			if k == 0 {
+				fields = len(rec)
+				if fields > fallbackFields {
+					fallback, fallbackFields = c, fields
+				}
+			} else if len(rec) != fields {
+				consistent = false
+			}
+		}
+		if consistent && fields > bestFields {
+			best, bestFields = c, fields
+		}
+	}
+	if bestFields > 1 {
+		return best
+	}
+	return fallback
+}
+
+// LooksLikeHeader reports whether the first of recs looks like a row of
+// column names rather than data: every one of its fields is filled and is
+// not a number, while in at least one column most of the other fields are
+// numbers.
+func LooksLikeHeader(recs [][]string) bool {
+	if len(recs) < 2 {
+		return false
+	}
+	for _, f := range recs[0] {
+		if k := classify(f); strings.TrimSpace(f) == "" || k == intNumber || k == realNumber {
+			return false
+		}
+	}
+	for j := range recs[0] {
+		numbers, values := 0, 0
+		for _, rec := range recs[1:] {
+			if strings.TrimSpace(rec[j]) == "" {
+				continue
+			}
+			values++
+			if k := classify(rec[j]); k == intNumber || k == realNumber {
+				numbers++
+			}
+		}
+		if values > 0 && 2*numbers > values {
+			return true
+		}
+	}
+	return false
 }

@@ -85,7 +85,7 @@ func TestImportCSVTypes(t *testing.T) {
 		{"NaN beside a text", "nan\nabc\n", "TEXT",
 			`column c1 stored as TEXT: none of its 2 values is a number (line 1: "nan", NaN: leave the field empty for a missing value)`},
 		{"names", "Ada\n\nGrace\nBarbara\n", "TEXT", `column c1 stored as TEXT: none of its 3 values is a number (line 1: "Ada")`},
-		{"numbers with markers", "1.5\nn/a\n2\n?\n3\n", "TEXT", `column c1 stored as TEXT: 2 of 5 values are not numbers (line 2: "n/a")`},
+		{"numbers with markers", "1.5\nn/a\n2\n?\n3\n", "TEXT", `column c1 stored as TEXT: 2 of 5 values are not numbers (lines 2: "n/a", 4: "?")`},
 		{"long text shortened", strings.Repeat("x", 50) + "\n1\n", "TEXT",
 			`column c1 stored as TEXT: 1 of 2 values is not a number (line 1: "` + strings.Repeat("x", 40) + `"…)`},
 	}

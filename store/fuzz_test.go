@@ -24,6 +24,8 @@ func FuzzImportCSV(f *testing.F) {
 	f.Add([]byte("a,\"b \"\"q\"\"\"\n\"x\ny\",inf\n"), true)
 	f.Add([]byte("\ufeffA,a\n1,2\n"), true)
 	f.Add([]byte("007,NaN,-0,+5\n"), false)
+	f.Add([]byte("id;score\n1;1,5\n2;n/a\n"), false)
+	f.Add([]byte("a\tb\n\"x\ty\"\t2\n"), true)
 	ctx := context.Background()
 	s, err := store.Open(ctx, filepath.Join(f.TempDir(), "fuzz.sqlite"), store.Options{Create: true})
 	if err != nil {
@@ -40,7 +42,10 @@ func FuzzImportCSV(f *testing.F) {
 			}
 			return
 		}
-		recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+		// The oracle reads with the separator ImportCSV detected.
+		cr := csv.NewReader(bytes.NewReader(data))
+		cr.Comma = res.Comma
+		recs, err := cr.ReadAll()
 		if err != nil {
 			t.Fatalf("ImportCSV accepted input encoding/csv refuses: %v", err)
 		}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +14,7 @@ import (
 )
 
 func newImportCmd(a *app) *cobra.Command {
-	var db, table, csvPath string
+	var db, table, csvPath, delimiter string
 	var header, replace bool
 	cmd := &cobra.Command{
 		Use:   "import --db FILE --table NAME --csv FILE",
@@ -29,24 +32,46 @@ with a few other values (such as "n/a") gets a "warning:" line: when crffd fit
 uses it as a covariate (every column holding a number is one unless
 site.covariates lists them), fit refuses those rows, naming them, or leaves
 them out with site.on_invalid: skip. Correct the values, or leave a missing
-value's field empty, which is NULL and is refused or skipped the same way.`,
+value's field empty, which is NULL and is refused or skipped the same way.
+Every TEXT column of numbers is reported with the count of its other values
+and the lines of the first three.
+
+The field separator is detected from the first lines (comma, semicolon, tab
+or pipe: the one that gives every line the same number of fields) unless
+--delimiter names it; import says which it used when it is not a comma.
+Without --header, import warns when the first row looks like column names
+(no field of it is a number, while a column below it holds numbers): that
+row is then a data row, so run import again with --header --replace.
+
+After the import it prints the inferred types: how many columns are
+INTEGER, REAL and TEXT, and the empty (NULL) fields of each column that has
+some.`,
+		Example: `  # a CSV file with a header row
+  crffd import --db clinic.sqlite --table patients --csv examples/patients.csv --header
+
+  # a semicolon-separated export, replacing the table imported before
+  crffd import --db clinic.sqlite --table patients --csv export.csv --header --delimiter semicolon --replace
+
+  # then check the records before estimating
+  crffd check --db clinic.sqlite --table patients --id id --treatment treated --outcome outcome`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			comma, err := parseDelimiter(delimiter)
+			if err != nil {
+				return err
+			}
 			f, err := os.Open(csvPath)
 			if err != nil {
 				return fmt.Errorf("import: %w", err)
 			}
 			defer f.Close()
 			res, err := store.ImportCSV(cmd.Context(), db, table, f, store.ImportOptions{
-				Header: header, Replace: replace, Name: csvPath,
+				Header: header, Replace: replace, Name: csvPath, Comma: comma,
 			})
 			if err != nil {
 				return err
 			}
-			if _, err := fmt.Fprintf(a.stdout, "imported %d rows into %s.%s (%s)\n", res.Rows, db, res.Table, describeColumns(res.Columns)); err != nil {
-				return err
-			}
-			return printTextColumns(a.stdout, res.Text)
+			return printImport(a.stdout, db, res)
 		},
 	}
 	f := cmd.Flags()
@@ -55,6 +80,7 @@ value's field empty, which is NULL and is refused or skipped the same way.`,
 	f.StringVar(&csvPath, "csv", "", "CSV file to read")
 	f.BoolVar(&header, "header", false, "the first line names the columns")
 	f.BoolVar(&replace, "replace", false, "replace an existing table of the same name")
+	f.StringVar(&delimiter, "delimiter", "", "field separator: one character, or comma, semicolon, tab or pipe (default: detected)")
 	for _, name := range []string{"db", "table", "csv"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -90,4 +116,77 @@ func printTextColumns(w io.Writer, cols []store.TextColumn) error {
 		}
 	}
 	return nil
+}
+
+// delimiterNames are the words --delimiter accepts besides one character.
+var delimiterNames = map[string]rune{"comma": ',', "semicolon": ';', "tab": '\t', `\t`: '\t', "pipe": '|'}
+
+// parseDelimiter reads --delimiter: "" (detect), a name, or one character
+// that can separate CSV fields.
+func parseDelimiter(s string) (rune, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if r, ok := delimiterNames[strings.ToLower(s)]; ok {
+		return r, nil
+	}
+	rs := []rune(s)
+	if len(rs) != 1 || rs[0] == '"' || rs[0] == '\r' || rs[0] == '\n' || rs[0] == utf8.RuneError {
+		return 0, fmt.Errorf("--delimiter %q: want one character (not a quote or a line break), or comma, semicolon, tab or pipe", s)
+	}
+	return rs[0], nil
+}
+
+// delimiterName names a field separator for a message.
+func delimiterName(r rune) string {
+	for name, c := range delimiterNames {
+		if c == r && name != `\t` {
+			return name
+		}
+	}
+	return strconv.QuoteRune(r)
+}
+
+// printImport prints what an import did: the table and its columns, the
+// separator when it is not a comma, the warnings of a header imported as
+// data or of a file of one column, why each TEXT column is TEXT, and a
+// summary of the types with the empty fields per column.
+func printImport(w io.Writer, db string, res store.ImportResult) error {
+	p := &printer{w: w}
+	p.printf("imported %d rows into %s.%s (%s)\n", res.Rows, db, res.Table, describeColumns(res.Columns))
+	if res.Comma != ',' {
+		how := "given"
+		if res.Detected {
+			how = "detected"
+		}
+		p.printf("delimiter: %s (%s)\n", delimiterName(res.Comma), how)
+	}
+	if res.Detected && len(res.Columns) == 1 {
+		p.printf("warning: every line is one field: if the file's fields are separated by something other than a comma, semicolon, tab or pipe, name it with --delimiter\n")
+	}
+	if res.HeaderLike {
+		p.printf("warning: the first row looks like column names (none of its fields is a number, while the rows below hold numbers) but was imported as a data row; run import again with --header --replace\n")
+	}
+	if p.err != nil {
+		return p.err
+	}
+	if err := printTextColumns(w, res.Text); err != nil {
+		return err
+	}
+	count := map[store.ColumnType]int{}
+	var empty []string
+	for j, c := range res.Columns {
+		count[c.Type]++
+		if j < len(res.Nulls) && res.Nulls[j] > 0 {
+			empty = append(empty, fmt.Sprintf("%s %d", c.Name, res.Nulls[j]))
+		}
+	}
+	var parts []string
+	for _, t := range []store.ColumnType{store.Integer, store.Real, store.Text} {
+		if count[t] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", count[t], t))
+		}
+	}
+	p.printf("types: %s; empty fields (NULL): %s\n", strings.Join(parts, ", "), listOrNone(empty))
+	return p.err
 }
