@@ -33,6 +33,7 @@ ca.crt. Existing files are never overwritten, except by renew and revoke.`,
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create the federation CA",
+		Example: `  crffd certs init --dir ca/   # once, on a machine the coordinator's operator controls`,
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			ca, err := certs.InitCA(dir)

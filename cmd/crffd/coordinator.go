@@ -31,6 +31,8 @@ silent in is run again at once without them while that many remain. With --once 
 leaves after one run: exit status 0 on success, 5 when the run failed or was
 refused. It stops for a configuration error (2), a transport or certificate
 failure (3) or a state file it cannot write (4).`,
+		Example: `  crffd coordinator --config coordinator.yaml
+  crffd coordinator --config coordinator.yaml --log-level debug   # every envelope in the log`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCoordinatorDaemon(cmd.Context(), a, once) },
 	}

@@ -26,6 +26,7 @@ func newKernelsListCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "Print the kernel plugins found in the plugin directory, with their Info",
+		Example: `  crffd kernels list`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := a.pluginDir()
@@ -94,6 +95,8 @@ on random pairs. It checks every parameter value a kernel lists for testing
 (for example Matérn ν = 0.5, 1.5, 2.5), prints the figures, and exits non-zero
 when any maximum error exceeds the tolerance. It is the self-test to run on a
 new third-party kernel.`,
+		Example: `  crffd kernels verify
+  crffd kernels verify matern --features 4096`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := a.pluginDir()

@@ -39,6 +39,8 @@ readable by its owner only, and is never sent anywhere.
 With --coordinator it reports the coordinator's state file: the finished runs
 with their global ATEs and, while a run is in progress, the full matrices of
 transfer factors between the sites.`,
+		Example: `  crffd report --db clinic.sqlite --out report.html
+  crffd report --coordinator coord/coordinator.sqlite --out federation.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (db == "") == (coordinator == "") {

@@ -73,6 +73,11 @@ grpc transport over loopback on free ports, so that
   crffd coordinator --config DIR/coordinator.yaml --once
   crffd site --config DIR/siteK.yaml --once     (for each K)
 started in any order complete a federated run.`,
+		Example: `  # one site, as a SQLite file with its configuration
+  crffd simulate --sources 1 --format sqlite --out demo/
+
+  # a federation of three sites on loopback, with certificates
+  crffd simulate --sources 3 --format sqlite --federation --out syn/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulate(cmd.Context(), a, o)

@@ -31,6 +31,11 @@ table holds. Under on_invalid: refuse, new invalid rows are logged and wait,
 unscored, and the daemon keeps serving. When the configuration names a federation, it also takes part in
 the federation's training runs; between runs it keeps scoring new rows with
 the latest run's model, and each run retrains on, and rescores, every row.`,
+		Example: `  # score rows added after crffd fit, every site.poll_interval
+  crffd site --config hospital-a.yaml
+
+  # take part in one federated run (federation.coordinator set), then leave
+  crffd site --config hospital-a.yaml --once`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if federated(a) {

@@ -19,7 +19,7 @@ func newVersionCmd(a *app) *cobra.Command {
 		Use:   "version",
 		Short: "Print the crffd version, the commit it was built from and the Go version",
 		Example: `  crffd version
-  crffd v0.4.0-12-g1a2b3c4 (commit 1a2b3c4d5e6f, 2026-11-25T02:54:03Z, go1.26.0)`,
+  # prints, for example: crffd v0.4.0-12-g1a2b3c4 (commit 1a2b3c4d5e6f, 2026-11-25T02:54:03Z, go1.26.0)`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			bi, _ := debug.ReadBuildInfo()
