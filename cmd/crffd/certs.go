@@ -31,10 +31,10 @@ ca.crt. Existing files are never overwritten, except by renew and revoke.`,
 	var dir string
 	cmd.PersistentFlags().StringVar(&dir, "dir", "certs", "folder of the federation CA")
 	initCmd := &cobra.Command{
-		Use:   "init",
-		Short: "Create the federation CA",
+		Use:     "init",
+		Short:   "Create the federation CA",
 		Example: `  crffd certs init --dir ca/   # once, on a machine the coordinator's operator controls`,
-		Args:  cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			ca, err := certs.InitCA(dir)
 			if err != nil {

@@ -24,10 +24,10 @@ func newKernelsCmd(a *app) *cobra.Command {
 
 func newKernelsListCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "list",
-		Short: "Print the kernel plugins found in the plugin directory, with their Info",
+		Use:     "list",
+		Short:   "Print the kernel plugins found in the plugin directory, with their Info",
 		Example: `  crffd kernels list`,
-		Args:  cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := a.pluginDir()
 			if err != nil {
