@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
 )
 
 // Ridge is the penalty λ of [Propensity] on the coefficients of the
@@ -94,20 +95,15 @@ func design(x mat.Matrix, w []float64) (*mat.Dense, error) {
 	for i := range n {
 		z.Set(i, 0, 1)
 	}
+	col := make([]float64, n)
 	for j := range d {
-		var s, ss float64
-		for i := range n {
-			v := x.At(i, j)
-			s += v
-			ss += v * v
+		mat.Col(col, j, x)
+		mean, sd := stat.MeanStdDev(col, nil)
+		if !(sd > 0) {
+			continue // a constant column (or a single row)
 		}
-		mean := s / float64(n)
-		sd := math.Sqrt(math.Max(0, ss/float64(n)-mean*mean))
-		if sd == 0 {
-			continue
-		}
-		for i := range n {
-			z.Set(i, j+1, (x.At(i, j)-mean)/sd)
+		for i, v := range col {
+			z.Set(i, j+1, (v-mean)/sd)
 		}
 	}
 	return z, nil

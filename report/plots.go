@@ -53,17 +53,10 @@ type Figure struct {
 	Alt string
 }
 
-// render draws p as a PNG and returns it as a data URI.
+// render draws p as a PNG of the standard size and returns it as a data
+// URI.
 func render(p *plot.Plot, alt string) (Figure, error) {
-	wt, err := p.WriterTo(figWidth, figHeight, "png")
-	if err != nil {
-		return Figure{}, fmt.Errorf("render %q: %w", p.Title.Text, err)
-	}
-	var b bytes.Buffer
-	if _, err := wt.WriteTo(&b); err != nil {
-		return Figure{}, fmt.Errorf("render %q: %w", p.Title.Text, err)
-	}
-	return pngFigure(b.Bytes(), alt), nil
+	return renderAt(p, figWidth, figHeight, alt)
 }
 
 // pngFigure returns the figure of the PNG image b.
