@@ -76,14 +76,16 @@ func TestLossCaptionNamesTheOptimiser(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		method        estimator.Method
+		batch         int
 		want, without string
 	}{
-		{estimator.LBFGS, "The optimiser was L-BFGS: a round is one evaluation of the objective on every row, and a spike is a trial step of its line search", "Adam"},
-		{estimator.Adam, "The optimiser was Adam, which has no line search: a round is one step, computed on a random batch of up to 256 rows", "spike"},
+		{estimator.LBFGS, 256, "The optimiser was L-BFGS: a round is one evaluation of the objective on every row, and a spike is a trial step of its line search", "Adam"},
+		{estimator.Adam, 256, "The optimiser was Adam, which has no line search: a round is one step, computed on a random batch of up to 256 rows", "spike"},
+		{estimator.Adam, 0, "The optimiser was Adam, which has no line search: a round is one step, computed on every row", "batch"},
 	} {
 		s := syntheticSite(t, true)
 		cfg := estimator.DefaultConfig()
-		cfg.Method, cfg.BatchSize = tc.method, 256
+		cfg.Method, cfg.BatchSize = tc.method, tc.batch
 		js, err := json.Marshal(modelstore.Setup{Config: cfg})
 		if err != nil {
 			t.Fatal(err)
@@ -98,11 +100,11 @@ func TestLossCaptionNamesTheOptimiser(t *testing.T) {
 		page := b.String()
 		i := strings.Index(page, "The loss J<sup>(s)</sup>")
 		if i < 0 {
-			t.Fatalf("%v: no loss caption", tc.method)
+			t.Fatalf("%v, batch %d: no loss caption", tc.method, tc.batch)
 		}
 		caption := page[i : i+strings.Index(page[i:], "</p>")]
 		if !strings.Contains(caption, tc.want) || strings.Contains(caption, tc.without) {
-			t.Errorf("%v: caption %q, want %q and no %q", tc.method, caption, tc.want, tc.without)
+			t.Errorf("%v, batch %d: caption %q, want %q and no %q", tc.method, tc.batch, caption, tc.want, tc.without)
 		}
 	}
 }

@@ -1,11 +1,6 @@
 package report
 
 import (
-	"bytes"
-	"encoding/base64"
-	"image"
-	"image/color"
-	"image/png"
 	"math"
 	"strings"
 	"testing"
@@ -13,47 +8,6 @@ import (
 	"github.com/crffd/crffd/balance"
 	"github.com/crffd/crffd/store"
 )
-
-// decodeFigure decodes the PNG of a rendered figure.
-func decodeFigure(t *testing.T, f Figure) image.Image {
-	t.Helper()
-	src := strings.TrimSuffix(strings.TrimPrefix(string(f.Src), `src="data:image/png;base64,`), `"`)
-	b, err := base64.StdEncoding.DecodeString(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
-// near reports whether c is within tol of want in every channel.
-func near(c color.Color, want color.RGBA, tol int) bool {
-	r, g, b, _ := c.RGBA()
-	d := func(x uint32, y uint8) bool { return int(math.Abs(float64(int(x>>8)-int(y)))) <= tol }
-	return d(r, want.R) && d(g, want.G) && d(b, want.B)
-}
-
-// pixels returns the count and mean x of the pixels of colour want in the
-// rows [y0, y1) of img.
-func pixels(img image.Image, want color.RGBA, y0, y1 int) (n int, meanX float64) {
-	bd := img.Bounds()
-	sum := 0
-	for y := max(y0, bd.Min.Y); y < min(y1, bd.Max.Y); y++ {
-		for x := bd.Min.X; x < bd.Max.X; x++ {
-			if near(img.At(x, y), want, 30) {
-				n++
-				sum += x
-			}
-		}
-	}
-	if n == 0 {
-		return 0, math.NaN()
-	}
-	return n, float64(sum) / float64(n)
-}
 
 func imbalancedBalance() store.Balance {
 	c := func(name string, smd, wsmd float64) balance.Covariate {
@@ -77,10 +31,12 @@ func TestLovePlotShowsImprovement(t *testing.T) {
 	}
 	img := decodeFigure(t, f)
 	h := img.Bounds().Dy()
-	nb, _ := pixels(img, colBefore, 0, h)
-	na, _ := pixels(img, colAfter, 0, h)
-	if nb < 100 || na < 100 {
-		t.Fatalf("%d pixels before weighting and %d after: a series is missing", nb, na)
+	checkColours(t, "love plot", img, []colourCheck{
+		{name: "before weighting", col: colBefore, in: whole, min: 100},
+		{name: "after weighting", col: colAfter, in: whole, min: 100},
+	})
+	if t.Failed() {
+		t.FailNow()
 	}
 	// The top data row lies in the upper part of the image, below the title.
 	top := h / 5

@@ -64,9 +64,10 @@ type modelInfo struct {
 }
 
 // Coordinator writes the HTML report of the coordinator's state file at
-// path to w: its finished runs with their global ATEs and, when a run is in
-// progress, the sites and the full matrix Λ of transfer factors of each
-// model trained so far. It opens the file read-only and never changes it.
+// path to w: its finished runs with their global ATEs, the full matrix Λ of
+// transfer factors of each model of the latest finished run that recorded
+// them and, when a run is in progress, its sites and the matrices of the
+// models trained so far. It opens the file read-only and never changes it.
 func Coordinator(ctx context.Context, path string, w io.Writer) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("coordinator report: %w", err)
@@ -95,12 +96,16 @@ type finishedInfo struct {
 	Models []modelInfo
 }
 
-// lambdaFigure draws the matrix z of transfer factors among sites.
+// lambdaFigure draws the matrix z of transfer factors among sites: row i,
+// column j is λ_ij, how much site i's model borrows from site j's
+// parameters. The axis labels say which way it reads, since "from" and
+// "to" alone leave the reader to guess whether a row lends or borrows.
 func lambdaFigure(model string, sites []string, z [][]float64) (*Figure, error) {
 	if len(z) != len(sites) || len(sites) == 0 {
 		return nil, nil
 	}
-	f, err := heatmap("Transfer factors Λ of the "+model+" model", "to site v", "from site s", sites, sites, z)
+	f, err := heatmap("λ of the "+model+" model: how much site i's model borrows from site j",
+		"site j (whose parameters are borrowed)", "site i (the model that borrows)", sites, sites, z)
 	if err != nil {
 		return nil, err
 	}

@@ -59,8 +59,10 @@ func TestCoordinator(t *testing.T) {
 	// The finished run's outcome Λ, and the running run's propensity Λ.
 	checkPage(t, page, 2)
 	for _, want := range []string{
-		"<h2>Transfer factors Λ of the latest finished run</h2>", "Run <code>run-0</code>. Row s, column v", "<h3>outcome model</h3>",
-		"It is not a measure of how alike two sites are", "alt=\"Transfer factors Λ of the outcome model: 2 by 2 transfer factors\"",
+		"<h2>Transfer factors λ of the latest finished run: how much each site's model borrows from each other site (not site similarity)</h2>",
+		"Run <code>run-0</code>, one matrix per model. Row i, column j: λ<sub>ij</sub>; ones on the diagonal.", "<h3>outcome model</h3>",
+		`alt="λ of the outcome model: how much site i&#39;s model borrows from site j: 2 by 2 transfer factors"`,
+		"<h2>Transfer factors λ and loss of the models trained so far: how much each site's model borrows from each other site (not site similarity)</h2>",
 		"<code>run-0</code>", `<td>4.1000</td><td>0.2000</td><td>[3.7080, 4.4920]</td><td>4.2500</td><td>300</td><td class="l">a, c</td>`,
 		"<code>run-00</code>", `<td>none</td><td>none</td><td>none</td><td>3.9000</td><td>300</td><td class="l">all</td>`,
 		"Run <code>run-1</code>, step 42", `<td class="l">b</td><td>120</td><td>3</td>`,
@@ -68,6 +70,16 @@ func TestCoordinator(t *testing.T) {
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Both matrices say what λ is, and what it is not.
+	for _, want := range []string{
+		"λ<sub>ij</sub> is how much site i's model borrows from site j's parameters in training",
+		"It is learned separately for each model (propensity, outcome, latent)",
+		"It is not a measure of how alike two sites are: in the outcome and latent models",
+	} {
+		if n := strings.Count(page, want); n != 2 {
+			t.Errorf("page says %q %d times, want 2 (finished run, run in progress)", want, n)
 		}
 	}
 	if dir := os.Getenv("CRFFD_REPORT_OUT"); dir != "" {

@@ -85,8 +85,8 @@ const siteHTML = `<!DOCTYPE html>
 <h2>Training loss per round</h2>
 {{with .Loss}}<img {{.Src}} alt="{{.Alt}}"><p>{{$.LossCaption}}</p>{{else}}<p class="note">{{.LossNote}}</p>{{end}}
 
-<h2>Transfer factors λ</h2>
-<p>How much this site's models borrowed from each peer's parameters, per model. λ is the weight one site's model gives another site's parameters in training: 1 pools them as if they were its own, 0 ignores them; it is learned per model to fit the training rows. It is not a measure of how alike two sites are: in the outcome and latent models it settles near 0.4 between identical sites as between dissimilar ones (README, "Reproducing the paper's tables"; package estimator), and a site is protected from dissimilar peers by its own weights, which always count in full. Only the propensity model's λ has tracked site differences in our tests. Each cell prints its factor; colours run from dark red (0) through orange and yellow to white (1). A site file holds its own row of each model's matrix; the coordinator's report shows the whole federation.</p>
+<h2>Transfer factors λ: how much this site's models borrow from each peer (not site similarity)</h2>
+<p>One row per model of this site, one column per peer: the cell of model m and peer j is λ<sub>ij</sub> of model m, with i this site. {{template "lambda"}} A site file holds its own row of each model's matrix; the coordinator's report shows the whole federation.</p>
 {{with .Transfer}}<img {{.Src}} alt="{{.Alt}}">{{else}}<p class="note">{{.TransferNote}}</p>{{end}}
 
 <h2>Conditional average treatment effects</h2>
@@ -124,7 +124,22 @@ const siteHTML = `<!DOCTYPE html>
 </html>
 `
 
-var siteTemplate = template.Must(template.Must(template.New("site").Funcs(funcs).Parse(style)).Parse(siteHTML))
+// lambda says what a transfer factor is, in the same words in both
+// reports. A reader who sees a matrix of sites by sites takes it for a
+// similarity matrix unless told otherwise, and in the outcome and latent
+// models it is not one (package estimator's documentation).
+const lambda = `{{define "lambda"}}λ<sub>ij</sub> is how much site i's model borrows from site j's parameters in training: site i's effective weights are its own plus λ<sub>ij</sub> times site j's, so 1 pools site j's parameters as if they were site i's own and 0 ignores them. It is learned separately for each model (propensity, outcome, latent) to fit the training rows. It is not a measure of how alike two sites are: in the outcome and latent models it settles near 0.4 between identical sites as between dissimilar ones (with the default model.transfer_prior of 0; README, "Reproducing the paper's tables"; package estimator), and a site is protected from dissimilar peers by its own weights, which always count in full. Only the propensity model's λ has tracked site differences in our tests. Each cell prints its factor; colours run from dark red (0) through orange and yellow to white (1).{{end}}`
+
+// parsePage parses the page template body with the shared definitions.
+func parsePage(name, body string) *template.Template {
+	t := template.New(name).Funcs(funcs)
+	for _, def := range []string{style, lambda, body} {
+		t = template.Must(t.Parse(def))
+	}
+	return t
+}
+
+var siteTemplate = parsePage("site", siteHTML)
 
 // coordinatorHTML is the federation report.
 const coordinatorHTML = `<!DOCTYPE html>
@@ -146,8 +161,8 @@ const coordinatorHTML = `<!DOCTYPE html>
 {{end}}</table>
 <p>sites: the sites whose rows the global ATEs and the transfer factors cover. With coordinator.min_sites, a run that a site refused or fell silent in is run again at once without it, while enough sites remain; "all" marks runs recorded before the column existed.</p>{{else}}<p class="note">No run has finished yet.</p>{{end}}
 
-<h2>Transfer factors Λ of the latest finished run</h2>
-{{with .Finished}}<p>Run <code>{{.Run}}</code>. Row s, column v: the factor λ by which site s's model weighed site v's parameters; ones on the diagonal. λ is the weight one site's model gives another site's parameters in training: 1 pools them as if they were its own, 0 ignores them; it is learned per model to fit the training rows. It is not a measure of how alike two sites are: in the outcome and latent models it settles near 0.4 between identical sites as between dissimilar ones (README, "Reproducing the paper's tables"; package estimator), and a site is protected from dissimilar peers by its own weights, which always count in full. Only the propensity model's λ has tracked site differences in our tests. Colours run from dark red (0) through orange and yellow to white (1).</p>
+<h2>Transfer factors λ of the latest finished run: how much each site's model borrows from each other site (not site similarity)</h2>
+{{with .Finished}}<p>Run <code>{{.Run}}</code>, one matrix per model. Row i, column j: λ<sub>ij</sub>; ones on the diagonal. {{template "lambda"}}</p>
 {{range .Models}}<h3>{{.Name}} model</h3>
 {{with .Lambda}}<img {{.Src}} alt="{{.Alt}}">{{end}}
 {{end}}{{else}}<p class="note">No finished run recorded its transfer factors (runs finished by a crffd older than this report's do not).</p>{{end}}
@@ -158,8 +173,8 @@ const coordinatorHTML = `<!DOCTYPE html>
 <tr><th class="l">site</th><th>rows</th><th>rows dropped as duplicates</th></tr>
 {{range .Sites}}<tr><td class="l">{{.Name}}</td><td>{{.Rows}}</td><td>{{.Dropped}}</td></tr>
 {{end}}</table>
-{{if .Models}}<h2>Transfer factors Λ and loss of the models trained so far</h2>
-<p>Row s, column v: the factor λ by which site s's model weighs site v's parameters (1 pools, 0 ignores); ones on the diagonal. It is not a measure of how alike the sites are (see above). Colours run from dark red (0) through orange and yellow to white (1).</p>
+{{if .Models}}<h2>Transfer factors λ and loss of the models trained so far: how much each site's model borrows from each other site (not site similarity)</h2>
+<p>Row i, column j: λ<sub>ij</sub>; ones on the diagonal. {{template "lambda"}}</p>
 {{range .Models}}<h3>{{.Name}}: {{.Rounds}} rounds, final loss {{.Loss}}</h3>
 {{with .Lambda}}<img {{.Src}} alt="{{.Alt}}">{{end}}
 {{end}}{{else}}<p class="note">No model has finished training in this run yet.</p>{{end}}
@@ -170,4 +185,4 @@ const coordinatorHTML = `<!DOCTYPE html>
 </html>
 `
 
-var coordinatorTemplate = template.Must(template.Must(template.New("coordinator").Funcs(funcs).Parse(style)).Parse(coordinatorHTML))
+var coordinatorTemplate = parsePage("coordinator", coordinatorHTML)

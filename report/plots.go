@@ -21,6 +21,15 @@ import (
 	"github.com/crffd/crffd/store"
 )
 
+// A figure is built in two steps, so that a new one (such as the love
+// plot of balance.go) takes a builder and a line to render it: a builder
+// returns its *plot.Plot, or panels of them, with data, axes and labels,
+// count axes set with countAxis; then render or renderAt (one plot),
+// stack (panels sharing an x axis) or withLegend (a plot with its legend
+// in a band above, never over the data) turns it into an embedded PNG.
+// Tests check the builders' plots (their axes, their ticks) and the
+// rendered PNGs' pixels (pixels_test.go).
+
 // Figure sizes: wide enough to read on a laptop screen, small enough that
 // the page stays light.
 const (
@@ -95,7 +104,7 @@ func lossPlot(ls []store.Loss) (Figure, error) {
 		models = append(models, m)
 	}
 	slices.Sort(models)
-	panels := make([][]*plot.Plot, len(models))
+	panels := make([]*plot.Plot, len(models))
 	for i, m := range models {
 		xys := byModel[m]
 		slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
@@ -113,20 +122,34 @@ func lossPlot(ls []store.Loss) (Figure, error) {
 		l.Color = colSeries[i%len(colSeries)]
 		l.Width = vg.Points(1.5)
 		p.Add(l)
-		panels[i] = []*plot.Plot{p}
+		panels[i] = p
 	}
-	img := vgimg.New(figWidth, vg.Length(len(models))*2*vg.Inch)
+	return stack(panels, 2*vg.Inch, fmt.Sprintf("Training loss per round of %d models", len(models)))
+}
+
+// stack draws the panels top to bottom in one PNG of the standard width,
+// each panel h high, with their axes aligned so that one x value sits at
+// one column in every panel, and returns it as a figure.
+func stack(panels []*plot.Plot, h vg.Length, alt string) (Figure, error) {
+	if len(panels) == 0 {
+		return Figure{}, fmt.Errorf("render %q: no panels", alt)
+	}
+	img := vgimg.New(figWidth, vg.Length(len(panels))*h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(models), Cols: 1, PadY: vg.Points(6), PadTop: vg.Points(2), PadBottom: vg.Points(2)}
-	cs := plot.Align(panels, tiles, dc)
-	for i := range panels {
-		panels[i][0].Draw(cs[i][0])
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(8), PadTop: vg.Points(2), PadBottom: vg.Points(2)}
+	rows := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		rows[i] = []*plot.Plot{p}
+	}
+	cs := plot.Align(rows, tiles, dc)
+	for i, p := range panels {
+		p.Draw(cs[i][0])
 	}
 	var b bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&b); err != nil {
-		return Figure{}, fmt.Errorf("render the loss per round: %w", err)
+		return Figure{}, fmt.Errorf("render %q: %w", alt, err)
 	}
-	return pngFigure(b.Bytes(), fmt.Sprintf("Training loss per round of %d models", len(models))), nil
+	return pngFigure(b.Bytes(), alt), nil
 }
 
 // grid is a matrix of transfer factors for plotter.HeatMap: row r, column
@@ -139,8 +162,21 @@ func (g grid) X(c int) float64    { return float64(c) }
 func (g grid) Y(r int) float64    { return float64(r) }
 
 // heatmap draws the transfer factors z (rows by columns) on a fixed [0, 1]
-// scale, with each factor printed in its cell.
+// scale, with each factor printed in its cell and the first row at the
+// top, as a matrix is read: row i, column j is λ_ij.
 func heatmap(title, xLabel, yLabel string, rows, cols []string, z [][]float64) (Figure, error) {
+	alt := fmt.Sprintf("%s: %d by %d transfer factors", title, len(rows), len(cols))
+	// plotter.HeatMap puts row 0 at the bottom; flip the rows so that it
+	// is at the top.
+	n := len(z)
+	if n == 0 || len(z[0]) == 0 || len(rows) != n || len(cols) != len(z[0]) {
+		return Figure{}, fmt.Errorf("render %q: %d row names and %d column names for a %d-row matrix", title, len(rows), len(cols), n)
+	}
+	flipped, names := make([][]float64, n), make([]string, n)
+	for r := range z {
+		flipped[n-1-r], names[n-1-r] = z[r], rows[r]
+	}
+	z, rows = flipped, names
 	pal := palette.Heat(32, 1)
 	h := plotter.NewHeatMap(grid(z), pal)
 	h.Min, h.Max = 0, 1
@@ -176,7 +212,7 @@ func heatmap(title, xLabel, yLabel string, rows, cols []string, z [][]float64) (
 	p.NominalY(rows...)
 	p.X.Min, p.X.Max = -0.5, float64(len(cols))-0.5
 	p.Y.Min, p.Y.Max = -0.5, float64(len(rows))-0.5
-	return render(p, fmt.Sprintf("%s: %d by %d transfer factors", title, len(rows), len(cols)))
+	return render(p, alt)
 }
 
 // bins counts vs in n equal bins over [lo, hi], the last bin closed.
@@ -256,9 +292,18 @@ func (countTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
+// countAxis makes a the axis of a count, labelled label: whole-number
+// ticks from zero up. Every histogram's count axis goes through here, so
+// that none falls back to gonum's default ticks, which label counts
+// "0.00, 250.00, 500.00".
+func countAxis(a *plot.Axis, label string) {
+	a.Label.Text = label
+	a.Tick.Marker = countTicks{}
+}
+
 // withLegend draws p with legend l in a band above it, so that no legend
 // entry covers the data, and returns the PNG as a figure of the standard
-// width.
+// width. rows is the number of entries of l.
 func withLegend(p *plot.Plot, l plot.Legend, rows int, alt string) (Figure, error) {
 	band := vg.Length(rows)*l.TextStyle.Height("M") + vg.Points(6)
 	img := vgimg.New(figWidth, figHeight+band)
@@ -276,10 +321,23 @@ func withLegend(p *plot.Plot, l plot.Legend, rows int, alt string) (Figure, erro
 }
 
 // cateHist draws the histogram of the CATEs with each ATE as a solid line
-// and its 95% interval, where it has one, as dashed lines. The x range is
-// padded so that no line falls on the border, and the legend sits above
-// the plot.
+// and its 95% interval, where it has one, as dashed lines, with the legend
+// in a band above the plot.
 func cateHist(cates []float64, ates []ateLine) (Figure, error) {
+	p, legend, rows, err := cateHistPlot(cates, ates)
+	if err != nil {
+		return Figure{}, err
+	}
+	return withLegend(p, legend, rows, fmt.Sprintf("Histogram of %d CATEs with %d ATEs marked", len(cates), len(ates)))
+}
+
+// cateHistPlot builds the plot of cateHist and its legend of rows
+// entries. The x range is padded beyond the bars and the lines, so that no
+// line falls on the border where the axis would hide it.
+func cateHistPlot(cates []float64, ates []ateLine) (p *plot.Plot, legend plot.Legend, rows int, err error) {
+	if len(cates) == 0 {
+		return nil, legend, 0, fmt.Errorf("histogram of the CATEs: no CATE")
+	}
 	lo, hi := slices.Min(cates), slices.Max(cates)
 	for _, a := range ates {
 		lo, hi = min(lo, a.ate), max(hi, a.ate)
@@ -290,65 +348,81 @@ func cateHist(cates []float64, ates []ateLine) (Figure, error) {
 	bs := bins(cates, 30, lo, hi)
 	pad := (bs[len(bs)-1].Max - bs[0].Min) * 0.05
 	top := maxWeight(bs) * 1.05
-	p := plot.New()
+	p = plot.New()
 	p.Title.Text = "Distribution of the CATEs"
 	p.X.Min, p.X.Max = bs[0].Min-pad, bs[len(bs)-1].Max+pad
 	p.Y.Min, p.Y.Max = 0, top*1.02
 	p.X.Label.Text = "CATE"
-	p.Y.Label.Text = "rows"
-	p.Y.Tick.Marker = countTicks{}
-	legend := plot.NewLegend()
+	countAxis(&p.Y, "rows")
+	legend = plot.NewLegend()
+	add := func(label string, t plot.Thumbnailer) {
+		legend.Add(label, t)
+		rows++
+	}
 	h := hist(bs, colBars)
 	p.Add(h)
-	legend.Add(fmt.Sprintf("CATE (%d rows)", len(cates)), h)
+	add(fmt.Sprintf("CATE (%d rows)", len(cates)), h)
 	for _, a := range ates {
 		l, err := vline(a.ate, 0, top, a.color, false)
 		if err != nil {
-			return Figure{}, err
+			return nil, legend, 0, err
 		}
 		p.Add(l)
-		legend.Add(fmt.Sprintf("%s ATE %.3f", a.name, a.ate), l)
+		add(fmt.Sprintf("%s ATE %.3f", a.name, a.ate), l)
 		if math.IsNaN(a.lower) {
 			continue
 		}
 		for i, x := range []float64{a.lower, a.upper} {
 			l, err := vline(x, 0, top, a.color, true)
 			if err != nil {
-				return Figure{}, err
+				return nil, legend, 0, err
 			}
 			p.Add(l)
 			if i == 0 {
-				legend.Add(fmt.Sprintf("%s 95%% interval", a.name), l)
+				add(fmt.Sprintf("%s 95%% interval", a.name), l)
 			}
 		}
 	}
-	return withLegend(p, legend, 1+2*len(ates), fmt.Sprintf("Histogram of %d CATEs with %d ATEs marked", len(cates), len(ates)))
+	return p, legend, rows, nil
 }
 
 // overlapHist draws the propensities of the treated rows (upper panel) and
-// of the control rows (lower panel) on one [0, 1] axis, each panel with
-// its own count scale, so that a small arm stays visible beside a large
-// one; the positivity bounds are dashed red lines in both.
+// of the control rows (lower panel), so that a small arm stays visible
+// beside a large one: 25 control rows drawn on the scale of 975 treated
+// would be bars one pixel high.
 func overlapHist(treated, control []float64, low, high float64) (Figure, error) {
+	panels, err := overlapPanels(treated, control, low, high)
+	if err != nil {
+		return Figure{}, err
+	}
+	return stack(panels, figHeight*3/4, fmt.Sprintf("Histograms of the propensity of %d treated rows (upper panel) and %d control rows (lower panel)", len(treated), len(control)))
+}
+
+// overlapPanels builds the panels of overlapHist: one per arm, treated
+// first, each titled with its arm's row count and with its own count
+// scale, on one [0, 1] propensity axis padded so that the positivity
+// bounds, dashed red lines in both, stay off the border.
+func overlapPanels(treated, control []float64, low, high float64) ([]*plot.Plot, error) {
 	const n = 40
 	arms := []struct {
 		name string
 		ps   []float64
 		col  color.RGBA
 	}{{"treated", treated, colTreated}, {"control", control, colControl}}
-	panels := make([][]*plot.Plot, len(arms))
+	panels := make([]*plot.Plot, len(arms))
 	for i, a := range arms {
 		bs := bins(a.ps, n, 0, 1)
+		// At least 1 so that an empty arm still has a count axis, whose
+		// empty panel then shows the arm is missing.
 		top := max(maxWeight(bs), 1) * 1.1
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("Propensity of the %s rows (%d)", a.name, len(a.ps))
+		p.Title.Text = fmt.Sprintf("Propensity of the %s rows (n = %d)", a.name, len(a.ps))
 		if i == 0 {
 			p.Title.Text += fmt.Sprintf("; dashed red: positivity bounds [%g, %g]", low, high)
 		}
-		p.X.Min, p.X.Max = 0, 1
+		p.X.Min, p.X.Max = -0.02, 1.02
 		p.Y.Min, p.Y.Max = 0, top
-		p.Y.Label.Text = "rows"
-		p.Y.Tick.Marker = countTicks{}
+		countAxis(&p.Y, "rows")
 		if i == len(arms)-1 {
 			p.X.Label.Text = "propensity p(w=1|x)"
 		}
@@ -356,22 +430,11 @@ func overlapHist(treated, control []float64, low, high float64) (Figure, error) 
 		for _, x := range []float64{low, high} {
 			l, err := vline(x, 0, top, colWarn, true)
 			if err != nil {
-				return Figure{}, err
+				return nil, err
 			}
 			p.Add(l)
 		}
-		panels[i] = []*plot.Plot{p}
+		panels[i] = p
 	}
-	img := vgimg.New(figWidth, 2*figHeight*3/4)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(8), PadTop: vg.Points(2), PadBottom: vg.Points(2)}
-	cs := plot.Align(panels, tiles, dc)
-	for i := range panels {
-		panels[i][0].Draw(cs[i][0])
-	}
-	var b bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&b); err != nil {
-		return Figure{}, fmt.Errorf("render the propensity overlap: %w", err)
-	}
-	return pngFigure(b.Bytes(), fmt.Sprintf("Histograms of the propensity of %d treated rows (upper panel) and %d control rows (lower panel)", len(treated), len(control))), nil
+	return panels, nil
 }

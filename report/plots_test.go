@@ -1,12 +1,19 @@
 package report
 
 import (
-	"image"
+	"bytes"
+	"context"
 	"image/color"
-	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+
+	"gonum.org/v1/plot"
+
+	"github.com/crffd/crffd/store"
 )
 
 func TestCountTicks(t *testing.T) {
@@ -29,38 +36,138 @@ func TestCountTicks(t *testing.T) {
 	}
 }
 
-// TestOverlapShowsTheMinorityArm is the pixel check of the propensity
-// plot: with 975 treated rows and 25 controls, the control rows' bars are
-// drawn, in their own panel below the treated rows'.
-func TestOverlapShowsTheMinorityArm(t *testing.T) {
+// minorityArm returns the propensities of 975 treated rows and 25
+// controls, a seeded draw in which the controls overlap the treated.
+func minorityArm() (treated, control []float64) {
 	r := rand.New(rand.NewPCG(3, 4))
-	var treated, control []float64
 	for range 975 {
 		treated = append(treated, 0.6+0.35*r.Float64())
 	}
 	for range 25 {
 		control = append(control, 0.3+0.5*r.Float64())
 	}
+	return treated, control
+}
+
+// overlapChecks are the pixel checks of a propensity figure: the treated
+// rows' bars in the upper panel only, the control rows' in the lower
+// panel only, and tall there (reaching its upper half), as they are on a
+// scale of their own; on the treated rows' scale 25 controls would be
+// bars a few pixels high at the bottom of the figure.
+var overlapChecks = []colourCheck{
+	{name: "treated rows", col: colTreated, in: upperHalf, min: 500, out: []region{lowerHalf}},
+	{name: "control rows", col: colControl, in: lowerHalf, min: 500, out: []region{upperHalf}},
+	{name: "control rows' tallest bar", col: colControl, in: region{0, 0.5, 1, 0.75}, min: 50},
+}
+
+// TestOverlapShowsTheMinorityArm is the pixel check of the propensity
+// plot: with 975 treated rows and 25 controls, the control rows' bars are
+// drawn, in their own panel below the treated rows', on their own scale.
+func TestOverlapShowsTheMinorityArm(t *testing.T) {
+	treated, control := minorityArm()
 	f, err := overlapHist(treated, control, 0.01, 0.99)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := decodeFigure(t, f)
-	h := img.Bounds().Dy()
-	for _, c := range []struct {
-		name   string
-		n      int
-		y0, y1 int
-	}{
-		{"treated, upper panel", first(pixels(img, colTreated, 0, h/2)), 0, h / 2},
-		{"control, lower panel", first(pixels(img, colControl, h/2, h)), h / 2, h},
-	} {
-		if c.n < 500 {
-			t.Errorf("%s: %d pixels of its colour, want its bars drawn", c.name, c.n)
+	checkColours(t, "propensity figure", decodeFigure(t, f), overlapChecks)
+	panels, err := overlapPanels(treated, control, 0.01, 0.99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(panels) != 2 {
+		t.Fatalf("%d panels, want one per arm", len(panels))
+	}
+	for i, want := range []string{"treated rows (n = 975)", "control rows (n = 25)"} {
+		if !strings.Contains(panels[i].Title.Text, want) {
+			t.Errorf("panel %d is titled %q, want its arm and count %q", i, panels[i].Title.Text, want)
+		}
+		if panels[i].X.Min >= 0 || panels[i].X.Max <= 1 {
+			t.Errorf("panel %d: x range [%g, %g] puts a bar or bound at 0 or 1 on the border", i, panels[i].X.Min, panels[i].X.Max)
 		}
 	}
-	if n, _ := pixels(img, colControl, 0, h/2); n > 0 {
-		t.Errorf("%d control pixels in the treated panel", n)
+}
+
+// TestSiteReportShowsTheMinorityArm is the same pixel check through a
+// site file and report.Site: a site of 975 treated rows and 25 controls,
+// its report's propensity figure decoded from the page.
+func TestSiteReportShowsTheMinorityArm(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "site.sqlite"), store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	treated, control := minorityArm()
+	ps := append(slices.Clone(treated), control...) // row i+1's propensity
+	rows := make([][]any, len(ps))
+	for i := range rows {
+		w := int64(0)
+		if i < len(treated) {
+			w = 1
+		}
+		rows[i] = []any{int64(i + 1), float64(i % 7), w, float64(i % 3)}
+	}
+	cols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "x", Type: store.Real},
+		{Name: "w", Type: store.Integer}, {Name: "y", Type: store.Real}}
+	if err := s.CreateTable(ctx, "visits", cols, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.ReadRecords(ctx, store.Source{DB: s.Path(), Table: "visits", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	var res store.Results
+	for i, id := range recs.IDs { // in ascending id order, as rows
+		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: 1, Lower: 0.8, Upper: 1.2, Y0: 0, Y1: 1, Propensity: ps[i]})
+	}
+	if err := s.WriteResults(ctx, "run-1", res); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Site(ctx, s, &b); err != nil {
+		t.Fatal(err)
+	}
+	img := figureIn(t, b.String(), "Histograms of the propensity of 975 treated rows (upper panel) and 25 control rows (lower panel)")
+	checkColours(t, "site report's propensity figure", img, overlapChecks)
+}
+
+// TestCountAxesHaveWholeTicks checks every count axis of the report's
+// histograms: its ticks are whole numbers whatever the counts, where
+// gonum's default ticks label 0 to 550 rows "0.00 250.00 500.00" and 0 to
+// 1.1 rows "0.0 0.5 1.0".
+func TestCountAxesHaveWholeTicks(t *testing.T) {
+	treated, control := minorityArm()
+	panels, err := overlapPanels(treated, control[:1], 0.01, 0.99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(panels) != 2 {
+		t.Fatalf("%d panels, want one per arm", len(panels))
+	}
+	cate, _, _, err := cateHistPlot([]float64{1, 2, 2, 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	axes := map[string]*plot.Plot{"treated propensity": panels[0], "control propensity (1 row)": panels[1], "CATE histogram": cate}
+	for name, p := range axes {
+		for _, r := range [][2]float64{{p.Y.Min, p.Y.Max}, {0, 550}, {0, 1.1}} {
+			labels := 0
+			for _, tk := range p.Y.Tick.Marker.Ticks(r[0], r[1]) {
+				if tk.Label == "" {
+					continue
+				}
+				labels++
+				if _, err := strconv.Atoi(tk.Label); err != nil {
+					t.Errorf("%s: count axis over [%g, %g] labelled %q, want whole numbers", name, r[0], r[1], tk.Label)
+				}
+			}
+			if labels < 2 {
+				t.Errorf("%s: count axis over [%g, %g] has %d labels", name, r[0], r[1], labels)
+			}
+		}
 	}
 }
 
@@ -79,10 +186,11 @@ func TestCATEHistKeepsLinesAndLegendClear(t *testing.T) {
 	}
 	img := decodeFigure(t, f)
 	w, h := img.Bounds().Dx(), img.Bounds().Dy()
-	_, x := pixels(img, colGlobal, h/3, h)
-	if n, _ := pixelsIn(img, colGlobal, w-w/40, w, h/3, h); n > 0 || !(x < float64(w-w/40)) {
-		t.Errorf("the global ATE's lines reach the right border (mean x %.0f of %d)", x, w)
-	}
+	// Below the legend band, the global ATE's lines are drawn, and none of
+	// them at the right border.
+	checkColours(t, "CATE histogram", img, []colourCheck{
+		{name: "global ATE lines", col: colGlobal, in: region{0, 1.0 / 3, 0.975, 1}, min: 100, out: []region{{0.975, 1.0 / 3, 1, 1}}},
+	})
 	// Every bar lies below every legend entry: the legend's lowest pixel
 	// of its colours (grey swatch, green lines) at the left is above the
 	// highest grey pixel right of the legend.
@@ -96,50 +204,4 @@ func TestCATEHistKeepsLinesAndLegendClear(t *testing.T) {
 	if legendBottom < 0 || barsTop <= legendBottom {
 		t.Errorf("legend down to row %d, bars from row %d: they overlap", legendBottom, barsTop)
 	}
-}
-
-// first returns the first of two values.
-func first(n int, _ float64) int { return n }
-
-// pixelsIn counts the pixels of colour want in columns [x0, x1) and rows
-// [y0, y1) of img, with their mean x.
-func pixelsIn(img image.Image, want color.RGBA, x0, x1, y0, y1 int) (n int, meanX float64) {
-	sum := 0
-	for y := y0; y < y1; y++ {
-		for x := x0; x < x1; x++ {
-			if near(img.At(x, y), want, 30) {
-				n++
-				sum += x
-			}
-		}
-	}
-	if n == 0 {
-		return 0, math.NaN()
-	}
-	return n, float64(sum) / float64(n)
-}
-
-// rowsOf returns the first and last rows holding a run of at least four
-// adjacent pixels of exactly colour want (antialiased text, whose edges
-// can take any grey, makes no such run) in columns [x0, x1) and rows
-// [y0, y1); -1, -1 when there is none.
-func rowsOf(img image.Image, want color.RGBA, x0, x1, y0, y1 int) (top, bottom int) {
-	top, bottom = -1, -1
-	for y := y0; y < y1; y++ {
-		run := 0
-		for x := x0; x < x1 && run < 4; x++ {
-			if near(img.At(x, y), want, 2) {
-				run++
-			} else {
-				run = 0
-			}
-		}
-		if run >= 4 {
-			if top < 0 {
-				top = y
-			}
-			bottom = y
-		}
-	}
-	return top, bottom
 }

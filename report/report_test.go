@@ -151,6 +151,13 @@ func TestSite(t *testing.T) {
 		`<tr class="extreme"><td class="l">[0.99, 1]</td><td>25</td><td>0</td>`,
 		`<td class="l">tlearner/10</td><td>8.1 ± 1.1</td><td>-0.4 ± 0.15</td><td class="l">chosen</td>`,
 		"on the 40 rows held out of training",
+		"The run's optimiser was not recorded.", // the synthetic site saved no setup
+		// What λ is, and what it is not.
+		"<h2>Transfer factors λ: how much this site's models borrow from each peer (not site similarity)</h2>",
+		"λ<sub>ij</sub> is how much site i's model borrows from site j's parameters in training",
+		"It is learned separately for each model (propensity, outcome, latent)",
+		"It is not a measure of how alike two sites are: in the outcome and latent models",
+		`alt="λ: how much this site&#39;s models borrow from each peer&#39;s parameters: 2 by 2 transfer factors"`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)

@@ -134,7 +134,7 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 		return err
 	}
 	if len(ls) == 0 {
-		pg.LossNote = "No loss history recorded for this run (crff_loss is empty): crffd site records it in a federated run; crffd fit does not."
+		pg.LossNote = "No loss history recorded for this run (crff_loss is empty): crffd fit and crffd site record it, but a run published by an older crffd may lack it."
 	} else {
 		f, err := lossPlot(ls)
 		if err != nil {
@@ -162,7 +162,7 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 		pg.TransferNote = "No transfer factors: the run was fitted by this site alone (crffd fit), without a federation."
 	} else {
 		rows, cols, z := transferMatrix(ts)
-		f, err := heatmap("Transfer factors λ from this site", "peer", "model", rows, cols, z)
+		f, err := heatmap("λ: how much this site's models borrow from each peer's parameters", "peer site (whose parameters are borrowed)", "model of this site", rows, cols, z)
 		if err != nil {
 			return err
 		}
@@ -333,7 +333,11 @@ func lossCaption(run store.Run) template.HTML {
 	case estimator.LBFGS:
 		return template.HTML(common + "The optimiser was L-BFGS: a round is one evaluation of the objective on every row, and a spike is a trial step of its line search, which it then rejected.")
 	case estimator.Adam:
-		return template.HTML(common + fmt.Sprintf("The optimiser was Adam, which has no line search: a round is one step, computed on a random batch of up to %d rows (model.batch_size) when the site has more, so the curve is noisy from batch to batch.", setup.Config.BatchSize))
+		const adam = "The optimiser was Adam, which has no line search: a round is one step"
+		if setup.Config.BatchSize <= 0 {
+			return template.HTML(common + adam + ", computed on every row with fresh noise draws of the latent model, so the curve is noisy from round to round.")
+		}
+		return template.HTML(common + fmt.Sprintf(adam+", computed on a random batch of up to %d rows (model.batch_size) when the site has more, with fresh noise draws of the latent model, so the curve is noisy from round to round.", setup.Config.BatchSize))
 	}
 	return template.HTML(common + fmt.Sprintf("The optimiser was %v.", setup.Config.Method))
 }
