@@ -42,6 +42,10 @@ type ImportResult struct {
 	// its first row looks like column names (LooksLikeHeader): the caller
 	// should say so, since that row is now a data row.
 	HeaderLike bool
+	// FirstLine is the line the first data row starts on: 1, or after the
+	// header row, or later when blank lines come first. A caller can tell
+	// by it which TEXT columns only the first row made TEXT.
+	FirstLine int
 }
 
 // TextColumn says why ImportCSV stored a column as TEXT. It quotes the
@@ -76,9 +80,16 @@ func (t TextColumn) Mixed() bool { return t.Numbers > 0 }
 // String says why the column is TEXT, for example
 //
 //	column score stored as TEXT: 1 of 300 values is not a number (line 18: "n/a")
+//	column score stored as TEXT: 5 of 300 values are not numbers (lines 18: "n/a", 40: "?", 77: "-", …)
+//	column zip stored as TEXT: 40 of 300 values are not numbers (lines 3: "02139", 5: "02144", 9: "01002", …; a leading zero marks a code)
 //	column name stored as TEXT: none of its 300 values is a number (line 2: "Ada")
-//	column zip stored as TEXT: 40 of 300 values are not numbers (line 3: "02139", a leading zero marks a code)
 //	column notes stored as TEXT: every field is empty
+//
+// A column of numbers with other values (Mixed) quotes up to three of them
+// with their lines, and "…" when there are more; any other column quotes
+// its first value. A field that looks like a number but was kept as text
+// is explained: once after the list when every quoted field has the same
+// reason, else after each field.
 func (t TextColumn) String() string {
 	var why string
 	bad := t.Values - t.Numbers
@@ -95,15 +106,27 @@ func (t TextColumn) String() string {
 		why = fmt.Sprintf("%d of %d values are not numbers", bad, t.Values)
 	}
 	if len(t.Examples) > 1 && t.Numbers > 0 {
+		kinds := make([]string, len(t.Examples))
+		same := true
+		for i, e := range t.Examples {
+			kinds[i] = strings.TrimPrefix(textKind(e.Field), ", ")
+			same = same && kinds[i] == kinds[0]
+		}
 		parts := make([]string, len(t.Examples))
 		for i, e := range t.Examples {
 			parts[i] = fmt.Sprintf("%d: %s", e.Line, quoteField(e.Field))
+			if !same && kinds[i] != "" {
+				parts[i] += " (" + kinds[i] + ")"
+			}
 		}
-		more := ""
+		tail := ""
 		if bad > len(t.Examples) {
-			more = ", …"
+			tail = ", …"
 		}
-		return fmt.Sprintf("column %s stored as TEXT: %s (lines %s%s)", t.Name, why, strings.Join(parts, ", "), more)
+		if same && kinds[0] != "" {
+			tail += "; " + kinds[0]
+		}
+		return fmt.Sprintf("column %s stored as TEXT: %s (lines %s%s)", t.Name, why, strings.Join(parts, ", "), tail)
 	}
 	return fmt.Sprintf("column %s stored as TEXT: %s (line %d: %s%s)", t.Name, why, t.Line, quoteField(t.Field), textKind(t.Field))
 }
@@ -130,6 +153,10 @@ func textKind(f string) string {
 		return ", a leading zero marks a code"
 	case allDigits(body):
 		return ", an integer too long for 64 bits" // digits with one sign at most that classify refused
+	case decimalComma(f):
+		// Common in semicolon-separated exports: crffd does not guess
+		// whether 1,500 is one and a half or fifteen hundred.
+		return ", a comma in a number: crffd reads a decimal point only, and no thousands separators"
 	}
 	return ""
 }
@@ -211,12 +238,19 @@ func ImportCSV(ctx context.Context, path, table string, r io.Reader, opts Import
 // NULL, and a column with no values at all is TEXT. Integers too large for
 // 64 bits, and numbers with a leading zero such as 007 (codes, more
 // likely than numbers), make the column TEXT, so that they are kept
-// exactly. NaN is
-// refused: SQLite stores it as NULL, so leave the field empty instead.
-// Every TEXT column is described in ImportResult.Text, with the first
-// field that made it TEXT, so that the caller can say why: a column of
-// numbers with one "n/a" is imported as TEXT, and crffd fit then refuses
-// that value (or skips its row) when the column is a covariate.
+// exactly, and so does a decimal comma ("2,5"), which is not guessed at.
+// NaN is refused: SQLite stores it as NULL, so leave the field empty
+// instead. Every TEXT column is described in ImportResult.Text, with the
+// count of its fields that are not numbers and the first of them, so that
+// the caller can say why: a column of numbers with one "n/a" is imported
+// as TEXT, and crffd fit then refuses that value (or skips its row) when
+// the column is a covariate.
+//
+// With opts.Comma 0 the separator is detected (DetectDelimiter) and
+// ImportResult says which it used. Without opts.Header,
+// ImportResult.HeaderLike says whether the first row, imported as data,
+// looks like column names (LooksLikeHeader); the import is not refused for
+// it, since a caller that asked for no header may mean it.
 //
 // An existing table or view of the same name is refused (ErrTableExists)
 // unless opts.Replace is set. Errors name the CSV (opts.Name), the line and
@@ -244,6 +278,7 @@ func (s *Site) ImportCSV(ctx context.Context, table string, r io.Reader, opts Im
 		return res, err
 	}
 	res.HeaderLike = !opts.Header && LooksLikeHeader(recs)
+	res.FirstLine = lines[0] // readCSV refuses a file without data rows
 	types := make([]ColumnType, len(cols))
 	res.Nulls = make([]int, len(cols))
 	for j := range cols {
@@ -484,47 +519,77 @@ func fieldValue(f string, t ColumnType) (any, error) {
 // of preference when several fit equally.
 var delimiters = []rune{',', ';', '\t', '|'}
 
-// sniffLines is how many lines DetectDelimiter reads.
-const sniffLines = 20
+// sniffLines is how many lines DetectDelimiter reads, and sniffBytes caps
+// their size, for a file with very long lines or none at all: the import
+// parses the whole file anyway, but need not do it four more times.
+const (
+	sniffLines = 20
+	sniffBytes = 1 << 20
+)
 
-// DetectDelimiter returns the field separator of the CSV data: of comma,
-// semicolon, tab and pipe, the one that splits the first lines into the
-// same number of fields, more than one, and the most fields when several
-// do (a comma on a tie). When none does, it returns the one that splits
-// the first line into the most fields, or a comma.
+// sniffed tallies one record of the sample as split by one separator.
+type sniffed struct {
+	fields  int // fields of the record
+	values  int // fields that are not empty
+	numbers int // of those, fields that are numbers, decimal commas included
+}
+
+// DetectDelimiter returns the field separator of the CSV data, of comma,
+// semicolon, tab and pipe. It reads the first 20 lines (at most 1 MiB),
+// honouring quotes, and keeps the separators that split every one of them
+// into the same number of fields, more than one. Of those it returns the
+// one whose fields are most often numbers, then the one giving the most
+// fields, then the first in the order comma, semicolon, tab, pipe. The
+// share of numbers decides first because a semicolon file with decimal
+// commas ("1;2,5") splits as evenly by commas as by semicolons when it has
+// no header row, and only by semicolons are its fields numbers.
+//
+// When no separator fits, it returns the one that splits the first line
+// into the most fields, or a comma: ImportCSV then refuses the line whose
+// number of fields differs, naming it, rather than importing the file as
+// one column.
 func DetectDelimiter(data []byte) rune {
-	sample := data
-	for i, n := 0, 0; i < len(data); i++ {
+	sample, cut := data, false
+	for i, n := 0, 0; i < len(data) && i < sniffBytes; i++ {
 		if data[i] == '\n' {
 			if n++; n == sniffLines {
-				sample = data[:i+1]
+				sample, cut = data[:i+1], i+1 < len(data)
 				break
 			}
 		}
 	}
-	best, bestFields := ',', 1
+	if len(sample) > sniffBytes {
+		sample, cut = sample[:sniffBytes], true
+	}
+	best, bestFields, bestNumbers, bestValues := ',', 1, 0, 1
 	fallback, fallbackFields := ',', 1
 	for _, c := range delimiters {
-		r := csv.NewReader(bytes.NewReader(sample))
-		r.Comma, r.FieldsPerRecord, r.LazyQuotes = c, -1, true
-		fields, consistent := 0, true
-		for k := 0; ; k++ {
-			rec, err := r.Read()
-			if err != nil {
-				// io.EOF, or a line cut short by the sample's end.
-				break
-			}
-			if k == 0 {
-				fields = len(rec)
-				if fields > fallbackFields {
-					fallback, fallbackFields = c, fields
-				}
-			} else if len(rec) != fields {
-				consistent = false
-			}
+		recs := sniff(sample, c)
+		if cut && len(recs) > 1 {
+			// The sample may end inside a record (a quoted field with a
+			// line break, or the byte cap): its fields are not all there.
+			recs = recs[:len(recs)-1]
 		}
-		if consistent && fields > bestFields {
-			best, bestFields = c, fields
+		if len(recs) == 0 {
+			continue
+		}
+		if recs[0].fields > fallbackFields {
+			fallback, fallbackFields = c, recs[0].fields
+		}
+		numbers, values := 0, 0
+		consistent := true
+		for _, r := range recs {
+			consistent = consistent && r.fields == recs[0].fields
+			numbers, values = numbers+r.numbers, values+r.values
+		}
+		if !consistent || recs[0].fields < 2 {
+			continue
+		}
+		values = max(values, 1)
+		// Compare numbers/values with bestNumbers/bestValues, in integers.
+		share, bestShare := numbers*bestValues, bestNumbers*values
+		if bestFields < 2 || share > bestShare || share == bestShare && recs[0].fields > bestFields {
+			best, bestFields, bestNumbers, bestValues = c, recs[0].fields, numbers, values
 		}
 	}
 	if bestFields > 1 {
@@ -533,27 +598,78 @@ func DetectDelimiter(data []byte) rune {
 	return fallback
 }
 
+// sniff splits the sample by separator c and tallies each record. Quotes
+// are read leniently (a stray quote is a character), so that one odd field
+// does not hide the file's separator; the import itself is strict.
+func sniff(sample []byte, c rune) []sniffed {
+	r := csv.NewReader(bytes.NewReader(sample))
+	r.Comma, r.FieldsPerRecord, r.LazyQuotes = c, -1, true
+	var recs []sniffed
+	for {
+		rec, err := r.Read()
+		if err != nil {
+			// io.EOF: with lenient quotes and any number of fields per
+			// record, encoding/csv has no other error for a valid Comma.
+			return recs
+		}
+		s := sniffed{fields: len(rec)}
+		for _, f := range rec {
+			if strings.TrimSpace(f) != "" {
+				s.values++
+				if numberLike(f) {
+					s.numbers++
+				}
+			}
+		}
+		recs = append(recs, s)
+	}
+}
+
+// numberLike reports whether a field is a number, or would be with a
+// decimal point for its comma ("2,5"): what detection counts as a number,
+// though the import stores a decimal comma as text (see textKind).
+func numberLike(f string) bool {
+	k := classify(f)
+	return k == intNumber || k == realNumber || decimalComma(f)
+}
+
+// decimalComma reports whether f is a number written with one comma
+// between digits, such as "2,5" or "1,000", and no point.
+func decimalComma(f string) bool {
+	tf := strings.TrimSpace(f)
+	i := strings.IndexByte(tf, ',')
+	if i < 1 || i+1 >= len(tf) || !isDigit(tf[i-1]) || !isDigit(tf[i+1]) ||
+		strings.Count(tf, ",") != 1 || strings.IndexByte(tf, '.') >= 0 {
+		return false
+	}
+	k := classify(tf[:i] + "." + tf[i+1:])
+	return k == realNumber
+}
+
 // LooksLikeHeader reports whether the first of recs looks like a row of
 // column names rather than data: every one of its fields is filled and is
-// not a number, while in at least one column most of the other fields are
-// numbers.
+// not a number, while in at least one column most of the other filled
+// fields are numbers (a decimal comma such as "2,5" counts as a number
+// here). The second condition is what tells names from data: a file of
+// names and codes has no such column, and its first row may well be data.
+// A row of a ragged recs is read as far as it goes.
 func LooksLikeHeader(recs [][]string) bool {
 	if len(recs) < 2 {
 		return false
 	}
 	for _, f := range recs[0] {
-		if k := classify(f); strings.TrimSpace(f) == "" || k == intNumber || k == realNumber {
+		if strings.TrimSpace(f) == "" || numberLike(f) {
 			return false
 		}
 	}
 	for j := range recs[0] {
 		numbers, values := 0, 0
 		for _, rec := range recs[1:] {
-			if strings.TrimSpace(rec[j]) == "" {
+			if j >= len(rec) || strings.TrimSpace(rec[j]) == "" {
 				continue
 			}
 			values++
-			if k := classify(rec[j]); k == intNumber || k == realNumber {
+			if numberLike(rec[j]) {
 				numbers++
 			}
 		}

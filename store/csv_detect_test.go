@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +24,17 @@ func TestDetectDelimiter(t *testing.T) {
 		{"one column", "1.5\n2\n", ','},
 		{"ragged semicolons, consistent commas", "a,b\n1;2,3\n4,5\n", ','},
 		{"no newline at the end", "a;b\n1;2", ';'},
+		// Without a header row, a semicolon file with decimal commas
+		// splits evenly by commas too: only by semicolons are the fields
+		// numbers.
+		{"decimal commas without a header", "1;2,5\n2;3,5\n", ';'},
+		{"decimal commas in every field", "1,5;2,5\n3,1;4,2\n", ';'},
+		{"thousands separators in a tab file", "1,000\t2,000\n3,000\t4,000\n", '\t'},
+		{"text with semicolons in a comma file", "1,a;b\n2,c;d\n", ','},
+		{"names only: a tie goes to comma", "Ada,x;y\nBob,z;w\n", ','},
+		{"stray quote", "a;b\n5\";6\n", ';'},
+		{"empty", "", ','},
+		{"blank lines only", "\n\n", ','},
 	} {
 		if got := store.DetectDelimiter([]byte(tc.data)); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
@@ -40,6 +53,12 @@ func TestLooksLikeHeader(t *testing.T) {
 		{"an empty name", [][]string{{"id", ""}, {"1", "30"}}, false},
 		{"text all the way down", [][]string{{"Ada", "Lovelace"}, {"Grace", "Hopper"}}, false},
 		{"one row", [][]string{{"id", "age"}}, false},
+		{"one column", [][]string{{"score"}, {"1.5"}, {"n/a"}, {"2"}}, true},
+		{"mostly text below", [][]string{{"score"}, {"1.5"}, {"n/a"}, {"?"}}, false},
+		{"decimal commas below", [][]string{{"id", "bmi"}, {"x1", "22,5"}, {"x2", "27,1"}}, true},
+		{"a decimal comma in the first row", [][]string{{"22,5", "bmi"}, {"1", "2"}}, false},
+		{"empty rows below", [][]string{{"id", "age"}, {"", ""}, {" ", ""}}, false},
+		{"ragged", [][]string{{"id", "age"}, {"1"}, {"2", "30", "x"}}, true},
 	} {
 		if got := store.LooksLikeHeader(tc.recs); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
@@ -57,8 +76,9 @@ func TestImportDetects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Comma != ';' || !res.Detected || !res.HeaderLike || res.Rows != 7 {
-		t.Errorf("comma %q detected %v header-like %v rows %d; want ';', true, true, 7", res.Comma, res.Detected, res.HeaderLike, res.Rows)
+	if res.Comma != ';' || !res.Detected || !res.HeaderLike || res.Rows != 7 || res.FirstLine != 1 {
+		t.Errorf("comma %q detected %v header-like %v rows %d from line %d; want ';', true, true, 7 from line 1",
+			res.Comma, res.Detected, res.HeaderLike, res.Rows, res.FirstLine)
 	}
 	var score store.TextColumn
 	for _, c := range res.Text {
@@ -66,7 +86,7 @@ func TestImportDetects(t *testing.T) {
 			score = c
 		}
 	}
-	if got, want := score.String(), `column c2 stored as TEXT: 5 of 6 values are not numbers (lines 1: "score", 2: "1,5", 3: "n/a", …)`; got != want {
+	if got, want := score.String(), `column c2 stored as TEXT: 5 of 6 values are not numbers (lines 1: "score", 2: "1,5" (a comma in a number: crffd reads a decimal point only, and no thousands separators), 3: "n/a", …)`; got != want {
 		t.Errorf("%s\nwant %s", got, want)
 	}
 	if res.Nulls[1] != 1 || res.Nulls[2] != 1 || res.Nulls[0] != 0 {
@@ -76,7 +96,133 @@ func TestImportDetects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Detected || res.HeaderLike || res.Rows != 6 {
-		t.Errorf("with --header and a given separator: detected %v, header-like %v, %d rows", res.Detected, res.HeaderLike, res.Rows)
+	if res.Detected || res.HeaderLike || res.Rows != 6 || res.FirstLine != 2 {
+		t.Errorf("with --header and a given separator: detected %v, header-like %v, %d rows from line %d; want false, false, 6 from line 2",
+			res.Detected, res.HeaderLike, res.Rows, res.FirstLine)
+	}
+	res, err = store.ImportCSV(ctx, filepath.Join(t.TempDir(), "s.sqlite"), "t", strings.NewReader("\n\n"+data), store.ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.HeaderLike || res.FirstLine != 3 {
+		t.Errorf("after two blank lines: header-like %v, first line %d; want true, 3", res.HeaderLike, res.FirstLine)
+	}
+}
+
+// TestDetectDelimiterSample checks the 20-line sample: a record cut by its
+// end (here a quoted field with a line break) is left out, else its
+// missing fields would make the true separator look inconsistent.
+func TestDetectDelimiterSample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "csv", "semicolon_quoted_break.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := store.DetectDelimiter(data); got != ';' {
+		t.Errorf("%q, want ';'", got)
+	}
+	// Lines past the sample do not count: a ragged line 25 is the
+	// import's to refuse, not detection's.
+	long := strings.Repeat("1;2\n", 24) + "1;2;3\n"
+	if got := store.DetectDelimiter([]byte(long)); got != ';' {
+		t.Errorf("ragged after the sample: %q, want ';'", got)
+	}
+	// One huge line: the sample stops at 1 MiB, inside it.
+	huge := strings.Repeat("x|", 600_000) + "x\n"
+	if got := store.DetectDelimiter([]byte(huge)); got != '|' {
+		t.Errorf("huge line: %q, want '|'", got)
+	}
+}
+
+// TestImportCSVFiles imports the files of testdata/csv as crffd import
+// would, without --header and --delimiter unless the case gives them, and
+// checks the separator, the header warning and the columns.
+func TestImportCSVFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file     string
+		opts     store.ImportOptions
+		comma    rune
+		detected bool
+		header   bool // ImportResult.HeaderLike
+		columns  string
+		rows     int
+		text     []string // ImportResult.Text, as String says it
+	}{
+		{file: "visits.csv", opts: store.ImportOptions{Header: true}, comma: ',', detected: true,
+			columns: "patient_id INTEGER, age REAL, smoker INTEGER, zip TEXT, note TEXT, treated INTEGER, outcome REAL", rows: 3,
+			text: []string{
+				`column zip stored as TEXT: 2 of 3 values are not numbers (lines 2: "02139", 4: "02139"; a leading zero marks a code)`,
+				`column note stored as TEXT: none of its 2 values is a number (line 2: "first, visit")`,
+			}},
+		{file: "semicolon_header.csv", comma: ';', detected: true, header: true,
+			columns: "c1 TEXT, c2 TEXT, c3 TEXT, c4 TEXT, c5 TEXT", rows: 5,
+			text: []string{
+				`column c1 stored as TEXT: 1 of 5 values is not a number (line 1: "id")`,
+				`column c2 stored as TEXT: 1 of 5 values is not a number (line 1: "age")`,
+				`column c3 stored as TEXT: none of its 4 values is a number (line 1: "bmi")`,
+				`column c4 stored as TEXT: 1 of 5 values is not a number (line 1: "treated")`,
+				`column c5 stored as TEXT: none of its 5 values is a number (line 1: "outcome")`,
+			}},
+		{file: "semicolon_header.csv", opts: store.ImportOptions{Header: true, Comma: ';'}, comma: ';',
+			columns: "id INTEGER, age INTEGER, bmi TEXT, treated INTEGER, outcome TEXT", rows: 4,
+			text: []string{
+				`column bmi stored as TEXT: none of its 3 values is a number (line 2: "22,5", a comma in a number: crffd reads a decimal point only, and no thousands separators)`,
+				`column outcome stored as TEXT: none of its 4 values is a number (line 2: "3,25", a comma in a number: crffd reads a decimal point only, and no thousands separators)`,
+			}},
+		{file: "semicolon_decimal_comma.csv", comma: ';', detected: true,
+			columns: "c1 INTEGER, c2 INTEGER, c3 TEXT, c4 INTEGER", rows: 4,
+			text: []string{
+				`column c3 stored as TEXT: none of its 4 values is a number (line 1: "22,5", a comma in a number: crffd reads a decimal point only, and no thousands separators)`,
+			}},
+		{file: "tab.tsv", comma: '\t', detected: true, header: true,
+			columns: "c1 TEXT, c2 TEXT, c3 TEXT", rows: 3,
+			text: []string{
+				`column c1 stored as TEXT: 1 of 3 values is not a number (line 1: "id")`,
+				`column c2 stored as TEXT: 1 of 3 values is not a number (line 1: "age")`,
+				`column c3 stored as TEXT: none of its 3 values is a number (line 1: "city")`,
+			}},
+		{file: "pipe.csv", opts: store.ImportOptions{Header: true}, comma: '|', detected: true,
+			columns: "id INTEGER, score TEXT, note TEXT", rows: 3,
+			text: []string{
+				`column score stored as TEXT: 1 of 3 values is not a number (line 3: "n/a")`,
+				`column note stored as TEXT: none of its 2 values is a number (line 2: "ok")`,
+			}},
+		{file: "one_column.csv", opts: store.ImportOptions{Comma: ';'}, comma: ';', columns: "c1 REAL", rows: 3},
+		{file: "one_column.csv", comma: ',', detected: true, columns: "c1 REAL", rows: 3},
+		{file: "semicolon_quoted_break.csv", comma: ';', detected: true,
+			columns: "c1 TEXT, c2 TEXT", rows: 25,
+			text: []string{
+				`column c1 stored as TEXT: 11 of 25 values are not numbers (lines 1: "1,5", 3: "1,5", 5: "1,5", …; a comma in a number: crffd reads a decimal point only, and no thousands separators)`,
+				`column c2 stored as TEXT: 24 of 25 values are not numbers (lines 1: "2,5", 2: "4,5", 3: "2,5", …; a comma in a number: crffd reads a decimal point only, and no thousands separators)`,
+			}},
+	} {
+		name := fmt.Sprintf("%s header=%v comma=%q", tc.file, tc.opts.Header, tc.opts.Comma)
+		t.Run(name, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", "csv", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			res, err := store.ImportCSV(context.Background(), filepath.Join(t.TempDir(), "s.sqlite"), "t", f, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cols []string
+			for _, c := range res.Columns {
+				cols = append(cols, c.Name+" "+string(c.Type))
+			}
+			if res.Comma != tc.comma || res.Detected != tc.detected || res.HeaderLike != tc.header {
+				t.Errorf("comma %q detected %v header-like %v; want %q %v %v", res.Comma, res.Detected, res.HeaderLike, tc.comma, tc.detected, tc.header)
+			}
+			if got := strings.Join(cols, ", "); got != tc.columns || res.Rows != tc.rows {
+				t.Errorf("columns %s, %d rows; want %s, %d rows", got, res.Rows, tc.columns, tc.rows)
+			}
+			var text []string
+			for _, c := range res.Text {
+				text = append(text, c.String())
+			}
+			if strings.Join(text, "\n") != strings.Join(tc.text, "\n") {
+				t.Errorf("TEXT columns\n%s\nwant\n%s", strings.Join(text, "\n"), strings.Join(tc.text, "\n"))
+			}
+		})
 	}
 }

@@ -86,6 +86,11 @@ func TestImportCSVTypes(t *testing.T) {
 			`column c1 stored as TEXT: none of its 2 values is a number (line 1: "nan", NaN: leave the field empty for a missing value)`},
 		{"names", "Ada\n\nGrace\nBarbara\n", "TEXT", `column c1 stored as TEXT: none of its 3 values is a number (line 1: "Ada")`},
 		{"numbers with markers", "1.5\nn/a\n2\n?\n3\n", "TEXT", `column c1 stored as TEXT: 2 of 5 values are not numbers (lines 2: "n/a", 4: "?")`},
+		{"more markers than quoted", "n/a\n1\n?\n2\n-\nn/a\n", "TEXT", `column c1 stored as TEXT: 4 of 6 values are not numbers (lines 1: "n/a", 3: "?", 5: "-", …)`},
+		{"codes among numbers", "1\n007\n2\n0042\n", "TEXT", `column c1 stored as TEXT: 2 of 4 values are not numbers (lines 2: "007", 4: "0042"; a leading zero marks a code)`},
+		{"reasons differ", "1\n007\nabc\n", "TEXT", `column c1 stored as TEXT: 2 of 3 values are not numbers (lines 2: "007" (a leading zero marks a code), 3: "abc")`},
+		{"decimal comma", "1\n\"2,5\"\n", "TEXT",
+			`column c1 stored as TEXT: 1 of 2 values is not a number (line 2: "2,5", a comma in a number: crffd reads a decimal point only, and no thousands separators)`},
 		{"long text shortened", strings.Repeat("x", 50) + "\n1\n", "TEXT",
 			`column c1 stored as TEXT: 1 of 2 values is not a number (line 1: "` + strings.Repeat("x", 40) + `"…)`},
 	}

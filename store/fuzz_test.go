@@ -26,6 +26,9 @@ func FuzzImportCSV(f *testing.F) {
 	f.Add([]byte("007,NaN,-0,+5\n"), false)
 	f.Add([]byte("id;score\n1;1,5\n2;n/a\n"), false)
 	f.Add([]byte("a\tb\n\"x\ty\"\t2\n"), true)
+	f.Add([]byte("1;2,5\n2;3,5\n"), false)
+	f.Add([]byte("a|b\n\"x\ny\"|2\n"), false)
+	f.Add([]byte("score\n1.5\nn/a\n?\n-\n2\n"), false)
 	ctx := context.Background()
 	s, err := store.Open(ctx, filepath.Join(f.TempDir(), "fuzz.sqlite"), store.Options{Create: true})
 	if err != nil {
@@ -41,6 +44,21 @@ func FuzzImportCSV(f *testing.F) {
 				t.Fatalf("error %q is not an ImportError naming the input", err)
 			}
 			return
+		}
+		if !res.Detected || !strings.ContainsRune(",;\t|", res.Comma) {
+			t.Fatalf("separator %q (detected %v), want one of comma, semicolon, tab, pipe, detected", res.Comma, res.Detected)
+		}
+		if res.FirstLine < 1 || header && res.FirstLine < 2 {
+			t.Fatalf("first data row on line %d (header %v)", res.FirstLine, header)
+		}
+		if header && res.HeaderLike {
+			t.Fatal("a file imported with its header row is said to look like it has one")
+		}
+		// Given the separator it detected, ImportCSV reads the same table.
+		again, err := s.ImportCSV(ctx, "t", bytes.NewReader(data), store.ImportOptions{Header: header, Replace: true, Name: "fuzz.csv", Comma: res.Comma})
+		if err != nil || again.Detected || again.Rows != res.Rows || fmt.Sprint(again.Columns) != fmt.Sprint(res.Columns) ||
+			fmt.Sprint(again.Text) != fmt.Sprint(res.Text) || again.HeaderLike != res.HeaderLike {
+			t.Fatalf("with --delimiter %q: %+v, %v\nwant %+v", res.Comma, again, err, res)
 		}
 		// The oracle reads with the separator ImportCSV detected.
 		cr := csv.NewReader(bytes.NewReader(data))
@@ -85,5 +103,36 @@ func FuzzImportCSV(f *testing.F) {
 		if err := db.QueryRow(q.String()).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("%d values of the wrong type (%v)", n, err)
 		}
+	})
+}
+
+// FuzzDetectDelimiter checks the detection of the separator and of a header
+// row on any bytes: no panic, a separator crffd knows, and never one other
+// than a comma that does not split the file's first record; LooksLikeHeader
+// is given the ragged records that lenient quotes make of the input.
+func FuzzDetectDelimiter(f *testing.F) {
+	f.Add([]byte("a;b\n1;2\n"))
+	f.Add([]byte("1,5;2,5\n3,1;4,2\n"))
+	f.Add([]byte("\"a\nb\"\tc\n1\t2\n"))
+	f.Add([]byte("x|\"y\n"))
+	f.Add([]byte(strings.Repeat("1;2\n", 30) + "1;2;3\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := store.DetectDelimiter(data)
+		if !strings.ContainsRune(",;\t|", c) {
+			t.Fatalf("separator %q", c)
+		}
+		if again := store.DetectDelimiter(data); again != c {
+			t.Fatalf("separator %q, then %q", c, again)
+		}
+		r := csv.NewReader(bytes.NewReader(data))
+		r.Comma, r.FieldsPerRecord, r.LazyQuotes = c, -1, true
+		recs, err := r.ReadAll()
+		if err != nil {
+			t.Fatalf("lenient read: %v", err)
+		}
+		if c != ',' && (len(recs) == 0 || len(recs[0]) < 2) {
+			t.Fatalf("separator %q does not split the first record %q", c, recs)
+		}
+		store.LooksLikeHeader(recs)
 	})
 }

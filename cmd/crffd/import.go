@@ -36,24 +36,37 @@ value's field empty, which is NULL and is refused or skipped the same way.
 Every TEXT column of numbers is reported with the count of its other values
 and the lines of the first three.
 
-The field separator is detected from the first lines (comma, semicolon, tab
-or pipe: the one that gives every line the same number of fields) unless
---delimiter names it; import says which it used when it is not a comma.
-Without --header, import warns when the first row looks like column names
-(no field of it is a number, while a column below it holds numbers): that
-row is then a data row, so run import again with --header --replace.
+The field separator is detected from the first 20 lines unless --delimiter
+names it (one character, or comma, semicolon, tab or pipe; \t is a tab): of
+comma, semicolon, tab and pipe, the one that gives every line the same number
+of fields, more than one; when several do, the one whose fields are most
+often numbers (so that "1;2,5" is read as two fields), then the one giving
+more fields, then comma. import prints "delimiter: semicolon (detected)"
+when it did not use a comma. When no separator splits the lines, it imports
+one column and warns: name the separator with --delimiter if there is one.
+A number written with a decimal comma (2,5) is not read as a number: its
+column is TEXT, and import says so.
 
-After the import it prints the inferred types: how many columns are
-INTEGER, REAL and TEXT, and the empty (NULL) fields of each column that has
-some.`,
+Without --header, import warns when the first row looks like column names:
+every field of it is filled and is not a number, while in at least one
+column most of the fields below it are numbers. That row is still imported,
+as a data row, and the exit status is 0; the warning names the columns of
+numbers it made TEXT. Run import again with --header --replace.
+
+After the import it prints a summary of the types: how many columns are
+INTEGER, REAL and TEXT, and each column that has empty fields (stored as
+NULL) with their count, for example
+
+  types: 3 INTEGER, 1 REAL, 1 TEXT; empty fields (NULL): age 2, bmi 14`,
 		Example: `  # a CSV file with a header row
   crffd import --db clinic.sqlite --table patients --csv examples/patients.csv --header
 
-  # a semicolon-separated export, replacing the table imported before
-  crffd import --db clinic.sqlite --table patients --csv export.csv --header --delimiter semicolon --replace
+  # a semicolon-separated export with a header row (the separator is detected),
+  # replacing the table imported before
+  crffd import --db clinic.sqlite --table patients --csv export.csv --header --replace
 
-  # then check the records before estimating
-  crffd check --db clinic.sqlite --table patients --id id --treatment treated --outcome outcome`,
+  # a file of numbers separated by tabs, without a header row: columns c1, c2, ...
+  crffd import --db clinic.sqlite --table labs --csv labs.tsv --delimiter tab`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			comma, err := parseDelimiter(delimiter)
@@ -80,7 +93,7 @@ some.`,
 	f.StringVar(&csvPath, "csv", "", "CSV file to read")
 	f.BoolVar(&header, "header", false, "the first line names the columns")
 	f.BoolVar(&replace, "replace", false, "replace an existing table of the same name")
-	f.StringVar(&delimiter, "delimiter", "", "field separator: one character, or comma, semicolon, tab or pipe (default: detected)")
+	f.StringVar(&delimiter, "delimiter", "", `field separator: one character, or comma, semicolon, tab (or \t) or pipe (default: detected)`)
 	for _, name := range []string{"db", "table", "csv"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -131,8 +144,10 @@ func parseDelimiter(s string) (rune, error) {
 		return r, nil
 	}
 	rs := []rune(s)
-	if len(rs) != 1 || rs[0] == '"' || rs[0] == '\r' || rs[0] == '\n' || rs[0] == utf8.RuneError {
-		return 0, fmt.Errorf("--delimiter %q: want one character (not a quote or a line break), or comma, semicolon, tab or pipe", s)
+	// The characters encoding/csv refuses as a separator; NUL would also
+	// mean "detect" to store.ImportOptions.
+	if len(rs) != 1 || rs[0] == 0 || rs[0] == '"' || rs[0] == '\r' || rs[0] == '\n' || rs[0] == utf8.RuneError {
+		return 0, fmt.Errorf("--delimiter %q: want one character (not a quote, a line break or NUL), or comma, semicolon, tab or pipe", s)
 	}
 	return rs[0], nil
 }
@@ -149,8 +164,9 @@ func delimiterName(r rune) string {
 
 // printImport prints what an import did: the table and its columns, the
 // separator when it is not a comma, the warnings of a header imported as
-// data or of a file of one column, why each TEXT column is TEXT, and a
-// summary of the types with the empty fields per column.
+// data or of a file of one column, why each TEXT column is TEXT (but for
+// those only a header read as data made TEXT, which its warning names),
+// and a summary of the types with the empty fields per column.
 func printImport(w io.Writer, db string, res store.ImportResult) error {
 	p := &printer{w: w}
 	p.printf("imported %d rows into %s.%s (%s)\n", res.Rows, db, res.Table, describeColumns(res.Columns))
@@ -162,15 +178,36 @@ func printImport(w io.Writer, db string, res store.ImportResult) error {
 		p.printf("delimiter: %s (%s)\n", delimiterName(res.Comma), how)
 	}
 	if res.Detected && len(res.Columns) == 1 {
-		p.printf("warning: every line is one field: if the file's fields are separated by something other than a comma, semicolon, tab or pipe, name it with --delimiter\n")
+		p.printf("warning: the file has a single column: no comma, semicolon, tab or pipe splits its lines into fields; if another character separates them, name it with --delimiter\n")
 	}
+	text := res.Text
 	if res.HeaderLike {
-		p.printf("warning: the first row looks like column names (none of its fields is a number, while the rows below hold numbers) but was imported as a data row; run import again with --header --replace\n")
+		// A column of numbers whose one other value is the first row's is
+		// TEXT only because of the header read as data: say so once, here,
+		// rather than blaming a name on a line of its own per column.
+		var byHeader []string
+		text = nil
+		for _, c := range res.Text {
+			if c.Mixed() && c.Values-c.Numbers == 1 && c.Line == res.FirstLine {
+				byHeader = append(byHeader, c.Name)
+				continue
+			}
+			text = append(text, c)
+		}
+		made := ""
+		switch len(byHeader) {
+		case 0:
+		case 1:
+			made = ", which made column " + byHeader[0] + " TEXT"
+		default:
+			made = ", which made columns " + strings.Join(byHeader, ", ") + " TEXT"
+		}
+		p.printf("warning: the first row looks like column names (none of its fields is a number, while the rows below hold numbers) but was imported as a data row%s; run import again with --header --replace\n", made)
 	}
 	if p.err != nil {
 		return p.err
 	}
-	if err := printTextColumns(w, res.Text); err != nil {
+	if err := printTextColumns(w, text); err != nil {
 		return err
 	}
 	count := map[store.ColumnType]int{}
