@@ -31,10 +31,11 @@ ca.crt. Existing files are never overwritten, except by renew and revoke.`,
 	var dir string
 	cmd.PersistentFlags().StringVar(&dir, "dir", "certs", "folder of the federation CA")
 	initCmd := &cobra.Command{
-		Use:     "init",
-		Short:   "Create the federation CA",
-		Example: `  crffd certs init --dir ca/   # once, on a machine the coordinator's operator controls`,
-		Args:    cobra.NoArgs,
+		Use:   "init",
+		Short: "Create the federation CA",
+		Example: `  # once, on a machine the coordinator's operator controls: ca/ca.crt and ca/ca.key (keep ca.key private)
+  crffd certs init --dir ca/`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			ca, err := certs.InitCA(dir)
 			if err != nil {
@@ -68,8 +69,14 @@ default) is for TLS client authentication only and names no host. The
 coordinator's is for TLS server authentication, valid for the host names
 and addresses of --host, which must include the one sites dial
 (default: localhost,127.0.0.1).`,
-		Example: `  crffd certs issue hospital-a --dir ca/ --out hospital-a/
-  crffd certs issue coordinator --role coordinator --host coord.example.org --dir ca/ --out coord/`,
+		Example: `  # a site: copy ca.crt, hospital-a.crt and hospital-a.key from hospital-a/ to the site
+  crffd certs issue hospital-a --dir ca/ --out hospital-a/
+
+  # the coordinator, at the host name sites dial (federation.tls of coordinator.yaml: ca/coordinator.crt, .key)
+  crffd certs issue coordinator --role coordinator --dir ca/ --host coord.example.org
+
+  # a certificate valid for a year instead of 90 days
+  crffd certs issue hospital-b --dir ca/ --out hospital-b/ --days 365`,
 		Args: cobra.ExactArgs(1),
 	}
 	if renew {
@@ -83,7 +90,11 @@ certificate (logging why) if the new files cannot be used. A site
 reconnects at once with its new certificate; the coordinator presents its
 new one to every new connection. A certificate from a crffd before roles
 existed is valid for both roles: say which with --role.`
-		c.Example = `  crffd certs renew hospital-a --dir ca/ --out hospital-a/   # every few weeks; then copy the two files to the site`
+		c.Example = `  # before the 90 days are up; then copy hospital-a.crt and hospital-a.key to the site
+  crffd certs renew hospital-a --dir ca/ --out hospital-a/
+
+  # the coordinator, adding a host name sites may dial
+  crffd certs renew coordinator --dir ca/ --host coord.example.org,coord2.example.org`
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if out == "" {
@@ -143,8 +154,12 @@ certificate, and the coordinator closes the revoked sites' open ones.
 Certificates issued by a crffd before the CA kept copies are revoked by
 naming their files with --cert. To let NAME back in, issue it a new
 certificate (certs renew).`,
-		Example: `  crffd certs revoke hospital-b --dir ca/   # then copy ca/ca.crl to every daemon`,
-		Args:    cobra.ExactArgs(1),
+		Example: `  # then copy ca/ca.crl beside ca.crt at every daemon (or to federation.tls.crl)
+  crffd certs revoke hospital-b --dir ca/
+
+  # also a certificate issued before the CA kept copies
+  crffd certs revoke hospital-b --dir ca/ --cert hospital-b/hospital-b.crt`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			rev, err := certs.Revoke(*dir, args[0], files)
 			if err != nil {

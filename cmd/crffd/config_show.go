@@ -23,10 +23,17 @@ func newConfigCmd(a *app) *cobra.Command {
 		Short: "Print every configuration key's effective value and where it came from",
 		Long: `show prints every key crffd reads, with the value a command given the same
 --config, environment and flags would use, and its origin: flag, env (a CRFFD_
-variable), file (the --config file) or default. Secrets are shown as
+variable), file (the --config file) or default. The flags it knows are the
+global ones (--plugin-dir, --log-level, --log-format); a command's own flags,
+such as fit's --db, are not read here. An empty CRFFD_ variable counts as
+unset, as it does for every command. Relative paths (site.db,
+coordinator.state_db, federation.tls.*) are printed as written; commands
+read them relative to the --config file's folder. Secrets are shown as
 "(set)".`,
-		Example: `  crffd config show --config site1.yaml
-  CRFFD_MODEL_ROUNDS=50 crffd config show --config site1.yaml`,
+		Example: `  crffd config show --config hospital-a.yaml
+
+  # which layer wins: model.seed from the environment, log_level from the flag
+  CRFFD_MODEL_SEED=7 crffd config show --config demo/site1.yaml --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -92,9 +99,10 @@ func (a *app) effective(cmd *cobra.Command, s setting) (string, string) {
 }
 
 // envSet reports whether the environment sets s: its variable, or for a
-// map any of its entries' variables.
+// map any of its entries' variables. An empty variable sets nothing, as
+// viper (without AllowEmptyEnv) reads it.
 func envSet(s setting) bool {
-	if _, ok := os.LookupEnv(envName(s.Key)); ok {
+	if os.Getenv(envName(s.Key)) != "" {
 		return true
 	}
 	return isMap(s.Default) && len(envMap(s.Key)) > 0

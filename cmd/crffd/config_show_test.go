@@ -113,3 +113,43 @@ func TestEveryKeyThroughEveryLayer(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigShowOrigins: the origin config show prints is the layer whose
+// value it prints, also for an empty variable, which crffd (like viper)
+// reads as unset, and for several layers set at once.
+func TestConfigShowOrigins(t *testing.T) {
+	file := "log_level: warn\nsite:\n  db: site1.sqlite\n  covariates: [age, score]\nmodel:\n  seed: 3\n  rounds: 9\n"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want map[string][2]string
+	}{
+		{"file and defaults", nil, nil, map[string][2]string{
+			"model.seed": {"3", originFile}, "site.covariates": {"age,score", originFile},
+			"model.features": {"200", originDefault}, "log_level": {"warn", originFile}}},
+		{"one variable over the file", map[string]string{"CRFFD_MODEL_SEED": "7"}, nil, map[string][2]string{
+			"model.seed": {"7", originEnv}, "model.rounds": {"9", originFile}}},
+		{"empty variables are unset", map[string]string{"CRFFD_MODEL_SEED": "", "CRFFD_SITE_DB": "", "CRFFD_SITE_COVARIATES": "", "CRFFD_SITE_TABLE": ""}, nil, map[string][2]string{
+			"model.seed": {"3", originFile}, "site.db": {"site1.sqlite", originFile},
+			"site.covariates": {"age,score", originFile}, "site.table": {"records", originDefault}}},
+		{"list from a variable", map[string]string{"CRFFD_SITE_COVARIATES": "age sex"}, nil, map[string][2]string{
+			"site.covariates": {"age,sex", originEnv}}},
+		{"flag over variable over file", map[string]string{"CRFFD_LOG_LEVEL": "error", "CRFFD_LOG_FORMAT": "json"}, []string{"--log-level", "debug"}, map[string][2]string{
+			"log_level": {"debug", originFlag}, "log_format": {"json", originEnv}}},
+		{"flag with the default's value", nil, []string{"--log-format=text"}, map[string][2]string{
+			"log_format": {"text", originFlag}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			got := showConfig(t, append([]string{"--config", writeConfig(t, file)}, tc.args...)...)
+			for key, want := range tc.want {
+				if got[key] != want {
+					t.Errorf("%s: %q from %s, want %q from %s", key, got[key][0], got[key][1], want[0], want[1])
+				}
+			}
+		})
+	}
+}

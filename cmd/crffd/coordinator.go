@@ -30,9 +30,20 @@ coordinator.min_sites, a run that sites refused, were refused in or fell
 silent in is run again at once without them while that many remain. With --once it
 leaves after one run: exit status 0 on success, 5 when the run failed or was
 refused. It stops for a configuration error (2), a transport or certificate
-failure (3) or a state file it cannot write (4).`,
+failure (3) or a state file it cannot write (4).
+
+The keys it reads most: federation.address, federation.tls.ca, .cert and
+.key, coordinator.sites, coordinator.state_db, coordinator.run_every,
+coordinator.min_sites, and the model.* and kernel.* keys, which decide for
+the whole federation. crffd config show --config coordinator.yaml prints
+every key with its value and where it came from.`,
 		Example: `  crffd coordinator --config coordinator.yaml
-  crffd coordinator --config coordinator.yaml --log-level debug   # every envelope in the log`,
+
+  # one run, then leave: exit status 0 when it completed, 5 when it failed or was refused
+  crffd coordinator --config coordinator.yaml --once
+
+  # every envelope in the log, as JSON
+  crffd coordinator --config coordinator.yaml --log-level debug --log-format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCoordinatorDaemon(cmd.Context(), a, once) },
 	}

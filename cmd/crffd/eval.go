@@ -88,9 +88,9 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 		Example: `  # the paper's IHDP table, shipped with crffd
   crffd eval --data ihdp --source-size 249 --split 50,100,99 --replicates 1-10 --sources 1,2,3 --modes auto,learned,tlearner
 
-  # a design of crffd simulate
-  crffd simulate --design linear-constant --sources 2 --rows 1000 --out syn/
-  crffd eval --data syn/ --sources 2 --modes learned,tlearner`,
+  # a design of crffd simulate, ten replicates of one source of 1000 rows
+  crffd simulate --design linear-varying --sources 1 --rows 1000 --replicates 10 --out syn/
+  crffd eval --data syn/ --source-size 1000 --split 500,250,250 --sources 1 --modes auto,learned,tlearner`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runEval(cmd, a, o)

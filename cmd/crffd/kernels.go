@@ -24,10 +24,13 @@ func newKernelsCmd(a *app) *cobra.Command {
 
 func newKernelsListCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:     "list",
-		Short:   "Print the kernel plugins found in the plugin directory, with their Info",
-		Example: `  crffd kernels list`,
-		Args:    cobra.NoArgs,
+		Use:   "list",
+		Short: "Print the kernel plugins found in the plugin directory, with their Info",
+		Example: `  crffd kernels list
+
+  # the plugins of another folder (plugin_dir); the SHA256 column is ready to pin in plugin_sha256
+  crffd kernels list --plugin-dir /opt/crffd/plugins`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := a.pluginDir()
 			if err != nil {
@@ -96,7 +99,9 @@ on random pairs. It checks every parameter value a kernel lists for testing
 when any maximum error exceeds the tolerance. It is the self-test to run on a
 new third-party kernel.`,
 		Example: `  crffd kernels verify
-  crffd kernels verify matern --features 4096`,
+
+  # one kernel, a new plugin say, with a tighter tolerance on more pairs
+  crffd kernels verify matern --pairs 1000 --tolerance 0.02`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := a.pluginDir()

@@ -38,9 +38,15 @@ readable by its owner only, and is never sent anywhere.
 
 With --coordinator it reports the coordinator's state file: the finished runs
 with their global ATEs and, while a run is in progress, the full matrices of
-transfer factors between the sites.`,
-		Example: `  crffd report --db clinic.sqlite --out report.html
-  crffd report --coordinator coord/coordinator.sqlite --out federation.html`,
+transfer factors between the sites.
+
+It reads one configuration key: site.busy_timeout, how long to wait for a
+lock on the site file (CRFFD_SITE_BUSY_TIMEOUT=30s).`,
+		Example: `  # a site file, after crffd fit or crffd site
+  crffd report --db demo/site1.sqlite --out report.html
+
+  # the coordinator's state file (coordinator.state_db of coordinator.yaml)
+  crffd report --coordinator coordinator.sqlite --out federation.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (db == "") == (coordinator == "") {

@@ -30,12 +30,21 @@ once mended; and the local ATEs of crff_ate are recomputed over the rows the
 table holds. Under on_invalid: refuse, new invalid rows are logged and wait,
 unscored, and the daemon keeps serving. When the configuration names a federation, it also takes part in
 the federation's training runs; between runs it keeps scoring new rows with
-the latest run's model, and each run retrains on, and rescores, every row.`,
-		Example: `  # score rows added after crffd fit, every site.poll_interval
-  crffd site --config hospital-a.yaml
+the latest run's model, and each run retrains on, and rescores, every row.
 
-  # take part in one federated run (federation.coordinator set), then leave
-  crffd site --config hospital-a.yaml --once`,
+The keys it reads most: site.db, site.table and the site.*_column keys (the
+records), site.poll_interval, site.on_invalid, and for a federation
+federation.address, federation.tls.ca, .cert and .key, and the secret
+federation.secret (best set as CRFFD_FEDERATION_SECRET). crffd config show
+--config FILE prints every key with its value and where it came from.`,
+		Example: `  # score rows added after crffd fit, every site.poll_interval
+  crffd site --config demo/site1.yaml
+
+  # take part in one federated run (federation.address set), then leave
+  CRFFD_FEDERATION_SECRET="$(cat /etc/crffd/secret)" crffd site --config hospital-a.yaml --once
+
+  # score rows every minute and log every step
+  CRFFD_SITE_POLL_INTERVAL=1m crffd site --config hospital-a.yaml --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if federated(a) {
