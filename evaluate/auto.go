@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/internal/parallel"
@@ -13,14 +14,15 @@ import (
 // Candidate is one candidate of an auto run: its validation figures and,
 // for the record only, its errors on the test rows.
 type Candidate struct {
-	Name     string  `json:"name"`
-	Loss     float64 `json:"loss"`
-	LossSE   float64 `json:"loss_se"`
-	Diff     float64 `json:"diff"`
-	DiffSE   float64 `json:"diff_se"`
-	Chosen   bool    `json:"chosen,omitempty"`
-	SqrtPEHE float64 `json:"sqrt_pehe"`
-	ATEErr   float64 `json:"ate_err"`
+	Name     string   `json:"name"`
+	Loss     float64  `json:"loss"`
+	LossSE   *float64 `json:"loss_se,omitempty"` // absent for the ensemble (selection.Ensembled)
+	Diff     float64  `json:"diff"`
+	DiffSE   *float64 `json:"diff_se,omitempty"`
+	Member   bool     `json:"member,omitempty"`
+	Chosen   bool     `json:"chosen,omitempty"`
+	SqrtPEHE float64  `json:"sqrt_pehe"`
+	ATEErr   float64  `json:"ate_err"`
 }
 
 // runAuto runs selection.Run on the training and validation rows of the
@@ -71,7 +73,10 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 	var chosen []float64
 	for c, cand := range sel.Candidates {
 		cate := cates[c]
-		cr := Candidate{Name: cand.Name, Loss: cand.Loss, LossSE: cand.SE, Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen}
+		cr := Candidate{Name: cand.Name, Loss: cand.Loss, Diff: cand.Diff, Member: cand.Member, Chosen: cand.Chosen}
+		if cand.Kind != selection.KindEnsemble {
+			cr.LossSE, cr.DiffSE = &cand.SE, &cand.DiffSE
+		}
 		var err error
 		if cr.SqrtPEHE, err = estimator.SqrtPEHE(cate, tau); err != nil {
 			return r, nil, err
@@ -81,8 +86,20 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 		}
 		r.Candidates = append(r.Candidates, cr)
 		if c == sel.Chosen {
-			r.Chosen, chosen = cand.Name, cate
+			chosen = cate
 		}
 	}
+	r.Chosen = membersName(sel.Candidates)
 	return r, chosen, nil
+}
+
+// membersName names the ensemble by its members: "latent/gaussian + tlearner/10".
+func membersName(cands []selection.Candidate) string {
+	var names []string
+	for _, c := range cands {
+		if c.Member {
+			names = append(names, c.Name)
+		}
+	}
+	return strings.Join(names, " + ")
 }

@@ -439,13 +439,19 @@ func TestRunAuto(t *testing.T) {
 	}
 	a := run()
 	var chosen *Candidate
+	var members []string
 	for i, c := range a.Candidates {
 		if c.Chosen {
 			chosen = &a.Candidates[i]
 		}
+		if c.Member {
+			members = append(members, c.Name)
+		}
 	}
-	if len(a.Candidates) != 8 || chosen == nil || chosen.Name != a.Chosen || chosen.SqrtPEHE != a.SqrtPEHE {
-		t.Fatalf("auto run: chosen %q among %d candidates (want 8), sqrt(PEHE) %v; chosen candidate %+v", a.Chosen, len(a.Candidates), a.SqrtPEHE, chosen)
+	// Eight candidates and the ensemble, which the run names by its members.
+	if len(a.Candidates) != 9 || chosen == nil || chosen.Name != "ensemble" || a.Chosen != strings.Join(members, " + ") ||
+		len(members) == 0 || chosen.SqrtPEHE != a.SqrtPEHE || chosen.LossSE != nil {
+		t.Fatalf("auto run: chosen %q among %d candidates (want 9), sqrt(PEHE) %v; chosen candidate %+v", a.Chosen, len(a.Candidates), a.SqrtPEHE, chosen)
 	}
 
 	tab, err := dataset.ReadFile(path)

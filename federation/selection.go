@@ -92,7 +92,7 @@ var ErrNoHeldOut = errors.New("federation: no held-out rows")
 
 // The kinds of candidate as the wire codes them. Their values are part of
 // the protocol.
-var kindCodes = []string{selection.KindLatent, selection.KindOutcome, selection.KindTLearner, selection.KindDR}
+var kindCodes = []string{selection.KindLatent, selection.KindOutcome, selection.KindTLearner, selection.KindDR, selection.KindEnsemble}
 
 func kindCode(kind string) int { return slices.Index(kindCodes, kind) }
 
@@ -109,14 +109,22 @@ const (
 	tSelectSE     = "selection.se"
 	tSelectDiff   = "selection.diff"
 	tSelectDiffSE = "selection.diff_se"
-	tSelectChosen = "selection.chosen" // stage 3: the chosen candidate's index
-	tSelectN      = "selection.n"      // stage 3: every site's held-out rows
-	pStats        = "stats."           // stats: stats.<arm0|arm1|dr>.<n|featsum|targetsum|gram|moment>
-	tLossN        = "losses.n"         // losses: per candidate, the sums of selection.Sums
+	tSelectChosen = "selection.chosen"  // stage 3: the chosen candidate's index
+	tSelectN      = "selection.n"       // stage 3: every site's held-out rows
+	tSelectMember = "selection.members" // stage 3: the ensemble's members, whose estimators follow as chosen.<j>.…
+	tSelectShift  = "selection.shift"   // stage 3: the ensemble's shift
+	pStats        = "stats."            // stats: stats.<arm0|arm1|dr>.<n|featsum|targetsum|gram|moment>
+	tLossN        = "losses.n"          // losses: per candidate, the sums of selection.Sums
 	tLossSum      = "losses.sum"
 	tLossSumSq    = "losses.sumsq"
 	tLossDiff     = "losses.diff"
 	tLossDiffSq   = "losses.diffsq"
+	tPairLoss     = "losses.pair_loss" // losses: selection.Pairs, C×C row by row
+	tPairRes      = "losses.pair_res"
+	tCentreN      = "centre.n" // losses: selection.Centre of all the site's rows
+	tCentrePsi    = "centre.psi"
+	tCentrePsiSq  = "centre.psisq"
+	tCentreCATE   = "centre.cate"
 )
 
 // statsNames are the ridge statistics' names on the wire, as Stats holds them.
@@ -226,6 +234,35 @@ func decodeEstimator(e *wire.Envelope, prefix string, kind string, ridge float64
 	return est, nil
 }
 
+// decodeEnsemble reads the chosen ensemble of stage 3, marking its
+// members among cands.
+func decodeEnsemble(e *wire.Envelope, cands []selection.Candidate) (selection.Estimator, error) {
+	est := selection.Estimator{Kind: selection.KindEnsemble}
+	members, err := vector(e, tSelectMember, -1)
+	if err != nil {
+		return est, err
+	}
+	if len(members) == 0 {
+		return est, fmt.Errorf("%w: an ensemble without members", ErrProtocol)
+	}
+	for j, v := range members {
+		i := int(v)
+		if v != math.Trunc(v) || i < 0 || i >= len(cands) || cands[i].Kind == selection.KindEnsemble || cands[i].Member {
+			return est, fmt.Errorf("%w: ensemble member %v of %d candidates", ErrProtocol, v, len(cands))
+		}
+		cands[i].Member = true
+		m, err := decodeEstimator(e, fmt.Sprintf("%s%d.", pChosen, j), cands[i].Kind, cands[i].Ridge)
+		if err != nil {
+			return est, err
+		}
+		est.Members = append(est.Members, selection.Member{Estimator: m})
+	}
+	if est.Shift, err = scalar(e, tSelectShift); err != nil {
+		return est, err
+	}
+	return est, nil
+}
+
 // candidateTensors lists the candidates' kinds and penalties.
 func candidateTensors(cands []selection.Candidate) []wire.Tensor {
 	kinds, ridge := make([]float64, len(cands)), make([]float64, len(cands))
@@ -258,6 +295,43 @@ func decodeCandidates(e *wire.Envelope, kernel string) ([]selection.Candidate, e
 		out[c] = selection.Candidate{Name: selection.CandidateName(kind, kernel, ridge[c]), Kind: kind, Ridge: ridge[c]}
 	}
 	return out, nil
+}
+
+// siteSumsTensors encodes a site's answer to stage 2.
+func siteSumsTensors(s selection.SiteSums) []wire.Tensor {
+	return append(sumsTensors(s.Sums),
+		wire.Vector(tPairLoss, s.Pairs.Loss), wire.Vector(tPairRes, s.Pairs.Res),
+		wire.Scalar(tCentreN, s.Centre.N), wire.Scalar(tCentrePsi, s.Centre.Psi), wire.Scalar(tCentrePsiSq, s.Centre.PsiSq),
+		wire.Vector(tCentreCATE, s.Centre.CATE))
+}
+
+// decodeSiteSums reads a site's answer to stage 2 for n candidates.
+func decodeSiteSums(e *wire.Envelope, n int) (selection.SiteSums, error) {
+	var out selection.SiteSums
+	var err error
+	if out.Sums, err = decodeSums(e, n); err != nil {
+		return out, err
+	}
+	out.Pairs.C = n
+	if out.Pairs.Loss, err = vector(e, tPairLoss, n*n); err != nil {
+		return out, err
+	}
+	if out.Pairs.Res, err = vector(e, tPairRes, n*n); err != nil {
+		return out, err
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{tCentreN, &out.Centre.N}, {tCentrePsi, &out.Centre.Psi}, {tCentrePsiSq, &out.Centre.PsiSq}} {
+		if *f.v, err = scalar(e, f.name); err != nil {
+			return out, err
+		}
+	}
+	if out.Centre.N < 0 || out.Centre.N != math.Trunc(out.Centre.N) {
+		return out, fmt.Errorf("%w: %s %v is not a count", ErrProtocol, tCentreN, out.Centre.N)
+	}
+	out.Centre.CATE, err = vector(e, tCentreCATE, n)
+	return out, err
 }
 
 func sumsTensors(sums []selection.Sums) []wire.Tensor {
@@ -348,26 +422,33 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 		return err
 	}
 	sums := make([]selection.Sums, len(st.Candidates))
+	var pairs selection.Pairs
+	var centre selection.Centre
 	for s, name := range c.cfg.Sites {
-		site, err := decodeSums(got[s][wire.KindLosses], len(sums))
+		site, err := decodeSiteSums(got[s][wire.KindLosses], len(sums))
+		if err == nil {
+			err = pairs.Add(site.Pairs)
+		}
+		if err == nil {
+			err = centre.Add(site.Centre)
+		}
 		if err != nil {
 			return fmt.Errorf("site %s: %w", name, err)
 		}
 		for i := range sums {
-			sums[i].Add(site[i])
+			sums[i].Add(site.Sums[i])
 		}
 	}
 	if sums[0].N < 2 {
 		return fmt.Errorf("%w: the sites hold %v rows out for model selection, too few to choose on: every site is too small for model.validation %v within its federation.min_arm_rows (set model.estimator: latent)",
 			ErrNoHeldOut, sums[0].N, sel.Share)
 	}
-	scores, chosen, err := selection.Choose(sums, 0, sel.Z)
+	scores, ens, err := selection.Decide(sums, pairs, centre, sel.Z)
 	if err != nil {
 		return err
 	}
-	for i := range scores {
-		st.Candidates[i].Score = scores[i]
-	}
+	st.Candidates, st.Estimators = selection.Ensembled(st.Candidates, st.Estimators, scores, ens)
+	chosen := len(st.Candidates) - 1
 	st.Chosen, st.Scored, st.Held = chosen, true, int(sums[0].N)
 	c.st.Step = c.step
 	if err := c.save(ctx); err != nil {
@@ -375,7 +456,8 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	}
 	won := st.Candidates[chosen]
 	c.log.Info("model selected", slog.String(wire.LogKeyRun, c.st.RunID), slog.String("candidate", won.Name),
-		slog.Int("candidates", len(st.Candidates)), slog.Float64("loss", won.Loss), slog.Float64("diff", won.Diff), slog.Float64("diff_se", won.DiffSE))
+		slog.Int("members", len(ens.Members)), slog.Int("candidates", len(st.Candidates)-1), slog.Float64("loss", won.Loss),
+		slog.Float64("diff", won.Diff), slog.Float64("shift", ens.Shift))
 	return nil
 }
 
@@ -404,7 +486,21 @@ func (st *SelectState) choiceTensors() []wire.Tensor {
 	}
 	ts := append(candidateTensors(st.Candidates), wire.Scalar(tSelectStage, 3), wire.Scalar(tSelectChosen, float64(st.Chosen)),
 		wire.Vector(tSelectLoss, loss), wire.Vector(tSelectSE, se), wire.Vector(tSelectDiff, diff), wire.Vector(tSelectDiffSE, diffSE), wire.Scalar(tSelectN, float64(st.Held)))
-	return append(ts, estimatorTensors(pChosen, st.Estimators[st.Chosen])...)
+	est := st.Estimators[st.Chosen]
+	if est.Kind != selection.KindEnsemble {
+		return append(ts, estimatorTensors(pChosen, est)...)
+	}
+	var members []float64
+	for i, cand := range st.Candidates {
+		if cand.Member {
+			members = append(members, float64(i))
+		}
+	}
+	ts = append(ts, wire.Vector(tSelectMember, members), wire.Scalar(tSelectShift, est.Shift))
+	for j, m := range est.Members {
+		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pChosen, j), m.Estimator)...)
+	}
+	return ts
 }
 
 // stats answers stage 1: the ridge statistics of the site's training rows
@@ -440,7 +536,8 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Mo
 		}
 		models[i] = model
 	}
-	sums := make([]selection.Sums, len(ests))
+	sums := selection.SiteSums{Sums: make([]selection.Sums, len(ests)), Pairs: selection.NewPairs(len(ests)),
+		Centre: selection.Centre{CATE: make([]float64, len(ests))}}
 	if len(s.res.Held) > 0 {
 		nu, err := s.nuisance(ctx)
 		if err != nil {
@@ -450,7 +547,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Mo
 			return nil, err
 		}
 	}
-	out, err := s.reply(e, wire.KindLosses, sumsTensors(sums))
+	out, err := s.reply(e, wire.KindLosses, siteSumsTensors(sums))
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +577,12 @@ func (s *site) choice(e *wire.Envelope) (*SiteSelection, error) {
 	for i := range cands {
 		cands[i].Score = selection.Score{Loss: cols[0][i], SE: cols[1][i], Diff: cols[2][i], DiffSE: cols[3][i], Chosen: i == chosen}
 	}
-	est, err := decodeEstimator(e, pChosen, cands[chosen].Kind, cands[chosen].Ridge)
+	var est selection.Estimator
+	if cands[chosen].Kind == selection.KindEnsemble {
+		est, err = decodeEnsemble(e, cands)
+	} else {
+		est, err = decodeEstimator(e, pChosen, cands[chosen].Kind, cands[chosen].Ridge)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func selectionRun(ctx context.Context, t *testing.T, sel Selection, sizes ...int
 func TestSelectionEquivalence(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sel := Selection{Share: 0.25, Z: 0, Kernel: "gaussian"}
+	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
 	f, res, sites, want := selectionRun(ctx, t, sel, 90, 120, 70)
 	sameModels(t, res, func(k estimator.Kind) *estimator.Trained { return want.Models[0].Trained(k) }, "max abs difference %g, want bit-identical")
 	got := res.Selection
@@ -71,7 +71,16 @@ func TestSelectionEquivalence(t *testing.T) {
 	if got.Chosen != want.Chosen {
 		t.Errorf("chosen %d, simulated %d", got.Chosen, want.Chosen)
 	}
-	t.Logf("chosen %s of %d candidates (z = 0)", got.Candidates[got.Chosen].Name, len(got.Candidates))
+	var members []string
+	for _, c := range got.Candidates {
+		if c.Member {
+			members = append(members, c.Name)
+		}
+	}
+	if len(members) < 2 {
+		t.Errorf("ensemble of %v: want one of several members, to check their CATEs add up", members)
+	}
+	t.Logf("chose the mean of %v, shifted by %v, of %d candidates (z = 1)", members, sites[0].Selection.Estimator.Shift, len(got.Candidates))
 	for s, r := range sites {
 		if r.Selection == nil || r.Selection.Chosen != want.Chosen || r.Selection.HeldAll != got.Held {
 			t.Fatalf("site %d: selection %+v, want candidate %d over %d rows", s, r.Selection, want.Chosen, got.Held)
@@ -121,7 +130,7 @@ func TestSelectionKindsAndRidge(t *testing.T) {
 			t.Errorf("%s: %+v, simulated %+v", cand.Name, cand.Score, want.Candidates[c].Score)
 		}
 	}
-	if strings.Join(names, ",") != "outcome/k,tlearner/3" {
+	if strings.Join(names, ",") != "outcome/k,tlearner/3,ensemble" {
 		t.Errorf("candidates %v", names)
 	}
 }
@@ -167,7 +176,7 @@ func TestSelectionSmallSites(t *testing.T) {
 func TestSelectionResumesAndRejoins(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sel := Selection{Share: 0.25, Z: 0, Kernel: "gaussian"}
+	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
 	_, ref, _, _ := selectionRun(ctx, t, sel, 60, 80)
 	same := func(t *testing.T, res *Result) {
 		t.Helper()

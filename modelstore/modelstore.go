@@ -42,21 +42,41 @@ type Setup struct {
 	// model gives (selection.Estimator); nil, as for models saved before
 	// selection existed, means the latent CATE.
 	Estimator *selection.Estimator `json:"estimator,omitempty"`
+	// Extra are the kernels of the further models an ensemble's members
+	// need: an Estimator member of kernel j ≥ 1 uses the model of
+	// Extra[j−1], whose states are saved as "<model>.<j>" (latent.1), and
+	// kernel 0 the model of Kernel.
+	Extra []Kernel `json:"extra_kernels,omitempty"`
+}
+
+// stateName is the crff_model name of model kind k of the run's model j
+// (0: the model of Setup.Kernel).
+func stateName(k estimator.Kind, j int) string {
+	if j == 0 {
+		return k.String()
+	}
+	return fmt.Sprintf("%s.%d", k, j)
 }
 
 // Save stores site s's part of m under run: the setup and one model state
-// per fitted model, named after estimator.Kind.
-func Save(ctx context.Context, db *store.Site, run string, setup Setup, m *estimator.Model) error {
+// per fitted model, named after estimator.Kind; and the same of extra, the
+// models of setup.Extra's kernels, one each.
+func Save(ctx context.Context, db *store.Site, run string, setup Setup, m *estimator.Model, extra ...*estimator.Model) error {
+	if len(extra) != len(setup.Extra) {
+		return fmt.Errorf("save model of run %q: %d extra models for %d extra kernels", run, len(extra), len(setup.Extra))
+	}
 	setup.Rounds = map[string]int{}
-	for _, k := range estimator.Kinds {
-		t := m.Trained(k)
-		own, err := t.Own(setup.Site)
-		if err != nil {
-			return fmt.Errorf("save model of run %q: %w", run, err)
-		}
-		setup.Rounds[k.String()] = t.Rounds
-		if err := db.SaveModel(ctx, store.ModelState{Run: run, Model: k.String(), Round: t.Rounds, Tensors: tensors(own)}); err != nil {
-			return err
+	for j, m := range append([]*estimator.Model{m}, extra...) {
+		for _, k := range estimator.Kinds {
+			t := m.Trained(k)
+			own, err := t.Own(setup.Site)
+			if err != nil {
+				return fmt.Errorf("save model of run %q: %w", run, err)
+			}
+			setup.Rounds[stateName(k, j)] = t.Rounds
+			if err := db.SaveModel(ctx, store.ModelState{Run: run, Model: stateName(k, j), Round: t.Rounds, Tensors: tensors(own)}); err != nil {
+				return err
+			}
 		}
 	}
 	js, err := json.Marshal(setup)
@@ -108,11 +128,36 @@ func Load(ctx context.Context, db *store.Site, run string, open SpectralFunc) (*
 	if err := json.Unmarshal(r.Setup, &setup); err != nil {
 		return nil, setup, fmt.Errorf("load model of run %q from %q: %w: setup: %w", run, db.Path(), store.ErrCorrupt, err)
 	}
-	own := map[estimator.Kind]estimator.SiteWeights{}
-	for _, k := range estimator.Kinds {
-		ms, err := db.LoadModel(ctx, run, k.String())
+	m, err := load(ctx, db, run, setup, setup.Kernel, 0, open)
+	return m, setup, err
+}
+
+// LoadAll is Load that rebuilds the models of setup.Extra too: models[0]
+// is Load's, models[j] that of Extra[j−1], as the Estimator's members
+// number them (selection.Estimator.CATEModels).
+func LoadAll(ctx context.Context, db *store.Site, run string, open SpectralFunc) ([]*estimator.Model, Setup, error) {
+	m, setup, err := Load(ctx, db, run, open)
+	if err != nil {
+		return nil, setup, err
+	}
+	models := []*estimator.Model{m}
+	for j, k := range setup.Extra {
+		m, err := load(ctx, db, run, setup, k, j+1, open)
 		if err != nil {
 			return nil, setup, err
+		}
+		models = append(models, m)
+	}
+	return models, setup, nil
+}
+
+// load rebuilds the run's model j, of kernel k.
+func load(ctx context.Context, db *store.Site, run string, setup Setup, kernel Kernel, j int, open SpectralFunc) (*estimator.Model, error) {
+	own := map[estimator.Kind]estimator.SiteWeights{}
+	for _, k := range estimator.Kinds {
+		ms, err := db.LoadModel(ctx, run, stateName(k, j))
+		if err != nil {
+			return nil, err
 		}
 		sw := estimator.SiteWeights{Weights: map[string]*mat.Dense{}, Shared: map[string][]float64{}}
 		for _, t := range ms.Tensors {
@@ -122,22 +167,22 @@ func Load(ctx context.Context, db *store.Site, run string, open SpectralFunc) (*
 			case len(t.Name) > 2 && t.Name[:2] == "s.":
 				sw.Shared[t.Name[2:]] = t.Values
 			default:
-				return nil, setup, fmt.Errorf("load model of run %q from %q: %w: tensor %q of shape %v", run, db.Path(), store.ErrCorrupt, t.Name, t.Shape)
+				return nil, fmt.Errorf("load model of run %q from %q: %w: tensor %q of shape %v", run, db.Path(), store.ErrCorrupt, t.Name, t.Shape)
 			}
 		}
 		own[k] = sw
 	}
-	spectral, err := open(ctx, setup.Kernel)
+	spectral, err := open(ctx, kernel)
 	if err != nil {
-		return nil, setup, err
+		return nil, err
 	}
 	es, err := estimator.NewSetup(ctx, setup.Schema, spectral, setup.Config, setup.Scaler)
 	if err != nil {
-		return nil, setup, err
+		return nil, err
 	}
 	m, err := estimator.NewSiteModel(es, setup.Site, own)
 	if err != nil {
-		return nil, setup, fmt.Errorf("load model of run %q from %q: %w", run, db.Path(), err)
+		return nil, fmt.Errorf("load model of run %q from %q: %w", run, db.Path(), err)
 	}
-	return m, setup, nil
+	return m, nil
 }

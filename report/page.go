@@ -94,10 +94,10 @@ const siteHTML = `<!DOCTYPE html>
 
 <h2>Model selection</h2>
 {{if .Selection}}<table>
-<tr><th class="l">candidate</th><th>doubly robust loss</th><th>difference from the reference</th><th class="l">chosen</th></tr>
-{{range .Selection}}<tr><td class="l">{{.Candidate}}</td><td>{{.Loss}}</td><td>{{.Diff}}</td><td class="l">{{if .Chosen}}chosen{{end}}</td></tr>
+<tr><th class="l">candidate</th><th>doubly robust loss</th><th>difference from the reference</th><th class="l">role</th></tr>
+{{range .Selection}}<tr><td class="l">{{.Candidate}}</td><td>{{.Loss}}</td><td>{{.Diff}}</td><td class="l">{{.Role}}</td></tr>
 {{end}}</table>
-<p>From <code>crff_model_selection</code>: each candidate's mean loss (ψ − τ̂(x))² on the {{.SelectionRows}} rows held out of training, with ψ the doubly robust pseudo-outcome, and its mean paired difference from the reference (the first row); lower is better. A candidate replaces the reference only when it is better by more than model.selection_z standard errors of that difference.</p>
+<p>From <code>crff_model_selection</code>: each candidate's mean loss (ψ − τ̂(x))² on the {{.SelectionRows}} rows held out of training, with ψ the doubly robust pseudo-outcome, and its mean paired difference from the reference (the first row); lower is better. The chosen estimate, the ensemble, is the mean CATE of the members: the candidates whose loss exceeds the least loss by at most model.selection_z standard errors of the paired difference, those the held-out rows cannot tell from the best. It is shifted towards the doubly robust ATE by the gap between the two, shrunk by the ATE's standard error. Its loss, measured on the rows that chose its members, flatters it, and has no standard error.</p>
 {{else}}<p class="note">No model selection in this run: crff_cate holds the CausalRFF (latent) CATE of the configured kernel (model.estimator: latent).</p>{{end}}
 
 <h2>Propensity overlap</h2>

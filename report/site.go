@@ -68,6 +68,7 @@ type selectionRow struct {
 	Loss      string // mean loss ± its standard error
 	Diff      string // paired difference from the reference ± its standard error
 	Chosen    bool
+	Role      string // chosen, member, or empty
 }
 
 type ateRow struct {
@@ -149,8 +150,18 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 		return err
 	}
 	for _, c := range sel {
-		pg.Selection = append(pg.Selection, selectionRow{Candidate: c.Candidate,
-			Loss: fmt.Sprintf("%.4g ± %.2g", c.Loss, c.SE), Diff: fmt.Sprintf("%+.4g ± %.2g", c.Diff, c.DiffSE), Chosen: c.Chosen})
+		row := selectionRow{Candidate: c.Candidate, Loss: fmt.Sprintf("%.4g ± %.2g", c.Loss, c.SE),
+			Diff: fmt.Sprintf("%+.4g ± %.2g", c.Diff, c.DiffSE), Chosen: c.Chosen}
+		switch {
+		case c.Kind == "ensemble":
+			row.Loss, row.Diff = fmt.Sprintf("%.4g", c.Loss), fmt.Sprintf("%+.4g", c.Diff)
+			row.Role = fmt.Sprintf("chosen: the members' mean, shifted by %+.4g", c.Shift)
+		case c.Member:
+			row.Role = "member"
+		case c.Chosen:
+			row.Role = "chosen"
+		}
+		pg.Selection = append(pg.Selection, row)
 		pg.SelectionRows = c.N
 	}
 

@@ -3,22 +3,52 @@ package selection
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/crffd/crffd/estimator"
 )
 
 // Estimator is a chosen candidate in the form a site keeps with its model
-// to compute the CATE of rows scored later: the kind, and for the ridge
-// kinds the fitted regressions on the model's outcome features.
+// to compute the CATE of rows scored later: the kind, for the ridge kinds
+// the fitted regressions on the model's outcome features, and for the
+// ensemble its members and shift.
 type Estimator struct {
 	Kind  string              `json:"kind"`
 	Ridge float64             `json:"ridge,omitempty"`
 	Arms  *[2]estimator.Ridge `json:"arms,omitempty"` // tlearner: per treatment arm
 	DR    *estimator.Ridge    `json:"dr,omitempty"`   // dr
+	// Members are the ensemble's candidates, whose CATEs it averages
+	// before adding Shift.
+	Members []Member `json:"members,omitempty"`
+	Shift   float64  `json:"shift,omitempty"`
+}
+
+// Member is a member of an ensemble: its estimator and the index of the
+// kernel whose model it needs (Result.Models).
+type Member struct {
+	Estimator
+	Kernel int `json:"kernel"`
+}
+
+// Kernels returns the kernels the estimator needs, increasing: those of
+// an ensemble's members, and otherwise 0, the model it is kept with.
+func (e Estimator) Kernels() []int {
+	if e.Kind != KindEnsemble {
+		return []int{0}
+	}
+	var ks []int
+	for _, m := range e.Members {
+		if !slices.Contains(ks, m.Kernel) {
+			ks = append(ks, m.Kernel)
+		}
+	}
+	slices.Sort(ks)
+	return ks
 }
 
 // Estimator returns candidate c as an Estimator, and the index of the
-// kernel whose model it needs (Result.Models).
+// kernel whose model it needs (Result.Models; for the ensemble, whose
+// members name theirs, the first member's).
 func (r *Result) Estimator(c int) (Estimator, int, error) {
 	if c < 0 || c >= len(r.Candidates) {
 		return Estimator{}, 0, fmt.Errorf("%w: candidate %d of %d", ErrInput, c, len(r.Candidates))
@@ -31,6 +61,12 @@ func (r *Result) Estimator(c int) (Estimator, int, error) {
 // nil, is m's latent CATE of the rows, already computed. An Estimator of
 // no kind is the latent CATE, as models kept before selection existed.
 func (e Estimator) CATE(ctx context.Context, m *estimator.Model, site int, data *estimator.Data, latent []float64) ([]float64, error) {
+	if e.Kind == KindEnsemble {
+		if ks := e.Kernels(); len(ks) != 1 || ks[0] != 0 {
+			return nil, fmt.Errorf("%w: an ensemble over kernels %v needs their models (CATEModels)", ErrInput, ks)
+		}
+		return e.CATEModels(ctx, []*estimator.Model{m}, site, data, latent)
+	}
 	switch e.Kind {
 	case "", KindLatent:
 		if latent != nil {
@@ -50,6 +86,46 @@ func (e Estimator) CATE(ctx context.Context, m *estimator.Model, site int, data 
 		return e.ridgeCATE(m, data)
 	}
 	return nil, fmt.Errorf("%w: unknown estimator kind %q", ErrInput, e.Kind)
+}
+
+// CATEModels is CATE for an estimator that may need several kernels'
+// models: models[k] is the model of kernel k. latent, when not nil, is
+// models[0]'s latent CATE of the rows.
+func (e Estimator) CATEModels(ctx context.Context, models []*estimator.Model, site int, data *estimator.Data, latent []float64) ([]float64, error) {
+	if e.Kind != KindEnsemble {
+		if len(models) == 0 {
+			return nil, fmt.Errorf("%w: no model", ErrInput)
+		}
+		return e.CATE(ctx, models[0], site, data, latent)
+	}
+	if len(e.Members) == 0 {
+		return nil, fmt.Errorf("%w: an ensemble without members", ErrInput)
+	}
+	out := make([]float64, data.Rows())
+	for _, mb := range e.Members {
+		if mb.Kind == KindEnsemble {
+			return nil, fmt.Errorf("%w: an ensemble inside an ensemble", ErrInput)
+		}
+		if mb.Kernel < 0 || mb.Kernel >= len(models) || models[mb.Kernel] == nil {
+			return nil, fmt.Errorf("%w: member %s needs the model of kernel %d of %d", ErrInput, mb.Kind, mb.Kernel, len(models))
+		}
+		var lat []float64
+		if mb.Kernel == 0 {
+			lat = latent
+		}
+		tau, err := mb.Estimator.CATE(ctx, models[mb.Kernel], site, data, lat)
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range tau {
+			out[i] += v
+		}
+	}
+	k := float64(len(e.Members))
+	for i := range out {
+		out[i] = out[i]/k + e.Shift
+	}
+	return out, nil
 }
 
 // regressions returns the estimator's fitted regressions.

@@ -18,6 +18,9 @@ const (
 	KindOutcome  = "outcome"  // the outcome model's μ̂1(x) − μ̂0(x)
 	KindTLearner = "tlearner" // per-arm ridge regression of y on the outcome features
 	KindDR       = "dr"       // ridge regression of training pseudo-outcomes on the outcome features
+	// KindEnsemble is the selection's result: the mean of the candidates
+	// the validation rows cannot tell from the best, re-centred.
+	KindEnsemble = "ensemble"
 )
 
 // Kernel is a kernel whose latent and outcome models are candidates, and
@@ -92,15 +95,19 @@ type Candidate struct {
 	Kind   string
 	Kernel int     // index into Options.Kernels (latent, outcome); 0 for the ridge kinds
 	Ridge  float64 // penalty of the ridge kinds
+	Member bool    // one of the ensemble's members
 	Score
 }
 
 // CandidateName names a candidate: its kind and kernel for the latent and
 // outcome kinds (latent/gaussian), its kind and penalty for the ridge kinds
-// (dr/10).
+// (dr/10), and the ensemble by its kind alone.
 func CandidateName(kind, kernel string, ridge float64) string {
-	if kind == KindTLearner || kind == KindDR {
+	switch kind {
+	case KindTLearner, KindDR:
 		return fmt.Sprintf("%s/%g", kind, ridge)
+	case KindEnsemble:
+		return kind
 	}
 	return kind + "/" + kernel
 }
@@ -108,8 +115,10 @@ func CandidateName(kind, kernel string, ridge float64) string {
 // Result is a finished selection: every candidate scored on the
 // validation rows, and what it takes to compute any candidate's CATE.
 type Result struct {
+	// Candidates are the candidates, then the ensemble, which is Chosen.
 	Candidates []Candidate
 	Chosen     int
+	Ensemble   Ensemble
 	Z          float64            // the threshold of the choice
 	Models     []*estimator.Model // per kernel, fitted on the training rows
 	// Progress holds, per kernel, the training rounds of its fit, as
@@ -198,6 +207,8 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		models[c] = res.Models[cand.Kernel]
 	}
 	sums := make([]Sums, len(res.Candidates))
+	var pairs Pairs
+	var centre Centre
 	res.Nuisance = make([]inference.Nuisance, k)
 	for s, d := range sites {
 		if len(val[s]) == 0 {
@@ -211,18 +222,56 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
 		for c := range sums {
-			sums[c].Add(site[c])
+			sums[c].Add(site.Sums[c])
+		}
+		if err := pairs.Add(site.Pairs); err != nil {
+			return nil, err
+		}
+		if err := centre.Add(site.Centre); err != nil {
+			return nil, err
 		}
 	}
-	scores, chosen, err := Choose(sums, 0, opt.Z)
+	scores, ens, err := Decide(sums, pairs, centre, opt.Z)
 	if err != nil {
 		return nil, err
 	}
-	for c := range scores {
-		res.Candidates[c].Score = scores[c]
-	}
-	res.Chosen = chosen
+	res.Ensemble = ens
+	res.Candidates, res.estimators = Ensembled(res.Candidates, res.estimators, scores, ens)
+	res.Chosen = len(res.Candidates) - 1
 	return res, nil
+}
+
+// Decide scores the candidates from their summed validation sums (Choose,
+// the first candidate the reference) and forms their Ensemble (Combine).
+func Decide(sums []Sums, pairs Pairs, centre Centre, z float64) ([]Score, Ensemble, error) {
+	scores, _, err := Choose(sums, 0, z)
+	if err != nil {
+		return nil, Ensemble{}, err
+	}
+	ens, err := Combine(sums, pairs, centre, z)
+	return scores, ens, err
+}
+
+// Ensembled returns the candidates cands with their scores and estimators
+// ests, each marked Member when in ens, followed by the ensemble itself:
+// chosen, with its validation loss and difference from the reference, and
+// standard errors of 0, which stand for none: they would need fourth
+// moments of the residuals, which no site sends.
+func Ensembled(cands []Candidate, ests []Estimator, scores []Score, ens Ensemble) ([]Candidate, []Estimator) {
+	out := make([]Candidate, len(cands), len(cands)+1)
+	copy(out, cands)
+	e := Estimator{Kind: KindEnsemble, Shift: ens.Shift}
+	for c := range out {
+		out[c].Score = scores[c]
+		out[c].Chosen = false
+		out[c].Member = ens.Has(c)
+		if out[c].Member {
+			e.Members = append(e.Members, Member{Estimator: ests[c], Kernel: out[c].Kernel})
+		}
+	}
+	ensemble := Candidate{Name: KindEnsemble, Kind: KindEnsemble, Kernel: out[ens.Members[0]].Kernel,
+		Score: Score{Loss: ens.Loss, Diff: ens.Loss - scores[0].Loss, Chosen: true}}
+	return append(out, ensemble), append(slices.Clip(ests), e)
 }
 
 // TrainingRows returns the positions of n rows that are not in val, which
@@ -281,6 +330,9 @@ func (r *Result) CATE(ctx context.Context, c, site int, data *estimator.Data) ([
 	e, k, err := r.Estimator(c)
 	if err != nil {
 		return nil, err
+	}
+	if e.Kind == KindEnsemble {
+		return e.CATEModels(ctx, r.Models, site, data, nil)
 	}
 	return e.CATE(ctx, r.Models[k], site, data, nil)
 }
@@ -393,43 +445,68 @@ func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candi
 	return cands, ests, nil
 }
 
-// SiteLosses returns the loss Sums of the candidates ests (ests[c] computed
-// from models[c]) on the validation rows of site's rows d, the positions
-// val, against the reference ests[0]. nu are the nuisances of all of d,
-// cross-fitted on d (estimator.CrossFit) as for the site's AIPW ATE, which
-// can reuse them: each validation row's pseudo-outcome then comes from
-// models that did not see it but saw most of the site; on IHDP this chose
-// better than cross-fitting on the validation rows alone (three sources:
-// √PEHE 1.63 against 1.67 over ten replicates). The candidates' CATEs are
-// computed workers at a time (0: GOMAXPROCS); the result does not depend
-// on it.
-func SiteLosses(ctx context.Context, nu inference.Nuisance, site int, d *estimator.Data, val []int, ests []Estimator, models []*estimator.Model, workers int) ([]Sums, error) {
+// SiteSums are a site's validation sums: each candidate's loss Sums and
+// their Pairs over its validation rows, and the Centre sums of all its
+// rows.
+type SiteSums struct {
+	Sums   []Sums
+	Pairs  Pairs
+	Centre Centre
+}
+
+// SiteLosses returns the SiteSums of the candidates ests (ests[c] computed
+// from models[c]) at site, whose rows are d and validation rows the
+// positions val, the Sums against the reference ests[0]. nu are the
+// nuisances of all of d, cross-fitted on d (estimator.CrossFit) as for
+// the site's AIPW ATE, which can reuse them: each validation row's
+// pseudo-outcome then comes from models that did not see it but saw most
+// of the site; on IHDP this chose better than cross-fitting on the
+// validation rows alone (three sources: √PEHE 1.63 against 1.67 over ten
+// replicates). The candidates' CATEs are computed workers at a time (0:
+// GOMAXPROCS); the result does not depend on it.
+func SiteLosses(ctx context.Context, nu inference.Nuisance, site int, d *estimator.Data, val []int, ests []Estimator, models []*estimator.Model, workers int) (SiteSums, error) {
 	if len(models) != len(ests) || len(ests) == 0 {
-		return nil, fmt.Errorf("%w: %d candidates and %d models", ErrInput, len(ests), len(models))
+		return SiteSums{}, fmt.Errorf("%w: %d candidates and %d models", ErrInput, len(ests), len(models))
 	}
 	all, _, err := inference.Scores(d.W, d.Y, nu, inference.DefaultClip)
 	if err != nil {
-		return nil, fmt.Errorf("validation pseudo-outcomes: %w", err)
+		return SiteSums{}, fmt.Errorf("validation pseudo-outcomes: %w", err)
 	}
 	psi := make([]float64, len(val))
 	for j, i := range val {
 		if i < 0 || i >= len(all) {
-			return nil, fmt.Errorf("%w: validation row %d of %d", ErrInput, i, len(all))
+			return SiteSums{}, fmt.Errorf("%w: validation row %d of %d", ErrInput, i, len(all))
 		}
 		psi[j] = all[i]
 	}
-	held := d.Subset(val)
 	cates := make([][]float64, len(ests))
 	errs := make([]error, len(ests))
 	parallel.ForEach(len(ests), workers, func(c int) {
-		if cates[c], errs[c] = ests[c].CATE(ctx, models[c], site, held, nil); errs[c] != nil {
+		if cates[c], errs[c] = ests[c].CATE(ctx, models[c], site, d, nil); errs[c] != nil {
 			errs[c] = fmt.Errorf("candidate %d (%s): %w", c, ests[c].Kind, errs[c])
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return SiteSums{}, err
 	}
-	return Losses(psi, cates, 0)
+	held := make([][]float64, len(ests))
+	for c, tau := range cates {
+		held[c] = make([]float64, len(val))
+		for j, i := range val {
+			held[c][j] = tau[i]
+		}
+	}
+	var out SiteSums
+	if out.Sums, err = Losses(psi, held, 0); err != nil {
+		return SiteSums{}, err
+	}
+	if out.Pairs, err = PairSums(psi, held); err != nil {
+		return SiteSums{}, err
+	}
+	if out.Centre, err = CentreSums(all, cates); err != nil {
+		return SiteSums{}, err
+	}
+	return out, nil
 }
 
 // pseudoOutcomes returns the doubly robust pseudo-outcomes of site's rows

@@ -65,7 +65,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"latent/gaussian", "outcome/gaussian", "latent/narrow", "outcome/narrow",
-		"tlearner/1", "dr/1", "tlearner/10", "dr/10", "tlearner/100", "dr/100"}
+		"tlearner/1", "dr/1", "tlearner/10", "dr/10", "tlearner/100", "dr/100", "ensemble"}
 	if len(res.Candidates) != len(want) {
 		t.Fatalf("%d candidates, want %d", len(res.Candidates), len(want))
 	}
@@ -81,8 +81,8 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
-	if chosen != 1 || res.Candidates[0].Diff != 0 || res.Candidates[0].DiffSE != 0 {
-		t.Errorf("%d chosen; reference difference %v ± %v", chosen, res.Candidates[0].Diff, res.Candidates[0].DiffSE)
+	if chosen != 1 || res.Chosen != len(want)-1 || res.Candidates[0].Diff != 0 || res.Candidates[0].DiffSE != 0 {
+		t.Errorf("%d chosen, the ensemble %d; reference difference %v ± %v", chosen, res.Chosen, res.Candidates[0].Diff, res.Candidates[0].DiffSE)
 	}
 
 	// The scores are the losses of the candidates' CATEs against the
@@ -95,12 +95,19 @@ func TestRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cate, err := res.CATE(ctx, c, s, d.Subset(val[s]))
+			// The CATEs of all the site's rows, as SiteLosses computes
+			// them: the latent CATE's samples depend on the rows scored.
+			cate, err := res.CATE(ctx, c, s, d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for j, i := range val[s] {
-				sum += (psi[i] - cate[j]) * (psi[i] - cate[j])
+			if c == res.Chosen { // the ensemble's loss is of its mean before the shift
+				for j := range cate {
+					cate[j] -= res.Ensemble.Shift
+				}
+			}
+			for _, i := range val[s] {
+				sum += (psi[i] - cate[i]) * (psi[i] - cate[i])
 				n++
 			}
 		}
@@ -108,6 +115,32 @@ func TestRun(t *testing.T) {
 			t.Errorf("%s: loss %v, recomputed %v", res.Candidates[c].Name, got, sum/n)
 		}
 	}
+
+	// The ensemble's CATE is its members' mean plus the shift.
+	held := data[0].Subset(val[0])
+	ens, err := res.CATE(ctx, res.Chosen, 0, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mean := make([]float64, len(ens))
+	for c, cand := range res.Candidates {
+		if !cand.Member {
+			continue
+		}
+		cate, err := res.CATE(ctx, c, 0, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range cate {
+			mean[i] += v / float64(len(res.Ensemble.Members))
+		}
+	}
+	for i := range ens {
+		if math.Abs(ens[i]-mean[i]-res.Ensemble.Shift) > 1e-9 {
+			t.Fatalf("row %d: ensemble CATE %v, members' mean %v plus shift %v", i, ens[i], mean[i], res.Ensemble.Shift)
+		}
+	}
+	t.Logf("ensemble of %v, shift %v (gap %v ± %v)", res.Ensemble.Members, res.Ensemble.Shift, res.Ensemble.Gap, res.Ensemble.GapSE)
 
 	// A kept Estimator, through JSON, gives the candidate's CATE.
 	for c := range res.Candidates {
@@ -124,7 +157,12 @@ func TestRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		held := data[1].Subset(val[1])
-		got, err := back.CATE(ctx, res.Models[k], 1, held, nil)
+		var got []float64
+		if back.Kind == KindEnsemble {
+			got, err = back.CATEModels(ctx, res.Models, 1, held, nil)
+		} else {
+			got, err = back.CATE(ctx, res.Models[k], 1, held, nil)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,8 +183,8 @@ func TestRunKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Candidates) != 3 || res.Candidates[0].Name != "tlearner/1" {
-		t.Errorf("candidates %+v, want the three T-learners, tlearner/1 first", res.Candidates)
+	if len(res.Candidates) != 4 || res.Candidates[0].Name != "tlearner/1" || res.Candidates[3].Name != "ensemble" {
+		t.Errorf("candidates %+v, want the three T-learners, tlearner/1 first, and the ensemble", res.Candidates)
 	}
 	opt.Kinds = []string{"forest"}
 	if _, err := Run(ctx, data, val, schema2, smallConfig(), opt); !errors.Is(err, ErrInput) {

@@ -43,8 +43,9 @@
 //	crff_ate           scope ('local' or 'global'), estimator ('aipw' or 'plugin'), ate, se, lower, upper, n, clipped, run, computed_at, sites, private
 //	crff_transfer      peer, model, lambda, run
 //	crff_rejected      row_id, column_name, reason, run, rejected_at
-//	crff_model_selection candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, n,
-//	                   run, computed_at: the candidates of the run's model selection
+//	crff_model_selection candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen,
+//	                   member, shift, n, run, computed_at: the candidates of the run's
+//	                   model selection, and the ensemble chosen from them
 //	crff_audit         id, at, direction, peer, kind, run, model, round, tensors, bytes, digest
 //	crff_cate_records  a view: every column of the user's table, then its CATE columns
 //	crff_overlap       a view: bucket, lower, upper, treated, control, extreme, share; scored

@@ -136,15 +136,15 @@ func (s *Site) ReadRejected(ctx context.Context) ([]Rejection, error) {
 func (s *Site) ReadSelection(ctx context.Context) ([]Selection, error) {
 	var out []Selection
 	err := s.readTx(ctx, "read crff_model_selection from", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT candidate, kind, COALESCE(kernel, ''), COALESCE(ridge, 0), loss, se, diff, diff_se, chosen, n
-			FROM crff_model_selection ORDER BY rowid`)
+		rows, err := tx.QueryContext(ctx, `SELECT candidate, kind, COALESCE(kernel, ''), COALESCE(ridge, 0), loss, COALESCE(se, 0), diff,
+			COALESCE(diff_se, 0), chosen, member, COALESCE(shift, 0), n FROM crff_model_selection ORDER BY rowid`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var c Selection
-			if err := rows.Scan(&c.Candidate, &c.Kind, &c.Kernel, &c.Ridge, &c.Loss, &c.SE, &c.Diff, &c.DiffSE, &c.Chosen, &c.N); err != nil {
+			if err := rows.Scan(&c.Candidate, &c.Kind, &c.Kernel, &c.Ridge, &c.Loss, &c.SE, &c.Diff, &c.DiffSE, &c.Chosen, &c.Member, &c.Shift, &c.N); err != nil {
 				return err
 			}
 			out = append(out, c)

@@ -100,10 +100,12 @@ type Selection struct {
 	Kind         string
 	Kernel       string  // empty for candidates without a kernel of their own
 	Ridge        float64 // the ridge penalty, or 0 for none
-	Loss, SE     float64
+	Loss, SE     float64 // SE and DiffSE are stored as NULL for the ensemble, which has none
 	Diff, DiffSE float64
 	Chosen       bool
-	N            int // validation rows
+	Member       bool    // one of the ensemble's members
+	Shift        float64 // the ensemble's shift
+	N            int     // validation rows
 }
 
 // Results are everything a run publishes at a site.
@@ -536,14 +538,14 @@ func insertSelection(ctx context.Context, tx *sql.Tx, run string, ss []Selection
 		if c.Ridge > 0 {
 			ridge = c.Ridge
 		}
-		chosen := 0
-		if c.Chosen {
-			chosen = 1
+		var se, diffSE, shift any = c.SE, c.DiffSE, nil
+		if c.Kind == "ensemble" {
+			se, diffSE, shift = nil, nil, c.Shift
 		}
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO crff_model_selection (candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, n, run, computed_at)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			c.Candidate, c.Kind, kernel, ridge, c.Loss, c.SE, c.Diff, c.DiffSE, chosen, c.N, run, at); err != nil {
+			`INSERT INTO crff_model_selection (candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, member, shift, n, run, computed_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.Candidate, c.Kind, kernel, ridge, c.Loss, se, c.Diff, diffSE, c.Chosen, c.Member, shift, c.N, run, at); err != nil {
 			return fmt.Errorf("model selection candidate %q: %w", c.Candidate, err)
 		}
 	}

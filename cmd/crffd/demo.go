@@ -176,6 +176,7 @@ type demoSite struct {
 	lambda                map[string]map[string]float64 // model → peer → λ
 	candidates            []selection.Candidate         // crff_model_selection, in order; none when the run chose no model
 	chosen, held          int                           // the chosen candidate; every site's held-out rows
+	shift                 float64                       // the chosen ensemble's shift
 }
 
 func readDemoSite(ctx context.Context, path, name string) (demoSite, error) {
@@ -242,9 +243,9 @@ func readDemoSelection(ctx context.Context, path string, s *demoSite) error {
 	}
 	for _, r := range rows {
 		c := selection.Candidate{Name: r.Candidate, Kind: r.Kind, Ridge: r.Ridge}
-		c.Loss, c.SE, c.Diff, c.DiffSE, c.Chosen = r.Loss, r.SE, r.Diff, r.DiffSE, r.Chosen
+		c.Loss, c.SE, c.Diff, c.DiffSE, c.Chosen, c.Member = r.Loss, r.SE, r.Diff, r.DiffSE, r.Chosen, r.Member
 		if c.Chosen {
-			s.chosen = len(s.candidates)
+			s.chosen, s.shift = len(s.candidates), r.Shift
 		}
 		s.held = r.N
 		s.candidates = append(s.candidates, c)
@@ -285,7 +286,7 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 	fmt.Fprintln(w, "ATEs are doubly robust (AIPW) estimates with cross-fitted nuisance models; the plug-in ATE is the mean of the chosen estimator's CATEs, without a standard error; sqrt(PEHE) is of the reported CATEs in crff_cate (the chosen estimator's, with their doubly robust calibration).")
 	if s := sites[0]; len(s.candidates) > 0 {
 		fmt.Fprintln(w)
-		if err := printSelection(w, s.candidates, s.chosen, s.held, math.NaN()); err != nil {
+		if err := printSelection(w, s.candidates, s.chosen, s.held, math.NaN(), s.shift); err != nil {
 			return err
 		}
 	}

@@ -99,6 +99,8 @@ func runFit(cmd *cobra.Command, a *app) error {
 	bar := progress.New(os.Stderr, a.log)
 	var losses []store.Loss
 	var model *estimator.Model
+	var extra []*estimator.Model
+	var extraKernels []modelstore.Kernel
 	var sel *selected
 	kernel := ch.kernels[0]
 	est := selection.Estimator{Kind: selection.KindLatent}
@@ -122,13 +124,14 @@ func runFit(cmd *cobra.Command, a *app) error {
 			return fmt.Errorf("fit %q: %w", src.DB, err)
 		}
 		model, kernel, est, losses = sel.model, sel.kernel, sel.est, sel.losses
+		extra, extraKernels = sel.extra, sel.extraKernels
 	}
 	eff, err := model.Effects(scoringProgress(ctx, bar), 0, recs.Data)
 	bar.Done()
 	if err != nil {
 		return fmt.Errorf("score %q: %w", src.DB, err)
 	}
-	cate, err := est.CATE(ctx, model, 0, recs.Data, eff.CATE)
+	cate, err := est.CATEModels(ctx, append([]*estimator.Model{model}, extra...), 0, recs.Data, eff.CATE)
 	if err != nil {
 		return fmt.Errorf("score %q: %w", src.DB, err)
 	}
@@ -155,8 +158,8 @@ func runFit(cmd *cobra.Command, a *app) error {
 	}
 	warnUncalibrated(a, src, recs.Len(), an.Calibration)
 	setup := modelstore.Setup{Kernel: kernel, Config: cfg, Scaler: model.Setup.Scaler, Schema: recs.Schema, Site: 0, Sites: 1,
-		Calibration: calibrationParams(an.Calibration), Estimator: &est}
-	if err := modelstore.Save(ctx, db, run, setup, model); err != nil {
+		Calibration: calibrationParams(an.Calibration), Estimator: &est, Extra: extraKernels}
+	if err := modelstore.Save(ctx, db, run, setup, model, extra...); err != nil {
 		return err
 	}
 	if err := db.AppendLoss(ctx, run, finiteLosses(losses)...); err != nil {
@@ -178,7 +181,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return err
 	}
 	if sel != nil {
-		if err := printSelection(a.stdout, sel.result.Candidates, sel.result.Chosen, sel.val, sel.result.Z); err != nil {
+		if err := printSelection(a.stdout, sel.result.Candidates, sel.result.Chosen, sel.val, sel.result.Z, sel.est.Shift); err != nil {
 			return err
 		}
 	}

@@ -109,11 +109,15 @@ func kernelLabel(k modelstore.Kernel) string {
 type selected struct {
 	model  *estimator.Model
 	kernel modelstore.Kernel
-	est    selection.Estimator
-	rows   []store.Selection
-	result *selection.Result
-	val    int          // validation rows
-	losses []store.Loss // the training rounds of the chosen candidate's kernel
+	// extra are the further models the chosen ensemble needs, of the
+	// kernels extraKernels; est's members number them from 1.
+	extra        []*estimator.Model
+	extraKernels []modelstore.Kernel
+	est          selection.Estimator
+	rows         []store.Selection
+	result       *selection.Result
+	val          int          // validation rows
+	losses       []store.Loss // the training rounds of the chosen candidate's kernel
 }
 
 // selectModel holds c.share of the rows out, fits every candidate of c on
@@ -137,11 +141,22 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 	if err != nil {
 		return nil, fmt.Errorf("model selection: %w", err)
 	}
-	est, ki, err := res.Estimator(res.Chosen)
+	est, _, err := res.Estimator(res.Chosen)
 	if err != nil {
 		return nil, err
 	}
+	// The model of the ensemble's first kernel is the run's; the others
+	// are kept beside it, renumbered from 1.
+	ks := est.Kernels()
+	ki := ks[0]
 	out := &selected{model: res.Models[ki], kernel: c.kernels[ki], est: est, result: res, val: len(valRows)}
+	out.est.Members = slices.Clone(est.Members)
+	for j := range out.est.Members {
+		out.est.Members[j].Kernel = slices.Index(ks, est.Members[j].Kernel)
+	}
+	for _, k := range ks[1:] {
+		out.extra, out.extraKernels = append(out.extra, res.Models[k]), append(out.extraKernels, c.kernels[k])
+	}
 	for _, p := range res.Progress[ki] {
 		out.losses = append(out.losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
 	}
@@ -155,7 +170,7 @@ func selectionRows(cands []selection.Candidate, kernel func(k int) string, n int
 	var out []store.Selection
 	for _, cand := range cands {
 		row := store.Selection{Candidate: cand.Name, Kind: cand.Kind, Ridge: cand.Ridge, Loss: cand.Loss, SE: cand.SE,
-			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, N: n}
+			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, Member: cand.Member, N: n}
 		if cand.Kind == selection.KindLatent || cand.Kind == selection.KindOutcome {
 			row.Kernel = kernel(cand.Kernel)
 		}
@@ -166,20 +181,28 @@ func selectionRows(cands []selection.Candidate, kernel func(k int) string, n int
 
 // printSelection prints which of cands (the first the reference) won,
 // chosen on n held-out rows with threshold z (NaN when not known: a
-// federated site's), and by how much.
-func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z float64) error {
+// federated site's), by how much, and the ensemble's shift. The chosen candidate is the
+// ensemble of package selection, or a single candidate in files of older
+// runs.
+func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z, shift float64) error {
 	ref, won := cands[0], cands[chosen]
-	if chosen == 0 {
-		why := ""
-		if !math.IsNaN(z) {
-			why = fmt.Sprintf(": no candidate's doubly robust loss was lower by more than %.3g standard errors", z)
-		}
-		_, err := fmt.Fprintf(w, "model selection: %s (the reference) kept among %d candidates on %d held-out rows%s\n",
-			won.Name, len(cands), n, why)
+	if won.Kind != selection.KindEnsemble {
+		_, err := fmt.Fprintf(w, "model selection: %s chosen among %d candidates on %d held-out rows\n", won.Name, len(cands), n)
 		return err
 	}
-	_, err := fmt.Fprintf(w, "model selection: %s chosen among %d candidates on %d held-out rows: doubly robust loss %.4g against the reference %s's %.4g (difference %.4g ± %.4g)\n",
-		won.Name, len(cands), n, won.Loss, ref.Name, ref.Loss, won.Diff, won.DiffSE)
+	var members []string
+	for _, c := range cands {
+		if c.Member {
+			members = append(members, c.Name)
+		}
+	}
+	within := "the candidates the held-out rows cannot tell from the best"
+	if !math.IsNaN(z) {
+		within = fmt.Sprintf("the candidates within %.3g standard errors of the best", z)
+	}
+	_, err := fmt.Fprintf(w, "model selection: the mean of %d of %d candidates on %d held-out rows (%s): %s\n"+
+		"  doubly robust loss %.4g against the reference %s's %.4g (difference %+.4g); shifted by %+.4g towards the doubly robust ATE\n",
+		len(members), len(cands)-1, n, within, strings.Join(members, ", "), won.Loss, ref.Name, ref.Loss, won.Diff, shift)
 	return err
 }
 

@@ -134,6 +134,7 @@ type scorer struct {
 	db    *store.Site
 	run   string
 	model *estimator.Model
+	extra []*estimator.Model // the further models of an ensemble (modelstore.Setup.Extra)
 	setup modelstore.Setup
 	cal   *inference.Calibration // the run's calibration of the CATEs; nil when it has none
 
@@ -197,10 +198,12 @@ func (s *scorer) poll(ctx context.Context) error {
 		return fmt.Errorf("nothing to score with: %w (run crffd fit first)", err)
 	}
 	if cur.ID != s.run {
-		m, setup, err := modelstore.Load(ctx, s.db, cur.ID, s.spectral)
+		models, setup, err := modelstore.LoadAll(ctx, s.db, cur.ID, s.spectral)
 		if err != nil {
 			return err
 		}
+		m := models[0]
+		s.extra = models[1:]
 		var cal *inference.Calibration
 		if setup.Calibration != nil {
 			if cal, err = inference.NewCalibration(*setup.Calibration); err != nil {
@@ -291,7 +294,7 @@ func (s *scorer) scoreNew(ctx context.Context) error {
 		if s.setup.Estimator != nil {
 			est = *s.setup.Estimator
 		}
-		cate, err := est.CATE(ctx, s.model, s.setup.Site, recs.Data, eff.CATE)
+		cate, err := est.CATEModels(ctx, append([]*estimator.Model{s.model}, s.extra...), s.setup.Site, recs.Data, eff.CATE)
 		if err != nil {
 			return err
 		}
