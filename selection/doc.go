@@ -19,20 +19,33 @@
 //
 // The constant is large: it carries the variance of ψ, which dwarfs the
 // differences between good candidates on a few hundred rows. So Choose
-// compares each candidate with a reference (the configured default) row by
-// row: the paired difference d_i = l_i(τ̂) − l_i(τ̂_ref) cancels the
-// shared noise, and a candidate replaces the reference only when the mean
-// of d is below zero by more than Z standard errors. Sites send, per
-// candidate, the Sums n, Σl, Σl², Σd and Σd², which add up over sites to
-// the sums of the pooled rows.
+// scores each candidate against a reference (the configured default) row
+// by row: the paired difference d_i = l_i(τ̂) − l_i(τ̂_ref) cancels the
+// shared noise. Sites send, per candidate, the Sums n, Σl, Σl², Σd and
+// Σd², which add up over sites to the sums of the pooled rows.
+//
+// The selection's result is not one candidate but an Ensemble (Combine):
+// the equally weighted mean CATE of the members, the candidates whose mean
+// paired difference from the candidate of least loss is at most Z of its
+// standard errors (those the validation rows cannot tell from the best),
+// plus a shift. The Pairs sums (Σ l_c·l_c′ and Σ e_c·e_c′ of the residuals
+// e = ψ − τ̂, per pair of candidates) give every paired difference and the
+// mean's loss. The shift re-centres the mean on the doubly robust ATE: with
+// g the mean of ψ over all the sites' rows (Centre sums) minus the
+// members' mean CATE there, and s the standard error of that mean of ψ,
+// the shift is g·max(0, 1 − s²/g²), the gap shrunk by its
+// signal-to-noise ratio. Ensembled appends the ensemble to the candidates
+// as the chosen one; an Estimator of kind KindEnsemble computes its CATE
+// from its Members, each with the kernel whose model it needs.
 //
 // Run does the whole selection for sites' rows and their validation
 // rows: it fits the candidates (Options: the CausalRFF latent CATE and the
 // outcome model's μ̂1 − μ̂0 for each kernel, and the T-learner and
 // DR-learner on the first kernel's outcome features, for each ridge
-// penalty), scores them and chooses with Choose. Result.CATE gives any
+// penalty), scores them and forms the ensemble with Decide. Result.CATE gives any
 // candidate's CATE of new rows, and Result.Estimator the chosen one in a
-// form a site keeps with its model (Estimator.CATE applies it). Holdout
+// form a site keeps with its model (Estimator.CATE applies it, and
+// Estimator.CATEModels an ensemble over several kernels). Holdout
 // draws a site's validation rows, stratified by arm, and SiteHoldout draws
 // them within a federation's bound on the rows behind a sum.
 //
@@ -41,5 +54,6 @@
 // SiteStats (estimator.RidgeStats of its training rows, per arm and of its
 // training pseudo-outcomes), which Stats.Add pools and RidgeCandidates
 // solves into the ridge candidates at the coordinator; then each site's
-// SiteLosses, which Sums.Add pools and Choose decides on.
+// SiteLosses (SiteSums), which Sums.Add, Pairs.Add and Centre.Add pool and
+// Decide decides on.
 package selection

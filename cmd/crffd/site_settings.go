@@ -59,7 +59,7 @@ var modelSettings = func() []setting {
 		{"model.seed", int(d.Seed), "seed of the frequencies, initial weights and sampling"},
 		{"model.estimator", "auto", "the CATE crff_cate reports: latent (CausalRFF's), outcome, tlearner, dr, or auto: the best on held-out rows (crff_model_selection lists the candidates; in a federation, the coordinator's setting decides)"},
 		{"model.validation", 0.2, "share of each arm's rows held out of training to choose the estimator and kernel on, when there is a choice"},
-		{"model.selection_z", selection.DefaultZ, "standard errors of the paired difference by which a candidate must beat the reference (the first kernel's latent CATE) to be chosen"},
+		{"model.selection_z", selection.DefaultZ, "standard errors of the paired loss difference from the best candidate within which a candidate joins the reported ensemble"},
 	}
 }()
 
