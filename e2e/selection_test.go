@@ -27,14 +27,19 @@ func TestFitModelSelection(t *testing.T) {
 	dir, cfg := simulateSite(t, 300, "model:\n  estimator: auto\n"+small)
 	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
 	r := crffd(t, []string{"CRFFD_KERNEL_NAME=auto"}, "fit", "--config", cfg).mustSucceed(t)
-	if !strings.Contains(r.stdout, "model selection: ") || !strings.Contains(r.stdout, "among 16 candidates on ") {
+	if !strings.Contains(r.stdout, "model selection: the mean of ") || !strings.Contains(r.stdout, " of 16 candidates on ") ||
+		!strings.Contains(r.stdout, "towards the doubly robust ATE") {
 		t.Errorf("fit does not say what model selection chose:\n%s", r.stdout)
 	}
-	if n := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection"); n != 16 {
-		t.Errorf("crff_model_selection has %v candidates, want 16 (5 kernels × latent, outcome; 3 penalties × tlearner, dr)", n)
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection"); n != 17 {
+		t.Errorf("crff_model_selection has %v rows, want 16 candidates (5 kernels × latent, outcome; 3 penalties × tlearner, dr) and the ensemble", n)
 	}
-	if n := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection WHERE chosen = 1"); n != 1 {
-		t.Errorf("%v candidates chosen, want 1", n)
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection WHERE chosen = 1 AND kind = 'ensemble' AND se IS NULL AND shift IS NOT NULL"); n != 1 {
+		t.Errorf("%v ensembles chosen, want 1", n)
+	}
+	members := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection WHERE member = 1")
+	if members < 1 || !strings.Contains(r.stdout, fmt.Sprintf("the mean of %d of 16", int(members))) {
+		t.Errorf("%v members in crff_model_selection; fit printed:\n%s", members, r.stdout)
 	}
 	if n := queryFloat(t, db, "SELECT count(DISTINCT kernel) FROM crff_model_selection"); n != 5 {
 		t.Errorf("%v kernels among the candidates, want gaussian, laplacian and matern with nu 0.5, 1.5, 2.5", n)
@@ -184,7 +189,7 @@ func TestFederatedModelSelection(t *testing.T) {
 	}
 	for k := 1; k <= sites; k++ {
 		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
-		rs, err := db.Query(`SELECT candidate, loss, se, diff, diff_se, chosen FROM crff_model_selection WHERE run = ? ORDER BY rowid`, run)
+		rs, err := db.Query(`SELECT candidate, loss, COALESCE(se, 0), diff, COALESCE(diff_se, 0), chosen FROM crff_model_selection WHERE run = ? ORDER BY rowid`, run)
 		if err != nil {
 			t.Fatal(err)
 		}
