@@ -14,6 +14,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -106,4 +107,91 @@ func TestSaveLoad(t *testing.T) {
 	if _, _, err := modelstore.Load(ctx, db, "r2", gaussian); !errors.Is(err, store.ErrNoModel) {
 		t.Errorf("run without a saved model: err = %v, want ErrNoModel", err)
 	}
+}
+
+// TestSaveLoadEnsemble saves an ensemble whose members need two kernels'
+// models and checks that LoadAll gives both back and the ensemble's CATE
+// bit for bit.
+func TestSaveLoadEnsemble(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(2, 2))
+	schema := estimator.Schema{Binary: []bool{false}}
+	n := 60
+	d := &estimator.Data{X: mat.NewDense(n, 1, nil), W: make([]float64, n), Y: make([]float64, n)}
+	for i := range n {
+		z := rng.NormFloat64()
+		d.X.Set(i, 0, z)
+		d.W[i] = float64(i % 2)
+		d.Y[i] = z + 2*d.W[i] + 0.1*rng.NormFloat64()
+	}
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 8, 2, 8, 10
+	a, err := estimator.Fit(ctx, []*estimator.Data{d}, schema, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := estimator.Fit(ctx, []*estimator.Data{d}, schema, narrow{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := selection.Estimator{Kind: selection.KindEnsemble, Shift: 0.25, Members: []selection.Member{
+		{Estimator: selection.Estimator{Kind: selection.KindOutcome}, Kernel: 0},
+		{Estimator: selection.Estimator{Kind: selection.KindLatent}, Kernel: 1},
+	}}
+	want, err := est.CATEModels(ctx, []*estimator.Model{a, b}, 0, d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := est.CATE(ctx, a, 0, d, nil); !errors.Is(err, selection.ErrInput) {
+		t.Errorf("an ensemble over two kernels from one model: %v, want ErrInput", err)
+	}
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "site.sqlite"), store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.BeginRun(ctx, "r1", store.Layout{Table: "records", ID: "id", Treatment: "w", Outcome: "y", Covariates: []string{"x"}, Binary: schema.Binary}); err != nil {
+		t.Fatal(err)
+	}
+	setup := modelstore.Setup{Kernel: modelstore.Kernel{Name: "gaussian"}, Config: cfg, Scaler: a.Setup.Scaler, Schema: schema, Sites: 1,
+		Estimator: &est, Extra: []modelstore.Kernel{{Name: "narrow"}}}
+	if err := modelstore.Save(ctx, db, "r1", setup, a); err == nil {
+		t.Error("saved an ensemble of two kernels with one model")
+	}
+	open := func(_ context.Context, k modelstore.Kernel) (estimator.Spectral, error) {
+		if k.Name == "narrow" {
+			return narrow{}, nil
+		}
+		return estimator.GaussianSpectral{}, nil
+	}
+	if err := modelstore.Save(ctx, db, "r1", setup, a, b); err != nil {
+		t.Fatal(err)
+	}
+	models, got, err := modelstore.LoadAll(ctx, db, "r1", open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(models) != 2 || got.Estimator == nil || len(got.Extra) != 1 {
+		t.Fatalf("loaded %d models, setup %+v", len(models), got)
+	}
+	cate, err := got.Estimator.CATEModels(ctx, models, 0, d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cate {
+		if cate[i] != want[i] {
+			t.Fatalf("row %d: loaded ensemble's CATE %v, fitted %v", i, cate[i], want[i])
+		}
+	}
+}
+
+// narrow is a Gaussian kernel of half the frequencies: a second kernel.
+type narrow struct{}
+
+func (narrow) Sample(ctx context.Context, d, count int, seed uint64) (*mat.Dense, error) {
+	w, err := estimator.GaussianSpectral{}.Sample(ctx, d, count, seed)
+	if err == nil {
+		w.Scale(0.5, w)
+	}
+	return w, err
 }
