@@ -108,10 +108,13 @@ func TestFitSelectionSettingsRefused(t *testing.T) {
 func TestEvalAutoEmbeddedIHDP(t *testing.T) {
 	r := crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--sources", "1", "--modes", "auto",
 		"--auto-kernels", "gaussian,matern:nu=1.5", "--features", "20", "--latent", "3", "--rounds", "20", "--samples", "10").mustSucceed(t)
-	for _, want := range []string{"1 replicates from ihdp", "auto: the candidate chosen on the validation rows"} {
+	for _, want := range []string{"1 replicates from ihdp", "auto: how often each candidate was a member of the chosen ensemble"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("eval output lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	if !regexp.MustCompile(`(?m)^1 +\S+/\S+ +1 of 1$`).MatchString(r.stdout) {
+		t.Errorf("eval output lacks a member counted in 1 of 1 runs:\n%s", r.stdout)
 	}
 	if !regexp.MustCompile(`(?m)^auto +1 +1 +\d`).MatchString(r.stdout) {
 		t.Errorf("eval output lacks the summary row of auto, 1 source, 1 replicate:\n%s", r.stdout)

@@ -323,24 +323,31 @@ func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evalua
 	return closeAll, nil
 }
 
-// printChoices prints how often each candidate won the auto mode's
-// selection, per source count.
+// printChoices prints how often each candidate was a member of the auto
+// mode's ensemble, per source count.
 func printChoices(a *app, rep *evaluate.Report) error {
 	type key struct {
 		sources int
 		name    string
 	}
-	wins := map[key]int{}
+	member := map[key]int{}
+	runs := map[int]int{}
 	var keys []key
 	for _, r := range rep.Runs {
 		if r.Mode != "auto" {
 			continue
 		}
-		k := key{r.Sources, r.Chosen}
-		if wins[k] == 0 {
-			keys = append(keys, k)
+		runs[r.Sources]++
+		for _, c := range r.Candidates {
+			k := key{r.Sources, c.Name}
+			if !c.Member {
+				continue
+			}
+			if member[k] == 0 {
+				keys = append(keys, k)
+			}
+			member[k]++
 		}
-		wins[k]++
 	}
 	if len(keys) == 0 {
 		return nil
@@ -349,13 +356,16 @@ func printChoices(a *app, rep *evaluate.Report) error {
 		if x.sources != y.sources {
 			return x.sources - y.sources
 		}
+		if d := member[y] - member[x]; d != 0 {
+			return d
+		}
 		return strings.Compare(x.name, y.name)
 	})
-	fmt.Fprintln(a.stdout, "\nauto: the candidate chosen on the validation rows, and in how many runs:")
+	fmt.Fprintln(a.stdout, "\nauto: how often each candidate was a member of the chosen ensemble (chosen on the validation rows):")
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCES\tCHOSEN\tRUNS")
+	fmt.Fprintln(tw, "SOURCES\tCANDIDATE\tRUNS")
 	for _, k := range keys {
-		fmt.Fprintf(tw, "%d\t%s\t%d\n", k.sources, k.name, wins[k])
+		fmt.Fprintf(tw, "%d\t%s\t%d of %d\n", k.sources, k.name, member[k], runs[k.sources])
 	}
 	return tw.Flush()
 }
