@@ -38,11 +38,11 @@
 //     first, each with the final weights too, so that a site restarted in
 //     them can answer: the site answers stats (selection.SiteStats of its
 //     training rows), the coordinator pools them into the ridge candidates
-//     and sends them, and the site answers losses (selection.SiteLosses of
-//     its held-out rows, one set of sums per candidate). The coordinator
-//     chooses (selection.Choose), and the ate step's weights carry the
-//     choice and every candidate's scores; the site then scores its rows
-//     with the chosen estimator. The hello carries the held-out share,
+//     and sends them, and the site answers losses (selection.SiteLosses:
+//     the pair sums of its held-out rows and the centring sums of all its
+//     rows). The coordinator forms the ensemble (selection.Decide), and the
+//     ate step's weights carry its members, its shift and every candidate's
+//     scores; the site then scores its rows with the ensemble. The hello carries the held-out share,
 //     which each site echoes, and each site holds its rows out with
 //     selection.SiteHoldout after de-duplication and trains on the rest.
 //  5. global-ate: the n-weighted global ATE. The site publishes its results

@@ -30,7 +30,7 @@ type Selection struct {
 	// Ridge are the ridge candidates' penalties; nil means
 	// selection.DefaultRidge.
 	Ridge []float64
-	// Z is the rule's threshold (selection.Choose).
+	// Z is the ensemble's threshold (selection.Combine).
 	Z float64
 	// Kernel names the run's kernel in candidate names.
 	Kernel string
@@ -114,12 +114,8 @@ const (
 	tSelectMember = "selection.members" // stage 3: the ensemble's members, whose estimators follow as chosen.<j>.…
 	tSelectShift  = "selection.shift"   // stage 3: the ensemble's shift
 	pStats        = "stats."            // stats: stats.<arm0|arm1|dr>.<n|featsum|targetsum|gram|moment>
-	tLossN        = "losses.n"          // losses: per candidate, the sums of selection.Sums
-	tLossSum      = "losses.sum"
-	tLossSumSq    = "losses.sumsq"
-	tLossDiff     = "losses.diff"
-	tLossDiffSq   = "losses.diffsq"
-	tPairLoss     = "losses.pair_loss" // losses: selection.Pairs, C×C row by row
+	tLossN        = "losses.n"          // losses: the held-out rows, and their selection.Pairs
+	tPairLoss     = "losses.pair_loss"  // losses: selection.Pairs, C×C row by row
 	tPairRes      = "losses.pair_res"
 	tCentreN      = "centre.n" // losses: selection.Centre of all the site's rows
 	tCentrePsi    = "centre.psi"
@@ -299,66 +295,35 @@ func decodeCandidates(e *wire.Envelope, kernel string) ([]selection.Candidate, e
 
 // siteSumsTensors encodes a site's answer to stage 2.
 func siteSumsTensors(s selection.SiteSums) []wire.Tensor {
-	return append(sumsTensors(s.Sums),
-		wire.Vector(tPairLoss, s.Pairs.Loss), wire.Vector(tPairRes, s.Pairs.Res),
+	return []wire.Tensor{wire.Scalar(tLossN, s.Pairs.N), wire.Vector(tPairLoss, s.Pairs.Loss), wire.Vector(tPairRes, s.Pairs.Res),
 		wire.Scalar(tCentreN, s.Centre.N), wire.Scalar(tCentrePsi, s.Centre.Psi), wire.Scalar(tCentrePsiSq, s.Centre.PsiSq),
-		wire.Vector(tCentreCATE, s.Centre.CATE))
+		wire.Vector(tCentreCATE, s.Centre.CATE)}
 }
 
-// decodeSiteSums reads a site's answer to stage 2 for n candidates.
-func decodeSiteSums(e *wire.Envelope, n int) (selection.SiteSums, error) {
-	var out selection.SiteSums
+// decodeSiteSums reads a site's answer to stage 2 for c candidates.
+func decodeSiteSums(e *wire.Envelope, c int) (selection.SiteSums, error) {
+	out := selection.SiteSums{Pairs: selection.Pairs{C: c}}
 	var err error
-	if out.Sums, err = decodeSums(e, n); err != nil {
-		return out, err
-	}
-	out.Pairs.C = n
-	if out.Pairs.Loss, err = vector(e, tPairLoss, n*n); err != nil {
-		return out, err
-	}
-	if out.Pairs.Res, err = vector(e, tPairRes, n*n); err != nil {
-		return out, err
-	}
 	for _, f := range []struct {
-		name string
-		v    *float64
-	}{{tCentreN, &out.Centre.N}, {tCentrePsi, &out.Centre.Psi}, {tCentrePsiSq, &out.Centre.PsiSq}} {
+		name  string
+		v     *float64
+		count bool
+	}{{tLossN, &out.Pairs.N, true}, {tCentreN, &out.Centre.N, true}, {tCentrePsi, &out.Centre.Psi, false}, {tCentrePsiSq, &out.Centre.PsiSq, false}} {
 		if *f.v, err = scalar(e, f.name); err != nil {
 			return out, err
 		}
-	}
-	if out.Centre.N < 0 || out.Centre.N != math.Trunc(out.Centre.N) {
-		return out, fmt.Errorf("%w: %s %v is not a count", ErrProtocol, tCentreN, out.Centre.N)
-	}
-	out.Centre.CATE, err = vector(e, tCentreCATE, n)
-	return out, err
-}
-
-func sumsTensors(sums []selection.Sums) []wire.Tensor {
-	cols := make([][]float64, 5)
-	for i := range cols {
-		cols[i] = make([]float64, len(sums))
-	}
-	for c, s := range sums {
-		cols[0][c], cols[1][c], cols[2][c], cols[3][c], cols[4][c] = s.N, s.Loss, s.LossSq, s.Diff, s.DiffSq
-	}
-	return []wire.Tensor{wire.Vector(tLossN, cols[0]), wire.Vector(tLossSum, cols[1]), wire.Vector(tLossSumSq, cols[2]),
-		wire.Vector(tLossDiff, cols[3]), wire.Vector(tLossDiffSq, cols[4])}
-}
-
-func decodeSums(e *wire.Envelope, n int) ([]selection.Sums, error) {
-	var cols [5][]float64
-	for i, name := range []string{tLossN, tLossSum, tLossSumSq, tLossDiff, tLossDiffSq} {
-		var err error
-		if cols[i], err = vector(e, name, n); err != nil {
-			return nil, err
+		if f.count && (*f.v < 0 || *f.v != math.Trunc(*f.v)) {
+			return out, fmt.Errorf("%w: %s %v is not a count", ErrProtocol, f.name, *f.v)
 		}
 	}
-	out := make([]selection.Sums, n)
-	for c := range out {
-		out[c] = selection.Sums{N: cols[0][c], Loss: cols[1][c], LossSq: cols[2][c], Diff: cols[3][c], DiffSq: cols[4][c]}
+	if out.Pairs.Loss, err = vector(e, tPairLoss, c*c); err != nil {
+		return out, err
 	}
-	return out, nil
+	if out.Pairs.Res, err = vector(e, tPairRes, c*c); err != nil {
+		return out, err
+	}
+	out.Centre.CATE, err = vector(e, tCentreCATE, c)
+	return out, err
 }
 
 // selectModel runs model selection's two steps, stats and losses, unless a
@@ -421,11 +386,10 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sums := make([]selection.Sums, len(st.Candidates))
 	var pairs selection.Pairs
 	var centre selection.Centre
 	for s, name := range c.cfg.Sites {
-		site, err := decodeSiteSums(got[s][wire.KindLosses], len(sums))
+		site, err := decodeSiteSums(got[s][wire.KindLosses], len(st.Candidates))
 		if err == nil {
 			err = pairs.Add(site.Pairs)
 		}
@@ -435,21 +399,18 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("site %s: %w", name, err)
 		}
-		for i := range sums {
-			sums[i].Add(site.Sums[i])
-		}
 	}
-	if sums[0].N < 2 {
+	if pairs.N < 2 {
 		return fmt.Errorf("%w: the sites hold %v rows out for model selection, too few to choose on: every site is too small for model.validation %v within its federation.min_arm_rows (set model.estimator: latent)",
-			ErrNoHeldOut, sums[0].N, sel.Share)
+			ErrNoHeldOut, pairs.N, sel.Share)
 	}
-	scores, ens, err := selection.Decide(sums, pairs, centre, sel.Z)
+	scores, ens, err := selection.Decide(pairs, centre, sel.Z)
 	if err != nil {
 		return err
 	}
 	st.Candidates, st.Estimators = selection.Ensembled(st.Candidates, st.Estimators, scores, ens)
 	chosen := len(st.Candidates) - 1
-	st.Chosen, st.Scored, st.Held = chosen, true, int(sums[0].N)
+	st.Chosen, st.Scored, st.Held = chosen, true, int(pairs.N)
 	c.st.Step = c.step
 	if err := c.save(ctx); err != nil {
 		return err
@@ -536,8 +497,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Mo
 		}
 		models[i] = model
 	}
-	sums := selection.SiteSums{Sums: make([]selection.Sums, len(ests)), Pairs: selection.NewPairs(len(ests)),
-		Centre: selection.Centre{CATE: make([]float64, len(ests))}}
+	sums := selection.SiteSums{Pairs: selection.NewPairs(len(ests)), Centre: selection.Centre{CATE: make([]float64, len(ests))}}
 	if len(s.res.Held) > 0 {
 		nu, err := s.nuisance(ctx)
 		if err != nil {

@@ -18,18 +18,20 @@
 // the units of the effect).
 //
 // The constant is large: it carries the variance of ψ, which dwarfs the
-// differences between good candidates on a few hundred rows. So Choose
-// scores each candidate against a reference (the configured default) row
+// differences between good candidates on a few hundred rows. So Scores
+// compares each candidate with a reference (the configured default) row
 // by row: the paired difference d_i = l_i(τ̂) − l_i(τ̂_ref) cancels the
-// shared noise. Sites send, per candidate, the Sums n, Σl, Σl², Σd and
-// Σd², which add up over sites to the sums of the pooled rows.
+// shared noise. Sites send the Pairs sums: n, and per pair of candidates
+// Σ l_a·l_b and Σ e_a·e_b of the losses and of the residuals e = ψ − τ̂.
+// They add up over sites to the sums of the pooled rows, and every
+// candidate's Sums (n, Σl, Σl², Σd, Σd²) against any reference derive
+// from them.
 //
 // The selection's result is not one candidate but an Ensemble (Combine):
 // the equally weighted mean CATE of the members, the candidates whose mean
 // paired difference from the candidate of least loss is at most Z of its
 // standard errors (those the validation rows cannot tell from the best),
-// plus a shift. The Pairs sums (Σ l_c·l_c′ and Σ e_c·e_c′ of the residuals
-// e = ψ − τ̂, per pair of candidates) give every paired difference and the
+// plus a shift. The Pairs sums give every paired difference and the
 // mean's loss. The shift re-centres the mean on the doubly robust ATE: with
 // g the mean of ψ over all the sites' rows (Centre sums) minus the
 // members' mean CATE there, and s the standard error of that mean of ψ,
@@ -54,6 +56,6 @@
 // SiteStats (estimator.RidgeStats of its training rows, per arm and of its
 // training pseudo-outcomes), which Stats.Add pools and RidgeCandidates
 // solves into the ridge candidates at the coordinator; then each site's
-// SiteLosses (SiteSums), which Sums.Add, Pairs.Add and Centre.Add pool and
-// Decide decides on.
+// SiteLosses (SiteSums), which Pairs.Add and Centre.Add pool and Decide
+// decides on.
 package selection

@@ -6,13 +6,15 @@ import (
 	"slices"
 )
 
-// Pairs are the validation sums over pairs of candidates that the ensemble
-// needs beyond Sums: Loss[c·C+c'] = Σ l_c·l_c' (the paired differences
-// between any two candidates) and Res[c·C+c'] = Σ e_c·e_c' of the
-// residuals e_c = ψ − τ̂_c (the loss of any average of candidates). They
-// add over sites.
+// Pairs are the validation sums over the rows and pairs of candidates that
+// the selection needs: N rows, Loss[a·C+b] = Σ l_a·l_b of the losses
+// l = (ψ − τ̂)² (the paired differences between any two candidates) and
+// Res[a·C+b] = Σ e_a·e_b of the residuals e = ψ − τ̂ (Σl on the diagonal,
+// and the loss of any average of candidates). They add over sites, and
+// every candidate's Sums derive from them (Sums).
 type Pairs struct {
 	C         int
+	N         float64
 	Loss, Res []float64
 }
 
@@ -29,6 +31,7 @@ func (p *Pairs) Add(o Pairs) error {
 	if p.C != o.C || len(o.Loss) != o.C*o.C || len(o.Res) != o.C*o.C {
 		return fmt.Errorf("%w: pair sums of %d and %d candidates", ErrInput, p.C, o.C)
 	}
+	p.N += o.N
 	for i := range p.Loss {
 		p.Loss[i] += o.Loss[i]
 		p.Res[i] += o.Res[i]
@@ -36,20 +39,51 @@ func (p *Pairs) Add(o Pairs) error {
 	return nil
 }
 
+// Sums returns every candidate's Sums, its paired differences against
+// candidate ref.
+func (p Pairs) Sums(ref int) ([]Sums, error) {
+	c := p.C
+	if ref < 0 || ref >= c {
+		return nil, fmt.Errorf("%w: reference %d of %d candidates", ErrInput, ref, c)
+	}
+	if len(p.Loss) != c*c || len(p.Res) != c*c {
+		return nil, fmt.Errorf("%w: pair sums of %d and %d values for %d candidates", ErrInput, len(p.Loss), len(p.Res), c)
+	}
+	r := ref*c + ref
+	out := make([]Sums, c)
+	for a := range out {
+		aa := a*c + a
+		out[a] = Sums{N: p.N, Loss: p.Res[aa], LossSq: p.Loss[aa], Diff: p.Res[aa] - p.Res[r]}
+		if a != ref {
+			out[a].DiffSq = p.Loss[aa] - 2*p.Loss[a*c+ref] + p.Loss[r]
+		}
+	}
+	return out, nil
+}
+
 // PairSums returns the Pairs of the candidates' CATEs cates[c] on the
 // rows with pseudo-outcomes psi.
 func PairSums(psi []float64, cates [][]float64) (Pairs, error) {
 	c := len(cates)
+	for a, tau := range cates {
+		if len(tau) != len(psi) {
+			return Pairs{}, fmt.Errorf("%w: candidate %d has %d CATEs for %d rows", ErrInput, a, len(tau), len(psi))
+		}
+	}
 	p := NewPairs(c)
+	p.N = float64(len(psi))
 	e := make([]float64, c)
 	l := make([]float64, c)
 	for i, v := range psi {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return Pairs{}, fmt.Errorf("%w: pseudo-outcome of row %d is %v", ErrInput, i, v)
+		}
 		for a, tau := range cates {
-			if len(tau) != len(psi) {
-				return Pairs{}, fmt.Errorf("%w: candidate %d has %d CATEs for %d rows", ErrInput, a, len(tau), len(psi))
-			}
 			e[a] = v - tau[i]
 			l[a] = e[a] * e[a]
+			if math.IsNaN(l[a]) || math.IsInf(l[a], 0) {
+				return Pairs{}, fmt.Errorf("%w: candidate %d: CATE of row %d is %v", ErrInput, a, i, tau[i])
+			}
 		}
 		for a := range c {
 			for b := range c {
@@ -118,38 +152,50 @@ type Ensemble struct {
 	Gap, GapSE, Shift float64
 }
 
-// Combine forms the Ensemble from the candidates' summed validation Sums
-// and Pairs and the Centre sums: its members are the candidates whose
-// mean paired loss difference from the best candidate is at most z of its
-// standard errors, the candidates the validation rows cannot tell from the
-// best. A Centre of no rows leaves the shift 0.
-func Combine(sums []Sums, pairs Pairs, centre Centre, z float64) (Ensemble, error) {
-	c := len(sums)
-	if c == 0 || pairs.C != c || len(pairs.Loss) != c*c || len(pairs.Res) != c*c {
-		return Ensemble{}, fmt.Errorf("%w: %d candidates' sums and pair sums of %d", ErrInput, c, pairs.C)
+// Decide scores the candidates from their summed Pairs (Scores, the
+// first candidate the reference) and forms their Ensemble (Combine).
+func Decide(pairs Pairs, centre Centre, z float64) ([]Score, Ensemble, error) {
+	sums, err := pairs.Sums(0)
+	if err != nil {
+		return nil, Ensemble{}, err
+	}
+	scores, err := Scores(sums, 0)
+	if err != nil {
+		return nil, Ensemble{}, err
+	}
+	ens, err := Combine(pairs, centre, z)
+	return scores, ens, err
+}
+
+// Combine forms the Ensemble from the candidates' summed validation Pairs
+// and the Centre sums: its members are the candidates whose mean paired
+// loss difference from the best candidate is at most z of its standard
+// errors, the candidates the validation rows cannot tell from the best. A
+// Centre of no rows leaves the shift 0.
+func Combine(pairs Pairs, centre Centre, z float64) (Ensemble, error) {
+	c := pairs.C
+	if c == 0 || len(pairs.Loss) != c*c || len(pairs.Res) != c*c {
+		return Ensemble{}, fmt.Errorf("%w: pair sums of %d candidates", ErrInput, c)
 	}
 	if z < 0 || math.IsNaN(z) {
 		return Ensemble{}, fmt.Errorf("%w: z %v", ErrInput, z)
 	}
-	n := sums[0].N
+	n := pairs.N
 	if n < 2 {
 		return Ensemble{}, fmt.Errorf("%w: %v validation rows, need at least 2", ErrInput, n)
 	}
 	var e Ensemble
-	for a := range sums {
-		if sums[a].N != n {
-			return Ensemble{}, fmt.Errorf("%w: candidate %d scored on %v rows, candidate 0 on %v", ErrInput, a, sums[a].N, n)
-		}
-		if sums[a].Loss < sums[e.Best].Loss {
+	for a := range c {
+		if pairs.Res[a*c+a] < pairs.Res[e.Best*c+e.Best] {
 			e.Best = a
 		}
 	}
-	b := e.Best
-	for a := range sums {
-		// d = l_a − l_b: Σd and Σd² from the pair sums.
-		sum := sums[a].Loss - sums[b].Loss
-		sq := pairs.Loss[a*c+a] - 2*pairs.Loss[a*c+b] + pairs.Loss[b*c+b]
-		if a == b || sum/n <= z*meanSE(sum, sq, n) {
+	diffs, err := pairs.Sums(e.Best)
+	if err != nil {
+		return Ensemble{}, err
+	}
+	for a, d := range diffs {
+		if a == e.Best || d.Diff/n <= z*meanSE(d.Diff, d.DiffSq, n) {
 			e.Members = append(e.Members, a)
 		}
 	}

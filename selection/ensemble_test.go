@@ -16,10 +16,6 @@ func handRows() ([]float64, [][]float64) {
 
 func TestCombineByHand(t *testing.T) {
 	psi, cates := handRows()
-	sums, err := Losses(psi, cates, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pairs, err := PairSums(psi, cates)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +32,7 @@ func TestCombineByHand(t *testing.T) {
 		{1.1, []int{0, 1}, 0.0625}, // mean CATE 1 2 3 4.5: residual −0.5 on one row of four
 		{100, []int{0, 1}, 0.0625},
 	} {
-		e, err := Combine(sums, pairs, Centre{}, tc.z)
+		e, err := Combine(pairs, Centre{}, tc.z)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +44,7 @@ func TestCombineByHand(t *testing.T) {
 	// error 0.1); the members' CATEs average 2, a gap of 1, shrunk by
 	// 1 − 0.1²/1².
 	centre := Centre{N: 100, Psi: 300, PsiSq: 99 + 900, CATE: []float64{200, 200, 500}}
-	e, err := Combine(sums, pairs, centre, 1.1)
+	e, err := Combine(pairs, centre, 1.1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +53,7 @@ func TestCombineByHand(t *testing.T) {
 	}
 	// A gap smaller than its standard error is not moved at all.
 	centre.CATE = []float64{295, 295, 0}
-	if e, _ := Combine(sums, pairs, centre, 1.1); e.Shift != 0 || math.Abs(e.Gap-0.05) > 1e-12 {
+	if e, _ := Combine(pairs, centre, 1.1); e.Shift != 0 || math.Abs(e.Gap-0.05) > 1e-12 {
 		t.Errorf("gap %v: shift %v, want 0", e.Gap, e.Shift)
 	}
 }
@@ -103,12 +99,6 @@ func TestEnsembleSumsAddOverSites(t *testing.T) {
 	if !near(c.N, pooledC.N) || !near(c.Psi, pooledC.Psi) || !near(c.PsiSq, pooledC.PsiSq) || !near(c.CATE[1], pooledC.CATE[1]) {
 		t.Errorf("centring sums: sites add to %+v, pooled %+v", c, pooledC)
 	}
-	// The pair sums hold Sums' own: Σl² on the diagonal, and Σd² of the
-	// paired differences from candidate 0.
-	sums, _ := Losses(psi, cates, 0)
-	if !near(p.Loss[3], sums[1].LossSq) || !near(p.Loss[3]-2*p.Loss[1]+p.Loss[0], sums[1].DiffSq) || !near(p.Res[3], sums[1].Loss) {
-		t.Errorf("pair sums %+v disagree with Sums %+v", p, sums[1])
-	}
 	if err := p.Add(NewPairs(3)); !errors.Is(err, ErrInput) {
 		t.Errorf("adding pair sums of 3 candidates to 2's: %v, want ErrInput", err)
 	}
@@ -119,23 +109,23 @@ func TestEnsembleSumsAddOverSites(t *testing.T) {
 
 func TestCombineErrors(t *testing.T) {
 	psi, cates := handRows()
-	sums, _ := Losses(psi, cates, 0)
 	pairs, _ := PairSums(psi, cates)
+	one, _ := PairSums(psi[:1], [][]float64{cates[0][:1], cates[1][:1], cates[2][:1]})
+	short := pairs
+	short.Res = short.Res[:4]
 	for _, tc := range []struct {
 		name   string
-		sums   []Sums
 		pairs  Pairs
 		centre Centre
 		z      float64
 	}{
-		{"no candidates", nil, Pairs{}, Centre{}, 1},
-		{"pairs of two", sums, NewPairs(2), Centre{}, 1},
-		{"negative z", sums, pairs, Centre{}, -1},
-		{"one row", []Sums{{N: 1}, {N: 1}, {N: 1}}, pairs, Centre{}, 1},
-		{"unequal rows", []Sums{sums[0], {N: 3}, sums[2]}, pairs, Centre{}, 1},
-		{"centre of two", sums, pairs, Centre{N: 10, CATE: []float64{1, 2}}, 1},
+		{"no candidates", Pairs{}, Centre{}, 1},
+		{"pair sums of the wrong size", short, Centre{}, 1},
+		{"negative z", pairs, Centre{}, -1},
+		{"one row", one, Centre{}, 1},
+		{"centre of two", pairs, Centre{N: 10, CATE: []float64{1, 2}}, 1},
 	} {
-		if _, err := Combine(tc.sums, tc.pairs, tc.centre, tc.z); !errors.Is(err, ErrInput) {
+		if _, err := Combine(tc.pairs, tc.centre, tc.z); !errors.Is(err, ErrInput) {
 			t.Errorf("%s: %v, want ErrInput", tc.name, err)
 		}
 	}

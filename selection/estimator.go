@@ -89,12 +89,15 @@ func (e Estimator) CATE(ctx context.Context, m *estimator.Model, site int, data 
 }
 
 // CATEModels is CATE for an estimator that may need several kernels'
-// models: models[k] is the model of kernel k. latent, when not nil, is
+// models: models[k] is the model of kernel k of an ensemble's members, and
+// any other estimator's one model is models[0]. latent, when not nil, is
 // models[0]'s latent CATE of the rows.
 func (e Estimator) CATEModels(ctx context.Context, models []*estimator.Model, site int, data *estimator.Data, latent []float64) ([]float64, error) {
 	if e.Kind != KindEnsemble {
-		if len(models) == 0 {
-			return nil, fmt.Errorf("%w: no model", ErrInput)
+		// Only an ensemble's members name their kernels: any other
+		// estimator is kept with one model.
+		if len(models) != 1 {
+			return nil, fmt.Errorf("%w: a %s estimator with %d models, want 1", ErrInput, e.Kind, len(models))
 		}
 		return e.CATE(ctx, models[0], site, data, latent)
 	}

@@ -44,7 +44,7 @@ type Options struct {
 	// Ridge are the penalties of the ridge candidates; nil means
 	// DefaultRidge, and an empty non-nil slice none.
 	Ridge []float64
-	// Z is the rule's threshold (Choose).
+	// Z is the ensemble's threshold (Combine).
 	Z float64
 	// Kinds, when not empty, keeps only candidates of these kinds. The
 	// first candidate kept is the reference.
@@ -136,14 +136,15 @@ type Result struct {
 // on their validation rows (val[s]: positions in sites[s], in increasing
 // order, as Holdout returns them; none for a site that holds no rows out
 // and trains on all of them, see SiteHoldout) by the doubly robust loss,
-// and chooses one (Choose, the first kernel's latent CATE the reference).
+// and forms the ensemble (Decide, the first kernel's latent CATE the
+// reference of the scores).
 //
 // Every kernel's setup is agreed on the Moments of all of each site's rows,
 // as a federation's hello pools them, and the models are trained on the
 // training rows. Each site's part is what a federated site computes from
 // its own rows: the ridge statistics of its training rows (SiteStats),
 // added over sites and solved into the ridge candidates (RidgeCandidates),
-// then the loss Sums of its validation rows (SiteLosses), added over sites
+// then the SiteSums of its rows (SiteLosses), added over sites
 // and chosen on. A federation of the same rows therefore chooses the same
 // candidate with the same scores, bit for bit.
 func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estimator.Schema, cfg estimator.Config, opt Options) (*Result, error) {
@@ -206,7 +207,6 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	for c, cand := range res.Candidates {
 		models[c] = res.Models[cand.Kernel]
 	}
-	sums := make([]Sums, len(res.Candidates))
 	var pairs Pairs
 	var centre Centre
 	res.Nuisance = make([]inference.Nuisance, k)
@@ -221,9 +221,6 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
-		for c := range sums {
-			sums[c].Add(site.Sums[c])
-		}
 		if err := pairs.Add(site.Pairs); err != nil {
 			return nil, err
 		}
@@ -231,7 +228,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 			return nil, err
 		}
 	}
-	scores, ens, err := Decide(sums, pairs, centre, opt.Z)
+	scores, ens, err := Decide(pairs, centre, opt.Z)
 	if err != nil {
 		return nil, err
 	}
@@ -239,17 +236,6 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	res.Candidates, res.estimators = Ensembled(res.Candidates, res.estimators, scores, ens)
 	res.Chosen = len(res.Candidates) - 1
 	return res, nil
-}
-
-// Decide scores the candidates from their summed validation sums (Choose,
-// the first candidate the reference) and forms their Ensemble (Combine).
-func Decide(sums []Sums, pairs Pairs, centre Centre, z float64) ([]Score, Ensemble, error) {
-	scores, _, err := Choose(sums, 0, z)
-	if err != nil {
-		return nil, Ensemble{}, err
-	}
-	ens, err := Combine(sums, pairs, centre, z)
-	return scores, ens, err
 }
 
 // Ensembled returns the candidates cands with their scores and estimators
@@ -445,11 +431,9 @@ func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candi
 	return cands, ests, nil
 }
 
-// SiteSums are a site's validation sums: each candidate's loss Sums and
-// their Pairs over its validation rows, and the Centre sums of all its
-// rows.
+// SiteSums are a site's validation sums: the Pairs of its validation rows
+// and the Centre sums of all its rows.
 type SiteSums struct {
-	Sums   []Sums
 	Pairs  Pairs
 	Centre Centre
 }
@@ -497,9 +481,6 @@ func SiteLosses(ctx context.Context, nu inference.Nuisance, site int, d *estimat
 		}
 	}
 	var out SiteSums
-	if out.Sums, err = Losses(psi, held, 0); err != nil {
-		return SiteSums{}, err
-	}
 	if out.Pairs, err = PairSums(psi, held); err != nil {
 		return SiteSums{}, err
 	}

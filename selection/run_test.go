@@ -141,6 +141,10 @@ func TestRun(t *testing.T) {
 		}
 	}
 	t.Logf("ensemble of %v, shift %v (gap %v ± %v)", res.Ensemble.Members, res.Ensemble.Shift, res.Ensemble.Gap, res.Ensemble.GapSE)
+	// Only an ensemble's members say which kernel's model they need.
+	if _, err := (Estimator{Kind: KindOutcome}).CATEModels(ctx, res.Models, 0, held, nil); !errors.Is(err, ErrInput) {
+		t.Errorf("an outcome estimator given %d models: %v, want ErrInput", len(res.Models), err)
+	}
 
 	// A kept Estimator, through JSON, gives the candidate's CATE.
 	for c := range res.Candidates {

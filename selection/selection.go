@@ -10,62 +10,29 @@ import (
 // ErrInput reports inputs that cannot be scored.
 var ErrInput = errors.New("selection: invalid input")
 
-// DefaultZ is the number of standard errors of the paired difference by
-// which a candidate must beat the reference to replace it.
+// DefaultZ is the number of standard errors of the paired loss
+// difference from the best candidate within which a candidate joins the
+// ensemble (Combine).
 const DefaultZ = 1.0
 
 // Sums are one candidate's loss sums over validation rows: n, Σl, Σl²,
-// and Σd, Σd² of the paired differences d = l − l_ref against the
-// reference candidate. They add over sites.
+// and Σd, Σd² of the paired differences d = l − l_ref against a reference
+// candidate. Pairs.Sums derives them.
 type Sums struct {
 	N            float64
 	Loss, LossSq float64
 	Diff, DiffSq float64
 }
 
-// Add adds o's sums to s.
-func (s *Sums) Add(o Sums) {
-	s.N += o.N
-	s.Loss += o.Loss
-	s.LossSq += o.LossSq
-	s.Diff += o.Diff
-	s.DiffSq += o.DiffSq
-}
-
 // Losses returns the Sums of every candidate on the rows with
 // pseudo-outcomes psi: cates[c][i] is candidate c's CATE of row i, and
 // candidate ref is the reference of the paired differences.
 func Losses(psi []float64, cates [][]float64, ref int) ([]Sums, error) {
-	if ref < 0 || ref >= len(cates) {
-		return nil, fmt.Errorf("%w: reference %d of %d candidates", ErrInput, ref, len(cates))
+	p, err := PairSums(psi, cates)
+	if err != nil {
+		return nil, err
 	}
-	for c, tau := range cates {
-		if len(tau) != len(psi) {
-			return nil, fmt.Errorf("%w: candidate %d has %d CATEs for %d rows", ErrInput, c, len(tau), len(psi))
-		}
-	}
-	out := make([]Sums, len(cates))
-	for i, p := range psi {
-		if math.IsNaN(p) || math.IsInf(p, 0) {
-			return nil, fmt.Errorf("%w: pseudo-outcome of row %d is %v", ErrInput, i, p)
-		}
-		r := p - cates[ref][i]
-		lref := r * r
-		for c, tau := range cates {
-			e := p - tau[i]
-			l := e * e
-			d := l - lref
-			if math.IsNaN(l) || math.IsInf(l, 0) {
-				return nil, fmt.Errorf("%w: candidate %d: CATE of row %d is %v", ErrInput, c, i, tau[i])
-			}
-			out[c].N++
-			out[c].Loss += l
-			out[c].LossSq += l * l
-			out[c].Diff += d
-			out[c].DiffSq += d * d
-		}
-	}
-	return out, nil
+	return p.Sums(ref)
 }
 
 // Score is one candidate's validation figures.
@@ -77,39 +44,24 @@ type Score struct {
 	Chosen bool
 }
 
-// Choose scores the candidates from their summed Sums and chooses one: the
-// candidate of least mean loss when its mean paired difference from the
-// reference is below −z standard errors, and the reference otherwise.
-// It returns the scores and the index of the chosen candidate.
-func Choose(sums []Sums, ref int, z float64) ([]Score, int, error) {
+// Scores returns the candidates' Scores from their summed Sums, whose
+// paired differences are against candidate ref.
+func Scores(sums []Sums, ref int) ([]Score, error) {
 	if ref < 0 || ref >= len(sums) {
-		return nil, 0, fmt.Errorf("%w: reference %d of %d candidates", ErrInput, ref, len(sums))
-	}
-	if z < 0 || math.IsNaN(z) {
-		return nil, 0, fmt.Errorf("%w: z %v", ErrInput, z)
+		return nil, fmt.Errorf("%w: reference %d of %d candidates", ErrInput, ref, len(sums))
 	}
 	n := sums[ref].N
 	if n < 2 {
-		return nil, 0, fmt.Errorf("%w: %v validation rows, need at least 2", ErrInput, n)
+		return nil, fmt.Errorf("%w: %v validation rows, need at least 2", ErrInput, n)
 	}
 	scores := make([]Score, len(sums))
-	best := ref
 	for c, s := range sums {
 		if s.N != n {
-			return nil, 0, fmt.Errorf("%w: candidate %d scored on %v rows, the reference on %v", ErrInput, c, s.N, n)
+			return nil, fmt.Errorf("%w: candidate %d scored on %v rows, the reference on %v", ErrInput, c, s.N, n)
 		}
-		scores[c] = Score{Loss: s.Loss / n, Diff: s.Diff / n}
-		scores[c].SE = meanSE(s.Loss, s.LossSq, n)
-		scores[c].DiffSE = meanSE(s.Diff, s.DiffSq, n)
-		if scores[c].Loss < scores[best].Loss {
-			best = c
-		}
+		scores[c] = Score{Loss: s.Loss / n, Diff: s.Diff / n, SE: meanSE(s.Loss, s.LossSq, n), DiffSE: meanSE(s.Diff, s.DiffSq, n)}
 	}
-	if best != ref && !(scores[best].Diff < -z*scores[best].DiffSE) {
-		best = ref
-	}
-	scores[best].Chosen = true
-	return scores, best, nil
+	return scores, nil
 }
 
 // meanSE is the standard error of a mean from n, Σv and Σv²: the sample

@@ -181,15 +181,10 @@ func selectionRows(cands []selection.Candidate, kernel func(k int) string, n int
 
 // printSelection prints which of cands (the first the reference) won,
 // chosen on n held-out rows with threshold z (NaN when not known: a
-// federated site's), by how much, and the ensemble's shift. The chosen candidate is the
-// ensemble of package selection, or a single candidate in files of older
-// runs.
+// federated site's), by how much, and the ensemble's shift: the chosen
+// candidate is the ensemble of package selection.
 func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z, shift float64) error {
 	ref, won := cands[0], cands[chosen]
-	if won.Kind != selection.KindEnsemble {
-		_, err := fmt.Fprintf(w, "model selection: %s chosen among %d candidates on %d held-out rows\n", won.Name, len(cands), n)
-		return err
-	}
 	var members []string
 	for _, c := range cands {
 		if c.Member {

@@ -24,7 +24,8 @@ CREATE TABLE crff_model_selection_new (
     n           INTEGER NOT NULL CHECK (n > 0),
     run         TEXT NOT NULL REFERENCES crff_run (run) ON DELETE CASCADE,
     computed_at TEXT NOT NULL,
-    CHECK ((kind = 'ensemble') = (se IS NULL AND diff_se IS NULL AND shift IS NOT NULL))
+    CHECK (CASE WHEN kind = 'ensemble' THEN se IS NULL AND diff_se IS NULL AND shift IS NOT NULL
+                ELSE se IS NOT NULL AND diff_se IS NOT NULL AND shift IS NULL END)
 );
 INSERT INTO crff_model_selection_new (candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, member, n, run, computed_at)
     SELECT candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, chosen, n, run, computed_at FROM crff_model_selection;
