@@ -14,17 +14,6 @@ import (
 	"github.com/crffd/crffd/store"
 )
 
-// imbalancedBalance is a balance of four covariates, severity the most
-// imbalanced and mended by weighting.
-func imbalancedBalance() store.Balance {
-	c := func(name string, smd, wsmd float64) balance.Covariate {
-		return balance.Covariate{Name: name, SMD: smd, WSMD: wsmd, SD: 1}
-	}
-	return store.Balance{Scope: store.ScopeLocal, Report: balance.Report{Covariates: []balance.Covariate{
-		c("age", 0.05, 0.02), c("severity", 1.1, 0.03), c("sex", -0.08, 0.01), c("bmi", 0.2, -0.04),
-	}}}
-}
-
 // TestSiteReportShowsBalance checks the balance section of the site
 // report: a section per scope with its verdict, love plot and table, and a
 // note when the file holds none.
@@ -38,7 +27,7 @@ func TestSiteReportShowsBalance(t *testing.T) {
 	if !strings.Contains(empty.String(), "No balance diagnostics in this file: run crffd check") {
 		t.Error("a file without balance diagnostics does not say so")
 	}
-	local := imbalancedBalance()
+	local := report.ImbalancedBalance()
 	local.Report.Rows = [2]int{480, 520}
 	local.Report.ESS = [2]float64{400, 410}
 	local.Report.Verdict, local.Report.Advice = balance.Good, "nothing to do"

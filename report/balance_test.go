@@ -9,6 +9,8 @@ import (
 	"github.com/crffd/crffd/store"
 )
 
+// imbalancedBalance is a balance of four covariates, severity the most
+// imbalanced and mended by weighting.
 func imbalancedBalance() store.Balance {
 	c := func(name string, smd, wsmd float64) balance.Covariate {
 		return balance.Covariate{Name: name, SMD: smd, WSMD: wsmd, SD: 1}

@@ -98,34 +98,7 @@ func TestSiteReportShowsTheMinorityArm(t *testing.T) {
 	}
 	defer s.Close()
 	treated, control := minorityArm()
-	ps := append(slices.Clone(treated), control...) // row i+1's propensity
-	rows := make([][]any, len(ps))
-	for i := range rows {
-		w := int64(0)
-		if i < len(treated) {
-			w = 1
-		}
-		rows[i] = []any{int64(i + 1), float64(i % 7), w, float64(i % 3)}
-	}
-	cols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "x", Type: store.Real},
-		{Name: "w", Type: store.Integer}, {Name: "y", Type: store.Real}}
-	if err := s.CreateTable(ctx, "visits", cols, rows, false); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := s.ReadRecords(ctx, store.Source{DB: s.Path(), Table: "visits", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
-		t.Fatal(err)
-	}
-	var res store.Results
-	for i, id := range recs.IDs { // in ascending id order, as rows
-		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: 1, Lower: 0.8, Upper: 1.2, Y0: 0, Y1: 1, Propensity: ps[i]})
-	}
-	if err := s.WriteResults(ctx, "run-1", res); err != nil {
-		t.Fatal(err)
-	}
+	writePropensitySite(t, s, append(slices.Clone(treated), control...), len(treated))
 	var b bytes.Buffer
 	if err := Site(ctx, s, &b); err != nil {
 		t.Fatal(err)
@@ -203,5 +176,40 @@ func TestCATEHistKeepsLinesAndLegendClear(t *testing.T) {
 	barsTop, _ := rowsOf(img, colBars, w/4, w, 0, h)
 	if legendBottom < 0 || barsTop <= legendBottom {
 		t.Errorf("legend down to row %d, bars from row %d: they overlap", legendBottom, barsTop)
+	}
+}
+
+// writePropensitySite writes to s a table "visits" of len(ps) rows, the
+// first treated of them treated, and a run whose row i+1 has the
+// propensity ps[i]: only what the overlap section reads.
+func writePropensitySite(t testing.TB, s *store.Site, ps []float64, treated int) {
+	t.Helper()
+	ctx := context.Background()
+	rows := make([][]any, len(ps))
+	for i := range rows {
+		w := int64(0)
+		if i < treated {
+			w = 1
+		}
+		rows[i] = []any{int64(i + 1), float64(i % 7), w, float64(i % 3)}
+	}
+	cols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "x", Type: store.Real},
+		{Name: "w", Type: store.Integer}, {Name: "y", Type: store.Real}}
+	if err := s.CreateTable(ctx, "visits", cols, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.ReadRecords(ctx, store.Source{DB: s.Path(), Table: "visits", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	var res store.Results
+	for i, id := range recs.IDs { // in ascending id order, as rows
+		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: 1, Lower: 0.8, Upper: 1.2, Y0: 0, Y1: 1, Propensity: ps[i]})
+	}
+	if err := s.WriteResults(ctx, "run-1", res); err != nil {
+		t.Fatal(err)
 	}
 }

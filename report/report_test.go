@@ -209,42 +209,15 @@ func TestSiteWithoutResults(t *testing.T) {
 // 0.9, and returns it open.
 func verdictSite(t *testing.T, treated, control, outside int) *store.Site {
 	t.Helper()
-	ctx := context.Background()
 	s := newSite(t)
-	n := treated + control
-	rows := make([][]any, n)
-	for i := range rows {
-		w := int64(0)
-		if i < treated {
-			w = 1
-		}
-		rows[i] = []any{int64(i + 1), float64(i % 7), w, float64(i % 3)}
-	}
-	cols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "x", Type: store.Real},
-		{Name: "w", Type: store.Integer}, {Name: "y", Type: store.Real}}
-	if err := s.CreateTable(ctx, "visits", cols, rows, false); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := s.ReadRecords(ctx, store.Source{DB: s.Path(), Table: "visits", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.BeginRun(ctx, "run-1", recs.Layout); err != nil {
-		t.Fatal(err)
-	}
-	// Only what the overlap section reads, so that the helper does not
-	// depend on the other result fields.
-	var res store.Results
-	for i, id := range recs.IDs {
-		p := 0.9
+	ps := make([]float64, treated+control)
+	for i := range ps {
+		ps[i] = 0.9
 		if i < outside {
-			p = 0.995
+			ps[i] = 0.995
 		}
-		res.CATE = append(res.CATE, store.CATE{RowID: id, CATE: 1, Lower: 0.8, Upper: 1.2, Y0: 0, Y1: 1, Propensity: p})
 	}
-	if err := s.WriteResults(ctx, "run-1", res); err != nil {
-		t.Fatal(err)
-	}
+	report.WritePropensitySite(t, s, ps, treated)
 	return s
 }
 
