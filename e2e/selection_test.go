@@ -119,6 +119,14 @@ func TestEvalAutoEmbeddedIHDP(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^auto +1 +1 +\d`).MatchString(r.stdout) {
 		t.Errorf("eval output lacks the summary row of auto, 1 source, 1 replicate:\n%s", r.stdout)
 	}
+	// --selection-z 0 leaves the best candidate alone in the ensemble; the
+	// default takes more on these 99 held-out rows.
+	members := regexp.MustCompile(`(?m)^1 +\S+ +1 of 1$`)
+	strict := crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--sources", "1", "--modes", "auto", "--selection-z", "0",
+		"--auto-kernels", "gaussian,matern:nu=1.5", "--features", "20", "--latent", "3", "--rounds", "20", "--samples", "10").mustSucceed(t)
+	if n, def := len(members.FindAllString(strict.stdout, -1)), len(members.FindAllString(r.stdout, -1)); n != 1 || def < 2 {
+		t.Errorf("%d members with --selection-z 0, %d by default; want 1 and more:\n%s\n%s", n, def, strict.stdout, r.stdout)
+	}
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-kernels", "matern:nu").
 		mustFail(t, `--auto-kernels "matern:nu": "matern:nu" is not NAME or NAME:PARAM=VALUE`)
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--selection-z", "-1").

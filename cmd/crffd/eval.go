@@ -74,12 +74,13 @@ Modes: learned (CausalRFF), none (each site alone), full (pooled), tlearner
 (per-arm ridge regression on the same random features, pooled), and auto: model
 selection on the validation rows of every source (never the test rows). auto
 fits learned CausalRFF with each kernel of --auto-kernels and scores, by the
-doubly robust loss with nuisances cross-fitted on the validation rows, each
-kernel's latent CATE and outcome-model CATE, and the T-learner and DR-learner on
-the first kernel's outcome features with ridge penalties 1, 10 and 100. The
-first kernel's latent CATE is the reference; another candidate replaces it when
-it beats it by more than --selection-z standard errors of the paired
-difference. --auto-estimator keeps one kind of candidate, as model.estimator does
+doubly robust loss with nuisances cross-fitted on each source's training and
+validation rows, each kernel's latent CATE and outcome-model CATE, and the
+T-learner and DR-learner on the first kernel's outcome features with ridge
+penalties 1, 10 and 100. It reports their ensemble: the mean CATE of the
+candidates within --selection-z standard errors of the paired loss difference
+from the best, shifted towards the doubly robust ATE (README, "Choosing the
+estimator and the kernel on held-out rows"). --auto-estimator keeps one kind of candidate, as model.estimator does
 (latent: choose the kernel alone). --json lists every candidate's validation loss
 and, for the record, its test-row errors.
 
@@ -105,7 +106,7 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 	f.StringVar(&o.modes, "modes", o.modes, "comma-separated: learned, none, full, tlearner, auto")
 	f.StringVar(&o.autoKernels, "auto-kernels", o.autoKernels, "kernels of the auto mode's candidates, the first the reference: NAME or NAME:PARAM=VALUE, comma-separated")
 	f.StringVar(&o.autoEstimator, "auto-estimator", o.autoEstimator, "the auto mode's candidate kinds, as model.estimator: auto (all), latent, outcome, tlearner or dr")
-	f.Float64Var(&o.selectionZ, "selection-z", o.selectionZ, "standard errors by which an auto candidate must beat the reference")
+	f.Float64Var(&o.selectionZ, "selection-z", o.selectionZ, "standard errors of the paired loss difference from the best within which an auto candidate joins the ensemble")
 	f.IntVar(&o.testSource, "test-source", o.testSource, "source whose test rows are scored")
 	f.StringVar(&o.kernel, "kernel", o.kernel, "kernel plugin name")
 	f.StringArrayVar(&o.kernelParams, "kernel-param", nil, "kernel parameter NAME=VALUE, e.g. nu=2.5 (repeatable)")
