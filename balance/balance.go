@@ -1,11 +1,14 @@
 package balance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/positivity"
 )
 
 // Arm indices of the per-arm fields of [Sums].
@@ -28,7 +31,7 @@ type Sums struct {
 	N       [2]float64   // rows
 	W       [2]float64   // Σω, the sum of the ATE weights
 	WW      [2]float64   // Σω², for the effective sample size
-	Outside [2]float64   // rows whose propensity is outside [low, high] of Collect
+	Outside [2]float64   // rows whose propensity is outside positivity's bounds (positivity.IsOutside)
 	Sum     [2][]float64 // per covariate Σx
 	SumSq   [2][]float64 // per covariate Σx²
 	WSum    [2][]float64 // per covariate Σωx
@@ -46,10 +49,21 @@ func newSums(d int) Sums {
 	return s
 }
 
+// Of returns the Sums of the rows of x (raw covariates) with treatments w,
+// weighted by a logistic propensity fitted on them (Propensity).
+func Of(ctx context.Context, x mat.Matrix, w []float64) (Sums, error) {
+	e, err := Propensity(ctx, x, w)
+	if err != nil {
+		return Sums{}, err
+	}
+	return Collect(x, w, e)
+}
+
 // Collect returns the Sums of the n rows of x (n×d, raw covariates) with
 // treatments w (0 or 1) and propensities e (each in (0, 1)). A row counts
-// in Outside when its propensity is below low or above high.
-func Collect(x mat.Matrix, w, e []float64, low, high float64) (Sums, error) {
+// in Outside when its propensity is outside positivity's bounds, those the
+// verdict reports against (positivity.IsOutside).
+func Collect(x mat.Matrix, w, e []float64) (Sums, error) {
 	n, d := x.Dims()
 	if len(w) != n || len(e) != n {
 		return Sums{}, fmt.Errorf("%w: %d rows of covariates, %d treatments, %d propensities", ErrShape, n, len(w), len(e))
@@ -69,7 +83,7 @@ func Collect(x mat.Matrix, w, e []float64, low, high float64) (Sums, error) {
 		s.N[a]++
 		s.W[a] += om
 		s.WW[a] += om * om
-		if e[i] < low || e[i] > high {
+		if positivity.IsOutside(e[i]) {
 			s.Outside[a]++
 		}
 		for j := range d {

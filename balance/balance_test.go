@@ -133,12 +133,13 @@ func TestPropensityErrors(t *testing.T) {
 // TestSummariseByHand checks the SMDs and weights of four rows against
 // figures worked by hand.
 func TestSummariseByHand(t *testing.T) {
-	// Control rows x = 0, 2 with e = 0.5, 0.75 (ω = 2, 4); treated
-	// x = 2, 4 with e = 0.5, 0.25 (ω = 2, 4).
+	// Control rows x = 0, 2 with e = 0.5, 0.8 (ω = 2, 5); treated
+	// x = 2, 4 with e = 0.5, 0.25 (ω = 2, 4). The arms' weights differ,
+	// so that a swap of the arms or of weighted and unweighted means shows.
 	x := mat.NewDense(4, 1, []float64{0, 2, 2, 4})
 	w := []float64{0, 0, 1, 1}
-	e := []float64{0.5, 0.75, 0.5, 0.25}
-	s, err := Collect(x, w, e, 0.01, 0.99)
+	e := []float64{0.5, 0.8, 0.5, 0.25}
+	s, err := Collect(x, w, e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,16 +149,17 @@ func TestSummariseByHand(t *testing.T) {
 	}
 	c := r.Covariates[0]
 	// Means 1 and 3; variances 2 and 2, so SD √2 and SMD 2/√2 = √2.
-	// Weighted means (2·0+4·2)/6 = 4/3 and (2·2+4·4)/6 = 10/3: the same
-	// difference, so the same SMD. ESS per arm 6²/20 = 1.8.
+	// Weighted means (2·0+5·2)/7 = 10/7 and (2·2+4·4)/6 = 10/3, so the
+	// weighted SMD is (10/3 − 10/7)/√2 = (40/21)/√2. ESS 7²/29 = 49/29
+	// for the controls and 6²/20 = 1.8 for the treated.
 	want := []struct {
 		name      string
 		got, want float64
 	}{
 		{"control mean", c.Mean[0], 1}, {"treated mean", c.Mean[1], 3}, {"SD", c.SD, math.Sqrt2},
-		{"SMD", c.SMD, math.Sqrt2}, {"weighted control mean", c.WMean[0], 4.0 / 3},
-		{"weighted treated mean", c.WMean[1], 10.0 / 3}, {"weighted SMD", c.WSMD, math.Sqrt2},
-		{"control ESS", r.ESS[0], 1.8}, {"treated ESS", r.ESS[1], 1.8},
+		{"SMD", c.SMD, math.Sqrt2}, {"weighted control mean", c.WMean[0], 10.0 / 7},
+		{"weighted treated mean", c.WMean[1], 10.0 / 3}, {"weighted SMD", c.WSMD, 40.0 / 21 / math.Sqrt2},
+		{"control ESS", r.ESS[0], 49.0 / 29}, {"treated ESS", r.ESS[1], 1.8},
 	}
 	for _, w := range want {
 		if math.Abs(w.got-w.want) > 1e-12 {
@@ -169,16 +171,39 @@ func TestSummariseByHand(t *testing.T) {
 	}
 }
 
+// TestAgainstTheDesignsTruth compares the SMD and effective sample sizes
+// of the simulated design, logit e = x0 with x0 ~ N(0, 1), with their
+// true values: SMD 0.9076 (by quadrature: arm means ±0.4132, within-arm
+// variance 0.8292) and an ESS of 1/(P(w=1)·E[1/e]) = 2/(1 + e^½) =
+// 0.7551 of each arm's rows.
+func TestAgainstTheDesignsTruth(t *testing.T) {
+	x, w := confounded(4, 20000)
+	s, err := Of(context.Background(), x, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Summarise(s, []string{"driver", "sex", "age"}, []bool{false, true, false}, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smd := r.Covariates[0].SMD
+	t.Logf("SMD %.4f (true 0.9076), ESS shares %.4f and %.4f (true 0.7551)", smd, r.ESS[0]/float64(r.Rows[0]), r.ESS[1]/float64(r.Rows[1]))
+	if math.Abs(smd-0.9076) > 0.05 {
+		t.Errorf("SMD %.4f, true 0.9076", smd)
+	}
+	for a := range 2 {
+		if share := r.ESS[a] / float64(r.Rows[a]); math.Abs(share-0.7551) > 0.03 {
+			t.Errorf("arm %d: ESS %.1f of %d rows, a share of %.4f; true 0.7551", a, r.ESS[a], r.Rows[a], share)
+		}
+	}
+}
+
 // TestLargeImbalanceFirstAndWeightingMendsIt is the acceptance at
 // the package's level: the covariate that drives the treatment comes first,
 // imbalanced, and weighting brings it under the threshold.
 func TestLargeImbalanceFirstAndWeightingMendsIt(t *testing.T) {
 	x, w := confounded(3, 3000)
-	e, err := Propensity(context.Background(), x, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Collect(x, w, e, 0.01, 0.99)
+	s, err := Of(context.Background(), x, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,13 +239,18 @@ func TestAddEqualsPooled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole, err := Collect(x, w, e, 0.2, 0.8)
+	// Some propensities outside positivity's bounds, in both arms, so
+	// that the Outside counts add too.
+	for i := 0; i < len(e); i += 17 {
+		e[i] = 0.995
+	}
+	whole, err := Collect(x, w, e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	total := newSums(3)
 	for _, part := range [][2]int{{0, 100}, {100, 120}, {120, 300}} {
-		s, err := Collect(x.Slice(part[0], part[1], 0, 3), w[part[0]:part[1]], e[part[0]:part[1]], 0.2, 0.8)
+		s, err := Collect(x.Slice(part[0], part[1], 0, 3), w[part[0]:part[1]], e[part[0]:part[1]])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,8 +268,8 @@ func TestAddEqualsPooled(t *testing.T) {
 			t.Fatalf("number %d: whole %v, parts %v", i, a[i], b[i])
 		}
 	}
-	if whole.Outside[0]+whole.Outside[1] == 0 {
-		t.Error("no row outside [0.2, 0.8]: the test does not exercise Outside")
+	if whole.Outside[0] == 0 || whole.Outside[1] == 0 {
+		t.Errorf("rows outside positivity's bounds per arm %v: the test does not exercise Outside in both", whole.Outside)
 	}
 }
 
@@ -251,9 +281,9 @@ func TestSumsErrors(t *testing.T) {
 		err  func() error
 		want string
 	}{
-		{"short propensities", func() error { _, err := Collect(x, []float64{0, 1}, []float64{0.5}, 0, 1); return err }, "2 rows of covariates, 2 treatments, 1 propensities"},
-		{"propensity 1 for a control", func() error { _, err := Collect(x, []float64{0, 1}, []float64{1, 0.5}, 0, 1); return err }, "row 0: treatment 0 with propensity 1"},
-		{"treatment 3", func() error { _, err := Collect(x, []float64{3, 1}, []float64{0.5, 0.5}, 0, 1); return err }, "row 0: treatment 3"},
+		{"short propensities", func() error { _, err := Collect(x, []float64{0, 1}, []float64{0.5}); return err }, "2 rows of covariates, 2 treatments, 1 propensities"},
+		{"propensity 1 for a control", func() error { _, err := Collect(x, []float64{0, 1}, []float64{1, 0.5}); return err }, "row 0: treatment 0 with propensity 1"},
+		{"treatment 3", func() error { _, err := Collect(x, []float64{3, 1}, []float64{0.5, 0.5}); return err }, "row 0: treatment 3"},
 		{"add other width", func() error { s := newSums(1); return s.Add(newSums(2)) }, "1 and 2 covariates"},
 		{"vector length", func() error { _, err := FromVector(2, good); return err }, "14 numbers for 2 covariates, want 20"},
 		{"vector NaN", func() error {
@@ -329,7 +359,7 @@ func TestSeparatingCovariateRanksFirst(t *testing.T) {
 	// b is 0 in every control and 1 in every treated row: its SD is 0 and
 	// its SMD undefined, but it is the worst imbalance there is.
 	x := mat.NewDense(4, 2, []float64{0.1, 0, 0.4, 0, 0.2, 1, 0.3, 1})
-	s, err := Collect(x, []float64{0, 0, 1, 1}, []float64{0.5, 0.5, 0.5, 0.5}, 0, 1)
+	s, err := Collect(x, []float64{0, 0, 1, 1}, []float64{0.5, 0.5, 0.5, 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/crffd/crffd/balance"
 	"github.com/crffd/crffd/federation/wire"
-	"github.com/crffd/crffd/positivity"
 )
 
 // Tensor names of the balance diagnostics (package balance). A site's
@@ -19,7 +18,8 @@ const (
 )
 
 // balanceTensors returns the hello's balance tensor: the sums of the site's
-// rows, weighted by a logistic propensity fitted on them. A private site
+// rows, weighted by a logistic propensity fitted on them, which it also
+// keeps as the run's SiteResult.LocalBalance. A private site
 // sends none: the sums are exact, and its privacy budget covers training
 // only. A fit that fails sends none either, since the diagnostics are not
 // needed for the run; the site logs why.
@@ -27,13 +27,10 @@ func (s *site) balanceTensors(ctx context.Context) []wire.Tensor {
 	if s.cfg.Privacy != nil {
 		return nil
 	}
-	d := s.cfg.Data
-	e, err := balance.Propensity(ctx, d.X, d.W)
+	sums, err := balance.Of(ctx, s.cfg.Data.X, s.cfg.Data.W)
 	if err == nil {
-		var sums balance.Sums
-		if sums, err = balance.Collect(d.X, d.W, e, positivity.Low, positivity.High); err == nil {
-			return []wire.Tensor{wire.Vector(tBalanceSums, sums.Vector())}
-		}
+		s.res.LocalBalance = &sums
+		return []wire.Tensor{wire.Vector(tBalanceSums, sums.Vector())}
 	}
 	s.log.Warn("no balance diagnostics for this run", slog.String(LogKeyReason, err.Error()))
 	return nil

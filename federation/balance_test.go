@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/balance"
-	"github.com/crffd/crffd/positivity"
 )
 
 // TestGlobalBalanceFromSums checks that every site receives the sum of the
@@ -19,18 +18,19 @@ func TestGlobalBalanceFromSums(t *testing.T) {
 	defer cancel()
 	f := newFed(40, 60, 50)
 	var want balance.Sums
+	local := make([]balance.Sums, len(f.data))
 	for s, d := range f.data {
-		e, err := balance.Propensity(ctx, d.X, d.W)
+		sums, err := balance.Of(ctx, d.X, d.W)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sums, err := balance.Collect(d.X, d.W, e, positivity.Low, positivity.High)
-		if err != nil {
-			t.Fatal(err)
+		local[s] = sums
+		if s == 0 { // a copy: Add changes want's slices
+			want, err = balance.FromVector(sums.Dim(), sums.Vector())
+		} else {
+			err = want.Add(sums)
 		}
-		if s == 0 {
-			want = sums
-		} else if err := want.Add(sums); err != nil {
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,14 +42,17 @@ func TestGlobalBalanceFromSums(t *testing.T) {
 		if r.Balance == nil {
 			t.Fatalf("site%d: no global balance", s+1)
 		}
-		got, w := r.Balance.Vector(), want.Vector()
-		for i := range w {
-			if math.Abs(got[i]-w[i]) > 1e-9*math.Max(1, math.Abs(w[i])) {
-				t.Fatalf("site%d: number %d of the global sums is %v, want %v", s+1, i, got[i], w[i])
-			}
+		if i, ok := sameSums(*r.Balance, want); !ok {
+			t.Fatalf("site%d: number %d of the global sums is %v, want %v", s+1, i, r.Balance.Vector()[i], want.Vector()[i])
 		}
 		if r.Balance.N[balance.Treated]+r.Balance.N[balance.Control] != 150 {
 			t.Errorf("site%d: global balance over %v rows, want 150", s+1, r.Balance.N)
+		}
+		// The site's own sums, kept from its hello, are those of its rows.
+		if r.LocalBalance == nil {
+			t.Errorf("site%d: no local balance sums", s+1)
+		} else if i, ok := sameSums(*r.LocalBalance, local[s]); !ok {
+			t.Errorf("site%d: number %d of the local sums is %v, want %v", s+1, i, r.LocalBalance.Vector()[i], local[s].Vector()[i])
 		}
 	}
 
@@ -64,5 +67,23 @@ func TestGlobalBalanceFromSums(t *testing.T) {
 		if r.Balance != nil {
 			t.Errorf("site%d: a global balance although site2 is private and sent no sums", s+1)
 		}
+		if (r.LocalBalance == nil) != (s == 1) {
+			t.Errorf("site%d: local balance sums %v; only the private site2 keeps none", s+1, r.LocalBalance)
+		}
 	}
+}
+
+// sameSums reports whether a and b agree to 1e-9 relative, and if not the
+// first number that differs.
+func sameSums(a, b balance.Sums) (int, bool) {
+	x, y := a.Vector(), b.Vector()
+	if len(x) != len(y) {
+		return 0, false
+	}
+	for i := range y {
+		if math.Abs(x[i]-y[i]) > 1e-9*math.Max(1, math.Abs(y[i])) {
+			return i, false
+		}
+	}
+	return 0, true
 }

@@ -142,9 +142,13 @@ type SiteResult struct {
 	// from them with its own covariate names. It is nil when a site sent
 	// none (a private site, or an older crffd).
 	Balance *balance.Sums
-	Lambda  map[estimator.Kind][]float64 // the site's row of each model's Λ
-	Peers   []string                     // every site's name, by index (Lambda's columns)
-	Rounds  map[estimator.Kind]int
+	// LocalBalance is the balance sums of this site's rows that its hello
+	// sent, so that the site's own balance needs no second propensity
+	// fit; nil when it sent none.
+	LocalBalance *balance.Sums
+	Lambda       map[estimator.Kind][]float64 // the site's row of each model's Λ
+	Peers        []string                     // every site's name, by index (Lambda's columns)
+	Rounds       map[estimator.Kind]int
 	// CATE is every row's CATE, in Data order, by the estimator the run
 	// chose (Selection), or the latent CATE of Effects when it chose none.
 	CATE []float64

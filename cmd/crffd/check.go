@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/balance"
-	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/store"
 )
 
@@ -99,7 +98,7 @@ func runCheck(ctx context.Context, a *app) error {
 		return err
 	}
 	warnUnused(a, src, recs)
-	b, err := checkBalance(ctx, db, recs)
+	b, err := checkBalance(ctx, db, recs, nil)
 	if err != nil {
 		return err
 	}
@@ -110,15 +109,23 @@ func runCheck(ctx context.Context, a *app) error {
 	return err
 }
 
-// checkBalance computes the balance of recs' rows, with the missing fields
-// of each covariate column of the table, and stores it as the local
-// balance of db.
-func checkBalance(ctx context.Context, db *store.Site, recs *store.Records) (store.Balance, error) {
+// checkBalance computes the balance of recs' rows from sums, or from
+// balanceSums when sums is nil, with the missing fields of each covariate
+// column of the table, and stores it as the local balance of db.
+func checkBalance(ctx context.Context, db *store.Site, recs *store.Records, sums *balance.Sums) (store.Balance, error) {
 	missing, _, err := db.CountMissing(ctx, recs.Layout)
 	if err != nil {
 		return store.Balance{}, err
 	}
-	r, err := balanceOf(ctx, recs)
+	if sums == nil {
+		s, err := balanceSums(ctx, recs)
+		if err != nil {
+			return store.Balance{}, err
+		}
+		sums = &s
+	}
+	l := recs.Layout
+	r, err := balance.Summarise(*sums, l.Covariates, l.Binary, l.Treatment)
 	if err != nil {
 		return store.Balance{}, err
 	}
@@ -132,20 +139,11 @@ func checkBalance(ctx context.Context, db *store.Site, recs *store.Records) (sto
 // balanceSums returns the balance sums of recs' rows, weighted by a
 // logistic propensity fitted on them.
 func balanceSums(ctx context.Context, recs *store.Records) (balance.Sums, error) {
-	e, err := balance.Propensity(ctx, recs.Data.X, recs.Data.W)
+	s, err := balance.Of(ctx, recs.Data.X, recs.Data.W)
 	if err != nil {
 		return balance.Sums{}, fmt.Errorf("balance of %q: %w", recs.File, err)
 	}
-	return balance.Collect(recs.Data.X, recs.Data.W, e, positivity.Low, positivity.High)
-}
-
-// balanceOf returns the balance report of recs' rows.
-func balanceOf(ctx context.Context, recs *store.Records) (balance.Report, error) {
-	s, err := balanceSums(ctx, recs)
-	if err != nil {
-		return balance.Report{}, err
-	}
-	return balance.Summarise(s, recs.Layout.Covariates, recs.Layout.Binary, recs.Layout.Treatment)
+	return s, nil
 }
 
 // printBalance prints b: the arms, the missing fields, the covariates by

@@ -266,6 +266,30 @@ func TestSiteSourceLayers(t *testing.T) {
 			}
 		})
 	}
+	// The record flags of fit and check (addRecordFlags) over the
+	// environment over the file. check fails to open the missing file,
+	// after reading its settings.
+	for k, v := range map[string]string{"CRFFD_SITE_ID_COLUMN": "pid", "CRFFD_SITE_TREATMENT_COLUMN": "treated", "CRFFD_SITE_OUTCOME_COLUMN": "los"} {
+		t.Setenv(k, v)
+	}
+	missing := filepath.Join(t.TempDir(), "absent.sqlite")
+	for _, cmd := range []string{"check", "fit"} {
+		a, err := execute(t, cmd, "--config", file, "--db", missing, "--table", "t2", "--id", "rid", "--treatment", "arm",
+			"--outcome", "out", "--covariates", "a,b")
+		if err == nil {
+			t.Fatalf("%s of a missing file succeeded", cmd)
+		}
+		src, err := a.siteSource()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := store.Source{DB: missing, Table: "t2", IDColumn: "rid", TreatmentColumn: "arm", OutcomeColumn: "out",
+			Covariates: []string{"a", "b"}, OutcomeType: "auto", OnInvalid: "skip"}
+		if !reflect.DeepEqual(src, want) {
+			t.Errorf("%s: source %+v,\nwant %+v", cmd, src, want)
+		}
+	}
+
 	t.Setenv("CRFFD_SITE_DB", "/elsewhere/other.sqlite")
 	a, err := execute(t, "version", "--config", file)
 	if err != nil {

@@ -78,7 +78,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err := checkFitRecords(a, src, recs); err != nil {
 		return err
 	}
-	bal, err := checkBalance(ctx, db, recs)
+	bal, err := checkBalance(ctx, db, recs, nil)
 	if err != nil {
 		return err
 	}

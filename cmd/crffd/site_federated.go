@@ -374,7 +374,9 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 // local) and, when every site sent its sums, of all the sites' rows (scope
 // global) in crff_balance.
 func publishBalance(ctx context.Context, db *store.Site, recs *store.Records, r *federation.SiteResult) error {
-	if _, err := checkBalance(ctx, db, recs); err != nil {
+	// The sums of the site's hello, when it sent them, are of the same
+	// rows: no second propensity fit.
+	if _, err := checkBalance(ctx, db, recs, r.LocalBalance); err != nil {
 		return err
 	}
 	if r.Balance == nil {
