@@ -116,15 +116,20 @@ func (r Report) Ranked() []Covariate {
 	return out
 }
 
-// imbalanced reports whether smd marks imbalance: above Threshold, or NaN.
-func imbalanced(smd float64) bool { return math.IsNaN(smd) || math.Abs(smd) > Threshold }
+// IsImbalanced reports whether smd marks imbalance: |smd| above Threshold,
+// or NaN (a covariate that separates the arms).
+func IsImbalanced(smd float64) bool { return math.IsNaN(smd) || math.Abs(smd) > Threshold }
 
 // Imbalanced returns the names of the covariates imbalanced before
 // weighting (weighted false) or after it, in Ranked order.
 func (r Report) Imbalanced(weighted bool) []string {
 	var out []string
 	for _, c := range r.Ranked() {
-		if smd := c.SMD; weighted && imbalanced(c.WSMD) || !weighted && imbalanced(smd) {
+		v := c.SMD
+		if weighted {
+			v = c.WSMD
+		}
+		if IsImbalanced(v) {
 			out = append(out, c.Name)
 		}
 	}

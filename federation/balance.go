@@ -36,26 +36,29 @@ func (s *site) balanceTensors(ctx context.Context) []wire.Tensor {
 	return nil
 }
 
-// poolBalance adds the sums of the sites' hellos. It returns nil when a
-// site sent none or sums that do not decode: the global balance needs
-// every site.
-func poolBalance(hellos []*wire.Envelope, d int) []float64 {
+// poolBalance adds the sums of the sites' hellos, got[s][wire.KindHello]
+// of each site. It returns nil when a site sent none (a private site) or
+// sums that do not decode, which it logs, naming the site: the global
+// balance needs every site.
+func (c *coordinator) poolBalance(got []map[wire.Kind]*wire.Envelope, d int) []float64 {
 	var total balance.Sums
-	for i, h := range hellos {
+	for s, name := range c.cfg.Sites {
+		h := got[s][wire.KindHello]
 		if _, ok := h.Tensor(tBalanceSums); !ok {
 			return nil
 		}
 		v, err := vector(h, tBalanceSums, 8+6*d)
-		if err != nil {
-			return nil
+		var sums balance.Sums
+		if err == nil {
+			sums, err = balance.FromVector(d, v)
 		}
-		s, err := balance.FromVector(d, v)
-		if err != nil {
-			return nil
+		if err == nil && s == 0 {
+			total = sums
+		} else if err == nil {
+			err = total.Add(sums)
 		}
-		if i == 0 {
-			total = s
-		} else if total.Add(s) != nil {
+		if err != nil {
+			c.log.Warn("no global balance for this run: a site's balance sums do not decode", slog.String(LogKeySite, name), slog.String(LogKeyReason, err.Error()))
 			return nil
 		}
 	}

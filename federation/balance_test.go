@@ -2,11 +2,14 @@ package federation
 
 import (
 	"context"
+	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/crffd/crffd/balance"
+	"github.com/crffd/crffd/federation/wire"
 )
 
 // TestGlobalBalanceFromSums checks that every site receives the sum of the
@@ -86,4 +89,34 @@ func sameSums(a, b balance.Sums) (int, bool) {
 		}
 	}
 	return 0, true
+}
+
+// TestPoolBalanceNamesABadSite: sums that do not decode leave the run
+// without a global balance, and the coordinator's log names the site.
+func TestPoolBalanceNamesABadSite(t *testing.T) {
+	d := 1
+	good := balance.Sums{N: [2]float64{3, 2}, W: [2]float64{4, 3}, WW: [2]float64{6, 5},
+		Sum: [2][]float64{{1}, {2}}, SumSq: [2][]float64{{3}, {4}}, WSum: [2][]float64{{1}, {3}}}
+	bad := good.Vector()
+	bad[0] = 2.5 // not a count
+	hello := func(site string, v []float64) map[wire.Kind]*wire.Envelope {
+		e, err := wire.New(wire.Header{RunID: "r", Kind: wire.KindHello, Sender: site, Recipient: "coord"},
+			[]wire.Tensor{wire.Vector(tBalanceSums, v)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[wire.Kind]*wire.Envelope{wire.KindHello: e}
+	}
+	var logs logBuffer
+	c := &coordinator{cfg: CoordinatorConfig{Sites: []string{"site1", "site2"}}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	got := c.poolBalance([]map[wire.Kind]*wire.Envelope{hello("site1", good.Vector()), hello("site2", good.Vector())}, d)
+	if len(got) != 8+6*d || got[0] != 6 || got[8] != 2 {
+		t.Errorf("pooled sums %v, want twice site1's", got)
+	}
+	if got := c.poolBalance([]map[wire.Kind]*wire.Envelope{hello("site1", good.Vector()), hello("site2", bad)}, d); got != nil {
+		t.Errorf("pooled %v from a site whose sums do not decode", got)
+	}
+	if !strings.Contains(logs.String(), "site=site2") || !strings.Contains(logs.String(), "do not decode") {
+		t.Errorf("log %q does not name site2", logs.String())
+	}
 }

@@ -68,11 +68,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%w: site %s", ErrFrequencies, name)}
 		}
 	}
-	hellos := make([]*wire.Envelope, m)
-	for s := range c.cfg.Sites {
-		hellos[s] = got[s][wire.KindHello]
-	}
-	c.st.Balance = poolBalance(hellos, len(c.st.Schema.Binary))
+	c.st.Balance = c.poolBalance(got, len(c.st.Schema.Binary))
 	scaler, err := estimator.NewScaler(c.st.Schema, moments)
 	if err != nil {
 		return err

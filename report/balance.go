@@ -168,7 +168,7 @@ func balanceSections(ctx context.Context, s *store.Site) ([]balanceSection, erro
 		}
 		for i, c := range r.Ranked() {
 			row := balanceRow{Rank: i + 1, Name: c.Name, Type: "continuous", Missing: "–", SMD: signed(c.SMD), WSMD: signed(c.WSMD),
-				Imbalanced: math.IsNaN(c.SMD) || math.Abs(c.SMD) > balance.Threshold}
+				Imbalanced: balance.IsImbalanced(c.SMD)}
 			if c.Binary {
 				row.Type = "binary"
 			}

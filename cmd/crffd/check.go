@@ -222,7 +222,7 @@ func smd(v float64) string {
 
 // mark says how weighting changed a covariate's balance.
 func mark(c balance.Covariate) string {
-	before, after := math.IsNaN(c.SMD) || math.Abs(c.SMD) > balance.Threshold, math.IsNaN(c.WSMD) || math.Abs(c.WSMD) > balance.Threshold
+	before, after := balance.IsImbalanced(c.SMD), balance.IsImbalanced(c.WSMD)
 	switch {
 	case before && after:
 		return "imbalanced"
