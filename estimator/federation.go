@@ -22,6 +22,23 @@ type Trained struct {
 	Loss    float64       // J at the returned parameters
 }
 
+// LambdaRows returns Λ as rows, Λ[s][v] = λ^{s,v}, or nil when t has no
+// Λ: the form reports and the coordinator's run history keep.
+func (t *Trained) LambdaRows() [][]float64 {
+	if t == nil || t.Lambda == nil {
+		return nil
+	}
+	n := t.Lambda.SymmetricDim()
+	rows := make([][]float64, n)
+	for i := range rows {
+		rows[i] = make([]float64, n)
+		for j := range rows[i] {
+			rows[i][j] = t.Lambda.At(i, j)
+		}
+	}
+	return rows
+}
+
 // Result returns the model at the optimiser's final parameters. It is
 // meaningful once Done reports true.
 func (c *Coordinator) Result() *Trained {

@@ -256,18 +256,9 @@ func (s *StateDB) Finish(ctx context.Context, r *Result) error {
 	}
 	lambda := map[string][][]float64{}
 	for k, t := range r.Models {
-		if t == nil || t.Lambda == nil {
-			continue
+		if m := t.LambdaRows(); m != nil {
+			lambda[k.String()] = m
 		}
-		n := t.Lambda.SymmetricDim()
-		m := make([][]float64, n)
-		for i := range m {
-			m[i] = make([]float64, n)
-			for j := range m[i] {
-				m[i][j] = t.Lambda.At(i, j)
-			}
-		}
-		lambda[k.String()] = m
 	}
 	lj, err := json.Marshal(lambda)
 	if err != nil {

@@ -197,15 +197,7 @@ func (pg *coordinatorPage) state(st *federation.State, saved string) error {
 			continue
 		}
 		m := modelInfo{Name: t.Model.String(), Rounds: t.Rounds, Loss: fmt.Sprintf("%.6g", t.Loss)}
-		if t.Lambda != nil && t.Lambda.SymmetricDim() == len(st.Sites) {
-			k := len(st.Sites)
-			z := make([][]float64, k)
-			for i := range z {
-				z[i] = make([]float64, k)
-				for j := range z[i] {
-					z[i][j] = t.Lambda.At(i, j)
-				}
-			}
+		if z := t.LambdaRows(); len(z) == len(st.Sites) && len(z) > 0 {
 			f, err := lambdaFigure(m.Name, st.Sites, z)
 			if err != nil {
 				return err

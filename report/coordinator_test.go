@@ -76,7 +76,7 @@ func TestCoordinator(t *testing.T) {
 	for _, want := range []string{
 		"λ<sub>ij</sub> is how much site i's model borrows from site j's parameters in training",
 		"It is learned separately for each model (propensity, outcome, latent)",
-		"It is not a measure of how alike two sites are: in the outcome and latent models",
+		"It is not a measure of how alike two sites are: on the paper's synthetic design of five sites, the outcome and latent models' λ settled near 0.4",
 	} {
 		if n := strings.Count(page, want); n != 2 {
 			t.Errorf("page says %q %d times, want 2 (finished run, run in progress)", want, n)

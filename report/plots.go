@@ -166,17 +166,10 @@ func (g grid) Y(r int) float64    { return float64(r) }
 // top, as a matrix is read: row i, column j is λ_ij.
 func heatmap(title, xLabel, yLabel string, rows, cols []string, z [][]float64) (Figure, error) {
 	alt := fmt.Sprintf("%s: %d by %d transfer factors", title, len(rows), len(cols))
-	// plotter.HeatMap puts row 0 at the bottom; flip the rows so that it
-	// is at the top.
 	n := len(z)
 	if n == 0 || len(z[0]) == 0 || len(rows) != n || len(cols) != len(z[0]) {
 		return Figure{}, fmt.Errorf("render %q: %d row names and %d column names for a %d-row matrix", title, len(rows), len(cols), n)
 	}
-	flipped, names := make([][]float64, n), make([]string, n)
-	for r := range z {
-		flipped[n-1-r], names[n-1-r] = z[r], rows[r]
-	}
-	z, rows = flipped, names
 	pal := palette.Heat(32, 1)
 	h := plotter.NewHeatMap(grid(z), pal)
 	h.Min, h.Max = 0, 1
@@ -212,6 +205,9 @@ func heatmap(title, xLabel, yLabel string, rows, cols []string, z [][]float64) (
 	p.NominalY(rows...)
 	p.X.Min, p.X.Max = -0.5, float64(len(cols))-0.5
 	p.Y.Min, p.Y.Max = -0.5, float64(len(rows))-0.5
+	// Row 0 at the top, as a matrix is read (HeatMap draws it at the
+	// bottom on a plain scale).
+	p.Y.Scale = plot.InvertedScale{Normalizer: plot.LinearScale{}}
 	return render(p, alt)
 }
 

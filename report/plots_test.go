@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"image"
 	"image/color"
 	"math/rand/v2"
 	"path/filepath"
@@ -211,5 +212,25 @@ func writePropensitySite(t testing.TB, s *store.Site, ps []float64, treated int)
 	}
 	if err := s.WriteResults(ctx, "run-1", res); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeatmapRowZeroOnTop checks that row i, column j of the figure is
+// λ_ij as a matrix is read: in [[0, 1], [1, 1]] the one cell of λ = 0,
+// drawn in the palette's red, is the top-left one.
+func TestHeatmapRowZeroOnTop(t *testing.T) {
+	f, err := heatmap("λ", "borrows from", "site", []string{"a", "b"}, []string{"a", "b"}, [][]float64{{0, 1}, {1, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := decodeFigure(t, f)
+	red := color.RGBA{R: 255, A: 255} // palette.Heat's colour of 0
+	b := img.Bounds()
+	midX, midY := (b.Min.X+b.Max.X)/2, (b.Min.Y+b.Max.Y)/2
+	top, _ := countColour(img, red, image.Rect(b.Min.X, b.Min.Y, b.Max.X, midY))
+	bottom, _ := countColour(img, red, image.Rect(b.Min.X, midY, b.Max.X, b.Max.Y))
+	n, meanX := countColour(img, red, b)
+	if n == 0 || top <= 10*bottom || meanX >= float64(midX) {
+		t.Errorf("λ = 0 drawn in %d pixels (%d in the top half, %d in the bottom), mean x %.0f of %d: want the top-left cell", n, top, bottom, meanX, b.Dx())
 	}
 }

@@ -58,7 +58,8 @@ func syntheticSite(t testing.TB, withLoss bool) *store.Site {
 	if withLoss { // and a model selection
 		res.Selection = []store.Selection{
 			{Candidate: "latent/gaussian", Kind: "latent", Kernel: "gaussian", Loss: 8.5, SE: 1.2, N: 40},
-			{Candidate: "tlearner/10", Kind: "tlearner", Ridge: 10, Loss: 8.1, SE: 1.1, Diff: -0.4, DiffSE: 0.15, Chosen: true, N: 40},
+			{Candidate: "tlearner/10", Kind: "tlearner", Ridge: 10, Loss: 8.1, SE: 1.1, Diff: -0.4, DiffSE: 0.15, Member: true, N: 40},
+			{Candidate: "ensemble", Kind: "ensemble", Loss: 8.05, Diff: -0.45, Chosen: true, Shift: 0.25, N: 40},
 		}
 	}
 	for i, id := range recs.IDs {
@@ -149,14 +150,16 @@ func TestSite(t *testing.T) {
 		`<td class="l">sent</td><td class="l">gradient</td><td>1</td><td>2</td><td>8.0 KiB (8192 B)</td>`,
 		`<th class="l">received</th><th class="l">all</th><th>1</th><th>2</th><th>8.1 KiB (8312 B)</th>`,
 		`<tr class="extreme"><td class="l">[0.99, 1]</td><td>25</td><td>0</td>`,
-		`<td class="l">tlearner/10</td><td>8.1 ± 1.1</td><td>-0.4 ± 0.15</td><td class="l">chosen</td>`,
+		`<td class="l">latent/gaussian</td><td>8.5 ± 1.2</td><td>&#43;0 ± 0</td><td class="l"></td>`,
+		`<td class="l">tlearner/10</td><td>8.1 ± 1.1</td><td>-0.4 ± 0.15</td><td class="l">member</td>`,
+		`<td class="l">ensemble</td><td>8.05</td><td>-0.45</td><td class="l">chosen: the members&#39; mean, shifted by &#43;0.25</td>`,
 		"on the 40 rows held out of training",
 		"The run's optimiser was not recorded.", // the synthetic site saved no setup
 		// What λ is, and what it is not.
 		"<h2>Transfer factors λ: how much this site's models borrow from each peer (not site similarity)</h2>",
 		"λ<sub>ij</sub> is how much site i's model borrows from site j's parameters in training",
 		"It is learned separately for each model (propensity, outcome, latent)",
-		"It is not a measure of how alike two sites are: in the outcome and latent models",
+		"It is not a measure of how alike two sites are: on the paper's synthetic design of five sites, the outcome and latent models' λ settled near 0.4",
 		`alt="λ: how much this site&#39;s models borrow from each peer&#39;s parameters: 2 by 2 transfer factors"`,
 	} {
 		if !strings.Contains(page, want) {

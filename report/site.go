@@ -67,7 +67,6 @@ type selectionRow struct {
 	Candidate string
 	Loss      string // mean loss ± its standard error
 	Diff      string // paired difference from the reference ± its standard error
-	Chosen    bool
 	Role      string // chosen, member, or empty
 }
 
@@ -151,14 +150,14 @@ func (pg *sitePage) results(ctx context.Context, s *store.Site, run store.Run) e
 	}
 	for _, c := range sel {
 		row := selectionRow{Candidate: c.Candidate, Loss: fmt.Sprintf("%.4g ± %.2g", c.Loss, c.SE),
-			Diff: fmt.Sprintf("%+.4g ± %.2g", c.Diff, c.DiffSE), Chosen: c.Chosen}
+			Diff: fmt.Sprintf("%+.4g ± %.2g", c.Diff, c.DiffSE)}
 		switch {
 		case c.Kind == "ensemble":
 			row.Loss, row.Diff = fmt.Sprintf("%.4g", c.Loss), fmt.Sprintf("%+.4g", c.Diff)
 			row.Role = fmt.Sprintf("chosen: the members' mean, shifted by %+.4g", c.Shift)
 		case c.Member:
 			row.Role = "member"
-		case c.Chosen:
+		case c.Chosen: // a single candidate chosen by a run before the ensemble
 			row.Role = "chosen"
 		}
 		pg.Selection = append(pg.Selection, row)

@@ -28,6 +28,6 @@ CREATE TABLE crff_model_selection_new (
                 ELSE se IS NOT NULL AND diff_se IS NOT NULL AND shift IS NULL END)
 );
 INSERT INTO crff_model_selection_new (candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, member, n, run, computed_at)
-    SELECT candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, chosen, n, run, computed_at FROM crff_model_selection;
+    SELECT candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, 0, n, run, computed_at FROM crff_model_selection;
 DROP TABLE crff_model_selection;
 ALTER TABLE crff_model_selection_new RENAME TO crff_model_selection;
