@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/csv"
@@ -42,10 +43,6 @@ type ImportResult struct {
 	// its first row looks like column names (LooksLikeHeader): the caller
 	// should say so, since that row is now a data row.
 	HeaderLike bool
-	// FirstLine is the line the first data row starts on: 1, or after the
-	// header row, or later when blank lines come first. A caller can tell
-	// by it which TEXT columns only the first row made TEXT.
-	FirstLine int
 }
 
 // TextColumn says why ImportCSV stored a column as TEXT. It quotes the
@@ -53,13 +50,16 @@ type ImportResult struct {
 // operator's terminal, never for the network.
 type TextColumn struct {
 	Name    string
-	Values  int    // fields that are not empty (NULL)
-	Numbers int    // of those, fields that are numbers
-	Line    int    // the line of the first field that is not a number; 0 when there is none
-	Field   string // that field, as in the CSV
+	Values  int // fields that are not empty (NULL)
+	Numbers int // of those, fields that are numbers
 	// Examples are the first fields that are not numbers (at most
-	// maxExamples), with their lines; Examples[0] is Line and Field.
+	// maxExamples), with their lines.
 	Examples []BadField
+	// ByHeader is set when the only field that is not a number is the
+	// first data row's, and that row looks like column names
+	// (ImportResult.HeaderLike): a header read as data made the column
+	// TEXT.
+	ByHeader bool
 }
 
 // BadField is a field that is not a number, with its line.
@@ -128,7 +128,8 @@ func (t TextColumn) String() string {
 		}
 		return fmt.Sprintf("column %s stored as TEXT: %s (lines %s%s)", t.Name, why, strings.Join(parts, ", "), tail)
 	}
-	return fmt.Sprintf("column %s stored as TEXT: %s (line %d: %s%s)", t.Name, why, t.Line, quoteField(t.Field), textKind(t.Field))
+	e := t.Examples[0] // Values > Numbers: there is one
+	return fmt.Sprintf("column %s stored as TEXT: %s (line %d: %s%s)", t.Name, why, e.Line, quoteField(e.Field), textKind(e.Field))
 }
 
 // quoteField quotes a field for a message, shortened to 40 characters.
@@ -174,9 +175,6 @@ func textColumn(name string, recs [][]string, lines []int, j int) TextColumn {
 			t.Numbers++
 		} else if len(t.Examples) < maxExamples {
 			t.Examples = append(t.Examples, BadField{Line: lines[i], Field: f})
-			if t.Line == 0 {
-				t.Line, t.Field = lines[i], f
-			}
 		}
 	}
 	return t
@@ -264,33 +262,38 @@ func (s *Site) ImportCSV(ctx context.Context, table string, r io.Reader, opts Im
 	if err := checkTableName(table); err != nil {
 		return res, &ImportError{File: name, Err: fmt.Errorf("table %q: %w", table, err)}
 	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return res, &ImportError{File: name, Err: err}
-	}
+	// Detection reads at most sniffBytes, so the file is not held whole
+	// beside its parsed records.
+	br := bufio.NewReaderSize(r, sniffBytes+1)
 	res.Comma = opts.Comma
 	if res.Comma == 0 {
-		res.Comma, res.Detected = DetectDelimiter(data), true
+		head, err := br.Peek(sniffBytes + 1)
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+			return res, &ImportError{File: name, Err: err}
+		}
+		res.Comma, res.Detected = DetectDelimiter(head), true
 		opts.Comma = res.Comma
 	}
-	cols, recs, lines, err := readCSV(bytes.NewReader(data), name, opts)
+	cols, recs, lines, err := readCSV(br, name, opts)
 	if err != nil {
+		var ie *ImportError
+		if res.Detected && errors.Is(err, csv.ErrFieldCount) && errors.As(err, &ie) {
+			ie.Err = fmt.Errorf("%w (separator %s detected; name it with --delimiter)", ie.Err, DelimiterName(res.Comma))
+		}
 		return res, err
 	}
 	res.HeaderLike = !opts.Header && LooksLikeHeader(recs)
-	res.FirstLine = lines[0] // readCSV refuses a file without data rows
 	types := make([]ColumnType, len(cols))
 	res.Nulls = make([]int, len(cols))
 	for j := range cols {
 		types[j] = inferType(recs, j)
 		cols[j].Type = types[j]
 		if types[j] == Text {
-			res.Text = append(res.Text, textColumn(cols[j].Name, recs, lines, j))
-		}
-		for _, rec := range recs {
-			if strings.TrimSpace(rec[j]) == "" {
-				res.Nulls[j]++
-			}
+			t := textColumn(cols[j].Name, recs, lines, j)
+			// lines[0] is the first data row's: readCSV refuses a file
+			// without one.
+			t.ByHeader = res.HeaderLike && t.Mixed() && t.Values-t.Numbers == 1 && t.Examples[0].Line == lines[0]
+			res.Text = append(res.Text, t)
 		}
 	}
 	rows := make([][]any, len(recs))
@@ -300,6 +303,9 @@ func (s *Site) ImportCSV(ctx context.Context, table string, r io.Reader, opts Im
 			v, err := fieldValue(f, types[j])
 			if err != nil {
 				return res, &ImportError{File: name, Line: lines[i], Column: j + 1, ColumnName: cols[j].Name, Err: err}
+			}
+			if v == nil {
+				res.Nulls[j]++
 			}
 			row[j] = v
 		}
@@ -518,6 +524,21 @@ func fieldValue(f string, t ColumnType) (any, error) {
 // delimiters are the field separators DetectDelimiter considers, in order
 // of preference when several fit equally.
 var delimiters = []rune{',', ';', '\t', '|'}
+
+// DelimiterNames are the words that name a field separator (crffd import's
+// --delimiter), besides the character itself.
+var DelimiterNames = map[string]rune{"comma": ',', "semicolon": ';', "tab": '\t', `\t`: '\t', "pipe": '|'}
+
+// DelimiterName names a field separator for a message: its word, or the
+// quoted character.
+func DelimiterName(r rune) string {
+	for name, c := range DelimiterNames {
+		if c == r && name != `\t` {
+			return name
+		}
+	}
+	return strconv.QuoteRune(r)
+}
 
 // sniffLines is how many lines DetectDelimiter reads, and sniffBytes caps
 // their size, for a file with very long lines or none at all: the import

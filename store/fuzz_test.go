@@ -48,8 +48,10 @@ func FuzzImportCSV(f *testing.F) {
 		if !res.Detected || !strings.ContainsRune(",;\t|", res.Comma) {
 			t.Fatalf("separator %q (detected %v), want one of comma, semicolon, tab, pipe, detected", res.Comma, res.Detected)
 		}
-		if res.FirstLine < 1 || header && res.FirstLine < 2 {
-			t.Fatalf("first data row on line %d (header %v)", res.FirstLine, header)
+		for _, c := range res.Text {
+			if c.ByHeader && (!res.HeaderLike || c.Values-c.Numbers != 1) {
+				t.Fatalf("column %s TEXT by the header, but header-like %v and %d of %d values not numbers", c.Name, res.HeaderLike, c.Values-c.Numbers, c.Values)
+			}
 		}
 		if header && res.HeaderLike {
 			t.Fatal("a file imported with its header row is said to look like it has one")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -131,16 +130,13 @@ func printTextColumns(w io.Writer, cols []store.TextColumn) error {
 	return nil
 }
 
-// delimiterNames are the words --delimiter accepts besides one character.
-var delimiterNames = map[string]rune{"comma": ',', "semicolon": ';', "tab": '\t', `\t`: '\t', "pipe": '|'}
-
 // parseDelimiter reads --delimiter: "" (detect), a name, or one character
 // that can separate CSV fields.
 func parseDelimiter(s string) (rune, error) {
 	if s == "" {
 		return 0, nil
 	}
-	if r, ok := delimiterNames[strings.ToLower(s)]; ok {
+	if r, ok := store.DelimiterNames[strings.ToLower(s)]; ok {
 		return r, nil
 	}
 	rs := []rune(s)
@@ -150,16 +146,6 @@ func parseDelimiter(s string) (rune, error) {
 		return 0, fmt.Errorf("--delimiter %q: want one character (not a quote, a line break or NUL), or comma, semicolon, tab or pipe", s)
 	}
 	return rs[0], nil
-}
-
-// delimiterName names a field separator for a message.
-func delimiterName(r rune) string {
-	for name, c := range delimiterNames {
-		if c == r && name != `\t` {
-			return name
-		}
-	}
-	return strconv.QuoteRune(r)
 }
 
 // printImport prints what an import did: the table and its columns, the
@@ -175,7 +161,7 @@ func printImport(w io.Writer, db string, res store.ImportResult) error {
 		if res.Detected {
 			how = "detected"
 		}
-		p.printf("delimiter: %s (%s)\n", delimiterName(res.Comma), how)
+		p.printf("delimiter: %s (%s)\n", store.DelimiterName(res.Comma), how)
 	}
 	if res.Detected && len(res.Columns) == 1 {
 		p.printf("warning: the file has a single column: no comma, semicolon, tab or pipe splits its lines into fields; if another character separates them, name it with --delimiter\n")
@@ -188,7 +174,7 @@ func printImport(w io.Writer, db string, res store.ImportResult) error {
 		var byHeader []string
 		text = nil
 		for _, c := range res.Text {
-			if c.Mixed() && c.Values-c.Numbers == 1 && c.Line == res.FirstLine {
+			if c.ByHeader {
 				byHeader = append(byHeader, c.Name)
 				continue
 			}
