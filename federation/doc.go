@@ -41,8 +41,9 @@
 //     and sends them, and the site answers losses (selection.SiteLosses:
 //     the pair sums of its held-out rows and the centring sums of all its
 //     rows). The coordinator forms the ensemble (selection.Decide), and the
-//     ate step's weights carry its members, its shift and every candidate's
-//     scores; the site then scores its rows with the ensemble. The hello carries the held-out share,
+//     ate step's weights carry its members, the receiving site's shift and
+//     every candidate's scores; the site then scores its rows with the
+//     ensemble. The hello carries the held-out share,
 //     which each site echoes, and each site holds its rows out with
 //     selection.SiteHoldout after de-duplication and trains on the rest.
 //  5. global-ate: the n-weighted global ATE. The site publishes its results

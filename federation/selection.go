@@ -73,9 +73,30 @@ func (s Selection) wants(kind string) bool {
 type SelectState struct {
 	Candidates []selection.Candidate
 	Estimators []selection.Estimator
-	Scored     bool // the Candidates' scores, Chosen and Held are set
+	Scored     bool // the Candidates' scores, Chosen, Ensemble and Held are set
 	Chosen     int
-	Held       int // every site's held-out rows
+	// Ensemble is the chosen ensemble, with each site's shift (Sites, in
+	// the order of Config.Sites).
+	Ensemble selection.Ensemble
+	Held     int // every site's held-out rows
+}
+
+// Shift returns the chosen ensemble's shift at site s. A state saved
+// before shifts were per site kept one, in the ensemble's Estimator.
+func (st *SelectState) Shift(s int) float64 {
+	if s >= 0 && s < len(st.Ensemble.Sites) {
+		return st.Ensemble.Sites[s].Shift
+	}
+	return st.Estimators[st.Chosen].Shift
+}
+
+// Shifts returns the chosen ensemble's shift at every one of m sites.
+func (st *SelectState) Shifts(m int) []float64 {
+	out := make([]float64, m)
+	for s := range out {
+		out[s] = st.Shift(s)
+	}
+	return out
 }
 
 // SiteSelection is a run's model selection as a site learns it.
@@ -112,7 +133,7 @@ const (
 	tSelectChosen = "selection.chosen"  // stage 3: the chosen candidate's index
 	tSelectN      = "selection.n"       // stage 3: every site's held-out rows
 	tSelectMember = "selection.members" // stage 3: the ensemble's members, whose estimators follow as chosen.<j>.…
-	tSelectShift  = "selection.shift"   // stage 3: the ensemble's shift
+	tSelectShift  = "selection.shift"   // stage 3: the ensemble's shift at the receiving site
 	pStats        = "stats."            // stats: stats.<arm0|arm1|dr>.<n|featsum|targetsum|gram|moment>
 	tLossN        = "losses.n"          // losses: the held-out rows, and their selection.Pairs
 	tPairLoss     = "losses.pair_loss"  // losses: selection.Pairs, C×C row by row
@@ -387,30 +408,28 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 		return err
 	}
 	var pairs selection.Pairs
-	var centre selection.Centre
+	centres := make([]selection.Centre, len(c.cfg.Sites))
 	for s, name := range c.cfg.Sites {
 		site, err := decodeSiteSums(got[s][wire.KindLosses], len(st.Candidates))
 		if err == nil {
 			err = pairs.Add(site.Pairs)
 		}
-		if err == nil {
-			err = centre.Add(site.Centre)
-		}
 		if err != nil {
 			return fmt.Errorf("site %s: %w", name, err)
 		}
+		centres[s] = site.Centre
 	}
 	if pairs.N < 2 {
 		return fmt.Errorf("%w: the sites hold %v rows out for model selection, too few to choose on: every site is too small for model.validation %v within its federation.min_arm_rows (set model.estimator: latent)",
 			ErrNoHeldOut, pairs.N, sel.Share)
 	}
-	scores, ens, err := selection.Decide(pairs, centre, sel.Z)
+	scores, ens, err := selection.Decide(pairs, centres, sel.Z)
 	if err != nil {
 		return err
 	}
 	st.Candidates, st.Estimators = selection.Ensembled(st.Candidates, st.Estimators, scores, ens)
 	chosen := len(st.Candidates) - 1
-	st.Chosen, st.Scored, st.Held = chosen, true, int(pairs.N)
+	st.Chosen, st.Scored, st.Ensemble, st.Held = chosen, true, ens, int(pairs.N)
 	c.st.Step = c.step
 	if err := c.save(ctx); err != nil {
 		return err
@@ -418,7 +437,7 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	won := st.Candidates[chosen]
 	c.log.Info("model selected", slog.String(wire.LogKeyRun, c.st.RunID), slog.String("candidate", won.Name),
 		slog.Int("members", len(ens.Members)), slog.Int("candidates", len(st.Candidates)-1), slog.Float64("loss", won.Loss),
-		slog.Float64("diff", won.Diff), slog.Float64("shift", ens.Shift))
+		slog.Float64("diff", won.Diff), slog.Any("shifts", st.Shifts(len(c.cfg.Sites))), slog.Float64("spread", ens.Spread))
 	return nil
 }
 
@@ -439,7 +458,7 @@ func (c *coordinator) finalEnvelopes(extra ...wire.Tensor) ([]*wire.Envelope, er
 // choiceTensors are what the final weights of the ATE step add when the run
 // selected a model: the chosen estimator and every candidate's scores, for
 // the site to publish.
-func (st *SelectState) choiceTensors() []wire.Tensor {
+func (st *SelectState) choiceTensors(site int) []wire.Tensor {
 	n := len(st.Candidates)
 	loss, se, diff, diffSE := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, cand := range st.Candidates {
@@ -457,7 +476,7 @@ func (st *SelectState) choiceTensors() []wire.Tensor {
 			members = append(members, float64(i))
 		}
 	}
-	ts = append(ts, wire.Vector(tSelectMember, members), wire.Scalar(tSelectShift, est.Shift))
+	ts = append(ts, wire.Vector(tSelectMember, members), wire.Scalar(tSelectShift, st.Shift(site)))
 	for j, m := range est.Members {
 		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pChosen, j), m.Estimator)...)
 	}

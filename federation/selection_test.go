@@ -20,9 +20,14 @@ import (
 // sizes, and the simulated selection (selection.Run) of the same rows.
 func selectionRun(ctx context.Context, t *testing.T, sel Selection, sizes ...int) (*fed, *Result, []*SiteResult, *selection.Result) {
 	t.Helper()
+	return selectionRunOn(ctx, t, sel, newFed(sizes...))
+}
+
+// selectionRunOn is selectionRun on the sites of f.
+func selectionRunOn(ctx context.Context, t *testing.T, sel Selection, f *fed) (*fed, *Result, []*SiteResult, *selection.Result) {
+	t.Helper()
 	cfg := testConfig()
-	f := newFed(sizes...)
-	held := make([][]int, len(sizes))
+	held := make([][]int, len(f.data))
 	for s, d := range f.data {
 		var err error
 		if held[s], err = selection.SiteHoldout(d.W, sel.Share, cfg.Seed, DefaultMinArmRows); err != nil {
@@ -80,10 +85,16 @@ func TestSelectionEquivalence(t *testing.T) {
 	if len(members) < 2 {
 		t.Errorf("ensemble of %v: want one of several members, to check their CATEs add up", members)
 	}
-	t.Logf("chose the mean of %v, shifted by %v, of %d candidates (z = 1)", members, sites[0].Selection.Estimator.Shift, len(got.Candidates))
+	t.Logf("chose the mean of %v, shifted per site by %+v (spread %v), of %d candidates (z = 1)", members, got.Ensemble.Sites, got.Ensemble.Spread, len(got.Candidates))
+	if fmt.Sprintf("%+v", got.Ensemble) != fmt.Sprintf("%+v", want.Ensemble) {
+		t.Errorf("ensemble %+v, simulated %+v", got.Ensemble, want.Ensemble)
+	}
 	for s, r := range sites {
 		if r.Selection == nil || r.Selection.Chosen != want.Chosen || r.Selection.HeldAll != got.Held {
 			t.Fatalf("site %d: selection %+v, want candidate %d over %d rows", s, r.Selection, want.Chosen, got.Held)
+		}
+		if r.Selection.Estimator.Shift != want.Ensemble.Sites[s].Shift {
+			t.Errorf("site %d: shift %v, simulated %v", s, r.Selection.Estimator.Shift, want.Ensemble.Sites[s].Shift)
 		}
 		for c, cand := range r.Selection.Candidates {
 			if fmt.Sprintf("%+v", cand) != fmt.Sprintf("%+v", want.Candidates[c]) {
@@ -111,6 +122,42 @@ func TestSelectionEquivalence(t *testing.T) {
 		for _, k := range []wire.Kind{wire.KindStats, wire.KindLosses} {
 			if !strings.Contains(joined, fmt.Sprintf("%d %s", Sent, k)) {
 				t.Errorf("%s sent no %s", name, k)
+			}
+		}
+	}
+}
+
+// TestSelectionUnlikeSites: when one site's effect is 3 larger, its
+// ensemble's gap differs from the others', and each site is shifted by its
+// own amount, bit for bit as the simulated selection shifts it.
+func TestSelectionUnlikeSites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := newFed(150, 150, 150)
+	for i, w := range f.data[1].W {
+		f.data[1].Y[i] += 3 * w
+	}
+	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian", Kinds: []string{selection.KindTLearner}}
+	_, res, sites, want := selectionRunOn(ctx, t, sel, f)
+	ens := res.Selection.Ensemble
+	t.Logf("shifts %+v, spread %v", ens.Sites, ens.Spread)
+	if fmt.Sprintf("%+v", ens) != fmt.Sprintf("%+v", want.Ensemble) {
+		t.Errorf("ensemble %+v, simulated %+v", ens, want.Ensemble)
+	}
+	if ens.Spread == 0 || !(ens.Sites[1].Shift > ens.Sites[0].Shift+1 && ens.Sites[1].Shift > ens.Sites[2].Shift+1) {
+		t.Errorf("site 2's effect is 3 larger: shifts %+v, spread %v; want site 2's above the others' by more than 1", ens.Sites, ens.Spread)
+	}
+	for s, r := range sites {
+		if r.Selection.Estimator.Shift != want.Ensemble.Sites[s].Shift {
+			t.Errorf("site %d: shift %v, simulated %v", s, r.Selection.Estimator.Shift, want.Ensemble.Sites[s].Shift)
+		}
+		cate, err := want.CATE(ctx, want.Chosen, s, f.data[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range cate {
+			if cate[i] != r.CATE[i] {
+				t.Fatalf("site %d row %d: CATE %g, simulated %g", s, i, r.CATE[i], cate[i])
 			}
 		}
 	}

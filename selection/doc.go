@@ -32,13 +32,16 @@
 // paired difference from the candidate of least loss is at most Z of its
 // standard errors (those the validation rows cannot tell from the best),
 // plus a shift. The Pairs sums give every paired difference and the
-// mean's loss. The shift re-centres the mean on the doubly robust ATE: with
-// g the mean of ψ over all the sites' rows (Centre sums) minus the
-// members' mean CATE there, and s the standard error of that mean of ψ,
-// the shift is g·max(0, 1 − s²/g²), the gap shrunk by its
-// signal-to-noise ratio. Ensembled appends the ensemble to the candidates
+// mean's loss. The shift re-centres the mean on each site's doubly robust
+// ATE: a site's gap g is the mean of ψ over all its rows (its Centre sums)
+// minus the members' mean CATE there; Recentre pools the sites' gaps as a
+// random-effects meta-analysis (DerSimonian–Laird), so that alike sites
+// share one pooled gap and unlike sites keep nearer their own, and each
+// site's shift is its gap g shrunk by its standard error s to
+// g·max(0, 1 − s²/g²). Ensembled appends the ensemble to the candidates
 // as the chosen one; an Estimator of kind KindEnsemble computes its CATE
-// from its Members, each with the kernel whose model it needs.
+// from its Members, each with the kernel whose model it needs, plus its
+// site's shift (Estimator.AtSite).
 //
 // Run does the whole selection for sites' rows and their validation
 // rows: it fits the candidates (Options: the CausalRFF latent CATE and the
@@ -56,6 +59,6 @@
 // SiteStats (estimator.RidgeStats of its training rows, per arm and of its
 // training pseudo-outcomes), which Stats.Add pools and RidgeCandidates
 // solves into the ridge candidates at the coordinator; then each site's
-// SiteLosses (SiteSums), which Pairs.Add and Centre.Add pool and Decide
-// decides on.
+// SiteLosses (SiteSums), whose Pairs Pairs.Add pools and whose Centres
+// Decide takes site by site.
 package selection

@@ -95,9 +95,9 @@ func PairSums(psi []float64, cates [][]float64) (Pairs, error) {
 	return p, nil
 }
 
-// Centre are the sums that re-centre the chosen CATE on the doubly robust
-// ATE, over all of the rows of the sites that hold rows out: n, Σψ, Σψ²
-// and, per candidate, Σ τ̂_c. They add over sites.
+// Centre are a site's sums that re-centre the chosen CATE on its doubly
+// robust ATE, over all of its rows: n, Σψ, Σψ² and, per candidate, Σ τ̂_c.
+// Combine takes them site by site; Add pools them.
 type Centre struct {
 	N, Psi, PsiSq float64
 	CATE          []float64
@@ -140,21 +140,32 @@ func CentreSums(psi []float64, cates [][]float64) (Centre, error) {
 }
 
 // Ensemble is the estimate the selection gives: the equally weighted mean
-// of the Members' CATEs, plus Shift.
+// of the Members' CATEs, plus a shift per site.
 type Ensemble struct {
 	Members []int   // candidate indices, increasing
 	Best    int     // the candidate of least validation loss
 	Loss    float64 // the mean's validation loss, before the shift
-	// Gap is the doubly robust ATE of the centring rows minus the
-	// members' mean CATE there, GapSE the standard error of that ATE, and
-	// Shift = Gap·max(0, 1 − GapSE²/Gap²), the gap shrunk by its
-	// signal-to-noise ratio (0 without centring rows).
+	// Sites are the re-centring at each site, in the order of the
+	// Centres given to Combine.
+	Sites []Centring
+	// Spread is the DerSimonian–Laird estimate of the standard deviation
+	// of the sites' gaps about their mean (Recentre); 0 with one site.
+	Spread float64
+}
+
+// Centring is how the ensemble is re-centred at one site: Gap estimates
+// the site's doubly robust ATE minus the members' mean CATE over its rows,
+// GapSE is that estimate's standard error, and Shift = Gap·max(0, 1 −
+// GapSE²/Gap²), the gap shrunk by its signal-to-noise ratio, is what the
+// site adds to the members' mean.
+type Centring struct {
 	Gap, GapSE, Shift float64
 }
 
 // Decide scores the candidates from their summed Pairs (Scores, the
-// first candidate the reference) and forms their Ensemble (Combine).
-func Decide(pairs Pairs, centre Centre, z float64) ([]Score, Ensemble, error) {
+// first candidate the reference) and forms their Ensemble (Combine) with
+// the sites' Centres.
+func Decide(pairs Pairs, centres []Centre, z float64) ([]Score, Ensemble, error) {
 	sums, err := pairs.Sums(0)
 	if err != nil {
 		return nil, Ensemble{}, err
@@ -163,16 +174,16 @@ func Decide(pairs Pairs, centre Centre, z float64) ([]Score, Ensemble, error) {
 	if err != nil {
 		return nil, Ensemble{}, err
 	}
-	ens, err := Combine(pairs, centre, z)
+	ens, err := Combine(pairs, centres, z)
 	return scores, ens, err
 }
 
 // Combine forms the Ensemble from the candidates' summed validation Pairs
-// and the Centre sums: its members are the candidates whose mean paired
+// and each site's Centre: its members are the candidates whose mean paired
 // loss difference from the best candidate is at most z of its standard
-// errors, the candidates the validation rows cannot tell from the best. A
-// Centre of no rows leaves the shift 0.
-func Combine(pairs Pairs, centre Centre, z float64) (Ensemble, error) {
+// errors, the candidates the validation rows cannot tell from the best,
+// and each site's shift is Recentre's.
+func Combine(pairs Pairs, centres []Centre, z float64) (Ensemble, error) {
 	c := pairs.C
 	if c == 0 || len(pairs.Loss) != c*c || len(pairs.Res) != c*c {
 		return Ensemble{}, fmt.Errorf("%w: pair sums of %d candidates", ErrInput, c)
@@ -207,21 +218,91 @@ func Combine(pairs Pairs, centre Centre, z float64) (Ensemble, error) {
 		}
 	}
 	e.Loss = res / (k * k * n)
-	if centre.N >= 2 {
-		if len(centre.CATE) != c {
-			return Ensemble{}, fmt.Errorf("%w: centring sums of %d candidates, want %d", ErrInput, len(centre.CATE), c)
-		}
-		var tau float64
-		for _, a := range e.Members {
-			tau += centre.CATE[a]
-		}
-		e.Gap = (centre.Psi - tau/k) / centre.N
-		e.GapSE = meanSE(centre.Psi, centre.PsiSq, centre.N)
-		if g2 := e.Gap * e.Gap; g2 > 0 {
-			e.Shift = e.Gap * math.Max(0, 1-e.GapSE*e.GapSE/g2)
+	for s, ce := range centres {
+		if ce.N > 0 && len(ce.CATE) != c {
+			return Ensemble{}, fmt.Errorf("%w: site %d: centring sums of %d candidates, want %d", ErrInput, s, len(ce.CATE), c)
 		}
 	}
-	return e, nil
+	e.Sites, e.Spread, err = Recentre(centres, e.Members)
+	return e, err
+}
+
+// Recentre returns the re-centring of the mean CATE of the candidates
+// members at each site of centres, and the spread of the sites' gaps.
+//
+// A site's own gap g_s, the mean of ψ − τ̄ over its rows (τ̄ the members'
+// mean CATE), has variance v_s, the squared standard error of its mean ψ.
+// The sites' gaps are pooled as a random-effects meta-analysis pools
+// studies (DerSimonian and Laird 1986): their between-site variance t² is
+// the method-of-moments estimate from Cochran's Q with weights 1/v_s, and
+// each site's gap is its best linear predictor, the pooled mean ḡ (weights
+// 1/(v_s + t²)) plus t²/(t² + v_s) of the site's departure from it, with
+// variance v_s·t²/(t² + v_s) plus the pooled mean's, shrunk by (v_s/(t² +
+// v_s))². Alike sites (t² = 0) share the pooled gap; sites whose models
+// miss by different amounts, as sites with different outcome surfaces do,
+// each keep nearer their own. A site of fewer than two rows, or whose ψ
+// do not vary, takes the pooled gap with variance var(ḡ) + t². Without
+// any such site every shift is 0.
+func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
+	out := make([]Centring, len(centres))
+	g, v := make([]float64, len(centres)), make([]float64, len(centres))
+	var sw, sw2, swg float64
+	m := 0
+	for s, ce := range centres {
+		if ce.N < 2 {
+			continue
+		}
+		var tau float64
+		for _, a := range members {
+			if a < 0 || a >= len(ce.CATE) {
+				return nil, 0, fmt.Errorf("%w: site %d: centring sums of %d candidates, member %d", ErrInput, s, len(ce.CATE), a)
+			}
+			tau += ce.CATE[a]
+		}
+		se := meanSE(ce.Psi, ce.PsiSq, ce.N)
+		g[s], v[s] = (ce.Psi-tau/float64(len(members)))/ce.N, se*se
+		if !(v[s] > 0) {
+			continue
+		}
+		w := 1 / v[s]
+		sw, sw2, swg = sw+w, sw2+w*w, swg+w*g[s]
+		m++
+	}
+	if m == 0 {
+		return out, 0, nil
+	}
+	fixed := swg / sw
+	var q float64
+	for s := range centres {
+		if v[s] > 0 {
+			q += (g[s] - fixed) * (g[s] - fixed) / v[s]
+		}
+	}
+	var t2 float64
+	if m > 1 {
+		t2 = math.Max(0, (q-float64(m-1))/(sw-sw2/sw))
+	}
+	var sr, srg float64
+	for s := range centres {
+		if v[s] > 0 {
+			w := 1 / (v[s] + t2)
+			sr, srg = sr+w, srg+w*g[s]
+		}
+	}
+	pooled, pooledVar := srg/sr, 1/sr
+	for s := range centres {
+		gap, gapVar := pooled, pooledVar+t2
+		if v[s] > 0 {
+			b := v[s] / (v[s] + t2) // the weight of the pooled gap
+			gap = pooled + (1-b)*(g[s]-pooled)
+			gapVar = (1-b)*v[s] + b*b*pooledVar
+		}
+		out[s] = Centring{Gap: gap, GapSE: math.Sqrt(gapVar)}
+		if g2 := gap * gap; g2 > 0 {
+			out[s].Shift = gap * math.Max(0, 1-gapVar/g2)
+		}
+	}
+	return out, math.Sqrt(t2), nil
 }
 
 // Has reports whether candidate c is a member.

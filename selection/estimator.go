@@ -46,14 +46,34 @@ func (e Estimator) Kernels() []int {
 	return ks
 }
 
-// Estimator returns candidate c as an Estimator, and the index of the
-// kernel whose model it needs (Result.Models; for the ensemble, whose
-// members name theirs, the first member's).
-func (r *Result) Estimator(c int) (Estimator, int, error) {
+// Estimator returns candidate c as the Estimator that site keeps (the
+// ensemble with that site's shift), and the index of the kernel whose
+// model it needs (Result.Models; for the ensemble, whose members name
+// theirs, the first member's).
+func (r *Result) Estimator(c, site int) (Estimator, int, error) {
 	if c < 0 || c >= len(r.Candidates) {
 		return Estimator{}, 0, fmt.Errorf("%w: candidate %d of %d", ErrInput, c, len(r.Candidates))
 	}
-	return r.estimators[c], r.Candidates[c].Kernel, nil
+	e := r.estimators[c]
+	if e.Kind == KindEnsemble {
+		var err error
+		if e, err = e.AtSite(r.Ensemble, site); err != nil {
+			return Estimator{}, 0, err
+		}
+	}
+	return e, r.Candidates[c].Kernel, nil
+}
+
+// AtSite returns the ensemble estimator e with the shift of site in ens.
+func (e Estimator) AtSite(ens Ensemble, site int) (Estimator, error) {
+	if e.Kind != KindEnsemble {
+		return Estimator{}, fmt.Errorf("%w: a %s estimator has no shift", ErrInput, e.Kind)
+	}
+	if site < 0 || site >= len(ens.Sites) {
+		return Estimator{}, fmt.Errorf("%w: site %d of the %d the ensemble was centred on", ErrInput, site, len(ens.Sites))
+	}
+	e.Shift = ens.Sites[site].Shift
+	return e, nil
 }
 
 // CATE returns the estimator's CATE of data's rows, which belong to site,

@@ -27,7 +27,7 @@ func ExampleDecide() {
 			log.Fatal(err)
 		}
 	}
-	scores, ens, err := selection.Decide(total, selection.Centre{}, selection.DefaultZ)
+	scores, ens, err := selection.Decide(total, nil, selection.DefaultZ)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -208,10 +208,11 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		models[c] = res.Models[cand.Kernel]
 	}
 	var pairs Pairs
-	var centre Centre
+	centres := make([]Centre, k)
 	res.Nuisance = make([]inference.Nuisance, k)
 	for s, d := range sites {
 		if len(val[s]) == 0 {
+			centres[s] = Centre{CATE: make([]float64, len(res.Candidates))}
 			continue
 		}
 		if res.Nuisance[s], err = estimator.CrossFit(ctx, res.Models[0].Setup, s, d); err != nil {
@@ -224,11 +225,9 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if err := pairs.Add(site.Pairs); err != nil {
 			return nil, err
 		}
-		if err := centre.Add(site.Centre); err != nil {
-			return nil, err
-		}
+		centres[s] = site.Centre
 	}
-	scores, ens, err := Decide(pairs, centre, opt.Z)
+	scores, ens, err := Decide(pairs, centres, opt.Z)
 	if err != nil {
 		return nil, err
 	}
@@ -242,11 +241,12 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 // ests, each marked Member when in ens, followed by the ensemble itself:
 // chosen, with its validation loss and difference from the reference, and
 // standard errors of 0, which stand for none: they would need fourth
-// moments of the residuals, which no site sends.
+// moments of the residuals, which no site sends. The ensemble's Estimator
+// has no shift: each site's is in ens.Sites (Estimator.AtSite).
 func Ensembled(cands []Candidate, ests []Estimator, scores []Score, ens Ensemble) ([]Candidate, []Estimator) {
 	out := make([]Candidate, len(cands), len(cands)+1)
 	copy(out, cands)
-	e := Estimator{Kind: KindEnsemble, Shift: ens.Shift}
+	e := Estimator{Kind: KindEnsemble}
 	for c := range out {
 		out[c].Score = scores[c]
 		out[c].Chosen = false
@@ -313,7 +313,7 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 
 // CATE returns candidate c's CATE of data's rows, which belong to site.
 func (r *Result) CATE(ctx context.Context, c, site int, data *estimator.Data) ([]float64, error) {
-	e, k, err := r.Estimator(c)
+	e, k, err := r.Estimator(c, site)
 	if err != nil {
 		return nil, err
 	}

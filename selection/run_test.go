@@ -103,7 +103,7 @@ func TestRun(t *testing.T) {
 			}
 			if c == res.Chosen { // the ensemble's loss is of its mean before the shift
 				for j := range cate {
-					cate[j] -= res.Ensemble.Shift
+					cate[j] -= res.Ensemble.Sites[s].Shift
 				}
 			}
 			for _, i := range val[s] {
@@ -135,12 +135,13 @@ func TestRun(t *testing.T) {
 			mean[i] += v / float64(len(res.Ensemble.Members))
 		}
 	}
+	shift := res.Ensemble.Sites[0].Shift
 	for i := range ens {
-		if math.Abs(ens[i]-mean[i]-res.Ensemble.Shift) > 1e-9 {
-			t.Fatalf("row %d: ensemble CATE %v, members' mean %v plus shift %v", i, ens[i], mean[i], res.Ensemble.Shift)
+		if math.Abs(ens[i]-mean[i]-shift) > 1e-9 {
+			t.Fatalf("row %d: ensemble CATE %v, members' mean %v plus shift %v", i, ens[i], mean[i], shift)
 		}
 	}
-	t.Logf("ensemble of %v, shift %v (gap %v ± %v)", res.Ensemble.Members, res.Ensemble.Shift, res.Ensemble.Gap, res.Ensemble.GapSE)
+	t.Logf("ensemble of %v, shifts %+v (spread %v)", res.Ensemble.Members, res.Ensemble.Sites, res.Ensemble.Spread)
 	// Only an ensemble's members say which kernel's model they need.
 	if _, err := (Estimator{Kind: KindOutcome}).CATEModels(ctx, res.Models, 0, held, nil); !errors.Is(err, ErrInput) {
 		t.Errorf("an outcome estimator given %d models: %v, want ErrInput", len(res.Models), err)
@@ -148,7 +149,7 @@ func TestRun(t *testing.T) {
 
 	// A kept Estimator, through JSON, gives the candidate's CATE.
 	for c := range res.Candidates {
-		e, k, err := res.Estimator(c)
+		e, k, err := res.Estimator(c, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,12 +346,12 @@ func TestShiftTowardsTruth(t *testing.T) {
 		for i, v := range cate {
 			truth := 2 + d.X.At(i, 1)
 			after += v - truth
-			before += v - res.Ensemble.Shift - truth
+			before += v - res.Ensemble.Sites[s].Shift - truth
 			n++
 		}
 	}
 	before, after = math.Abs(before/n), math.Abs(after/n)
-	t.Logf("mean CATE error %.3f before the shift %.3f (gap %.3f ± %.3f), %.3f after", before, res.Ensemble.Shift, res.Ensemble.Gap, res.Ensemble.GapSE, after)
+	t.Logf("mean CATE error %.3f before the shifts %+v (spread %.3f), %.3f after", before, res.Ensemble.Sites, res.Ensemble.Spread, after)
 	if !(before > 0.25 && after < before/3) {
 		t.Errorf("mean CATE error %.3f before the shift, %.3f after: want an attenuated latent CATE (> 0.25) brought within a third of its error", before, after)
 	}

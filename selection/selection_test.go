@@ -157,7 +157,7 @@ func TestLossTracksPEHE(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		scores, ens, err := Decide(pairs, Centre{}, DefaultZ)
+		scores, ens, err := Decide(pairs, nil, DefaultZ)
 		if err != nil {
 			t.Fatal(err)
 		}

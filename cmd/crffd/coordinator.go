@@ -243,7 +243,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 			return err
 		}
 		if st := res.Selection; st != nil {
-			if err := printSelection(a.stdout, st.Candidates, st.Chosen, st.Held, sel.Z, st.Estimators[st.Chosen].Shift); err != nil {
+			if err := printSelection(a.stdout, st.Candidates, st.Chosen, st.Held, sel.Z, st.Shifts(len(res.Sites))); err != nil {
 				return err
 			}
 		}

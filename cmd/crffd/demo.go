@@ -286,7 +286,11 @@ func printDemoResults(ctx context.Context, w io.Writer, dir string, names []stri
 	fmt.Fprintln(w, "ATEs are doubly robust (AIPW) estimates with cross-fitted nuisance models; the plug-in ATE is the mean of the chosen estimator's CATEs, without a standard error; sqrt(PEHE) is of the reported CATEs in crff_cate (the chosen estimator's, with their doubly robust calibration).")
 	if s := sites[0]; len(s.candidates) > 0 {
 		fmt.Fprintln(w)
-		if err := printSelection(w, s.candidates, s.chosen, s.held, math.NaN(), s.shift); err != nil {
+		shifts := make([]float64, len(sites))
+		for i, site := range sites {
+			shifts[i] = site.shift
+		}
+		if err := printSelection(w, s.candidates, s.chosen, s.held, math.NaN(), shifts); err != nil {
 			return err
 		}
 	}

@@ -79,9 +79,10 @@ validation rows, each kernel's latent CATE and outcome-model CATE, and the
 T-learner and DR-learner on the first kernel's outcome features with ridge
 penalties 1, 10 and 100. It reports their ensemble: the mean CATE of the
 candidates within --selection-z standard errors of the paired loss difference
-from the best, shifted towards the doubly robust ATE (README, "Choosing the
-estimator and the kernel on held-out rows"). --auto-estimator keeps one kind of candidate, as model.estimator does
-(latent: choose the kernel alone). --json lists every candidate's validation loss
+from the best, shifted towards each source's doubly robust ATE (README,
+"Choosing the estimator and the kernel on held-out rows"). --auto-estimator
+keeps one kind of candidate, as model.estimator does (latent: choose the
+kernel alone). --json lists every candidate's validation loss
 and, for the record, its test-row errors.
 
 --data ihdp reads the ten IHDP replicates embedded in crffd (Hill 2011, as

@@ -181,7 +181,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return err
 	}
 	if sel != nil {
-		if err := printSelection(a.stdout, sel.result.Candidates, sel.result.Chosen, sel.val, sel.result.Z, sel.est.Shift); err != nil {
+		if err := printSelection(a.stdout, sel.result.Candidates, sel.result.Chosen, sel.val, sel.result.Z, []float64{sel.est.Shift}); err != nil {
 			return err
 		}
 	}

@@ -141,7 +141,7 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 	if err != nil {
 		return nil, fmt.Errorf("model selection: %w", err)
 	}
-	est, _, err := res.Estimator(res.Chosen)
+	est, _, err := res.Estimator(res.Chosen, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -181,9 +181,10 @@ func selectionRows(cands []selection.Candidate, kernel func(k int) string, n int
 
 // printSelection prints which of cands (the first the reference) won,
 // chosen on n held-out rows with threshold z (NaN when not known: a
-// federated site's), by how much, and the ensemble's shift: the chosen
-// candidate is the ensemble of package selection.
-func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z, shift float64) error {
+// federated site's), by how much, and the ensemble's shifts, one per site
+// (one for a site alone): the chosen candidate is the ensemble of package
+// selection.
+func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z float64, shifts []float64) error {
 	ref, won := cands[0], cands[chosen]
 	var members []string
 	for _, c := range cands {
@@ -195,9 +196,17 @@ func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z, 
 	if !math.IsNaN(z) {
 		within = fmt.Sprintf("the candidates within %.3g standard errors of the best", z)
 	}
+	shifted := "shifted by %s towards the doubly robust ATE"
+	if len(shifts) > 1 {
+		shifted = "shifted towards each site's doubly robust ATE, by %s"
+	}
+	by := make([]string, len(shifts))
+	for s, v := range shifts {
+		by[s] = fmt.Sprintf("%+.4g", v)
+	}
 	_, err := fmt.Fprintf(w, "model selection: the mean of %d of %d candidates on %d held-out rows (%s): %s\n"+
-		"  doubly robust loss %.4g against the reference %s's %.4g (difference %+.4g); shifted by %+.4g towards the doubly robust ATE\n",
-		len(members), len(cands)-1, n, within, strings.Join(members, ", "), won.Loss, ref.Name, ref.Loss, won.Diff, shift)
+		"  doubly robust loss %.4g against the reference %s's %.4g (difference %+.4g); "+shifted+"\n",
+		len(members), len(cands)-1, n, within, strings.Join(members, ", "), won.Loss, ref.Name, ref.Loss, won.Diff, strings.Join(by, ", "))
 	return err
 }
 

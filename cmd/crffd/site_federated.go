@@ -173,7 +173,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			return err
 		}
 		if sel := r.Selection; sel != nil {
-			if err := printSelection(a.stdout, sel.Candidates, sel.Chosen, sel.HeldAll, math.NaN(), sel.Estimator.Shift); err != nil {
+			if err := printSelection(a.stdout, sel.Candidates, sel.Chosen, sel.HeldAll, math.NaN(), []float64{sel.Estimator.Shift}); err != nil {
 				return err
 			}
 		}
