@@ -129,6 +129,8 @@ func TestEvalAutoEmbeddedIHDP(t *testing.T) {
 	}
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-kernels", "matern:nu").
 		mustFail(t, `--auto-kernels "matern:nu": "matern:nu" is not NAME or NAME:PARAM=VALUE`)
+	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-kernels", "gaussian,gaussian:features=0").
+		mustFail(t, `--auto-kernels "gaussian:features=0": features="0": want a whole number of random frequencies ≥ 1`)
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--selection-z", "-1").
 		mustFail(t, "--selection-z -1: must not be negative")
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-estimator", "forest").

@@ -19,10 +19,19 @@ import (
 	"github.com/crffd/crffd/store"
 )
 
-// Kernel names the kernel plugin and its parameters.
+// Kernel names the kernel plugin and its parameters, and the point of the
+// model-selection grid its model was fitted at: Features (D) and Linear
+// (γ), when set, replace those of Setup.Config.
 type Kernel struct {
-	Name   string             `json:"name"`
-	Params map[string]float64 `json:"params,omitempty"`
+	Name     string             `json:"name"`
+	Params   map[string]float64 `json:"params,omitempty"`
+	Features int                `json:"features,omitempty"`
+	Linear   *float64           `json:"linear,omitempty"`
+}
+
+// Config returns cfg with the kernel's Features and Linear in place.
+func (k Kernel) Config(cfg estimator.Config) estimator.Config {
+	return selection.Kernel{Features: k.Features, Linear: k.Linear}.Config(cfg)
 }
 
 // Setup is what a site needs, besides its weights, to rebuild its model.
@@ -176,7 +185,7 @@ func load(ctx context.Context, db *store.Site, run string, setup Setup, kernel K
 	if err != nil {
 		return nil, err
 	}
-	es, err := estimator.NewSetup(ctx, setup.Schema, spectral, setup.Config, setup.Scaler)
+	es, err := estimator.NewSetup(ctx, setup.Schema, spectral, kernel.Config(setup.Config), setup.Scaler)
 	if err != nil {
 		return nil, err
 	}

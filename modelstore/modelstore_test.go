@@ -130,9 +130,16 @@ func TestSaveLoadEnsemble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := estimator.Fit(ctx, []*estimator.Data{d}, schema, narrow{}, cfg)
+	// The second kernel's model is fitted at a point of the selection
+	// grid, with its own D and γ, which the kept kernel must carry.
+	zero := 0.0
+	grid := modelstore.Kernel{Name: "narrow", Features: 5, Linear: &zero}
+	b, err := estimator.Fit(ctx, []*estimator.Data{d}, schema, narrow{}, grid.Config(cfg))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c := b.Setup.Config; c.Features != 5 || c.Linear != 0 || cfg.Linear == 0 {
+		t.Fatalf("grid point fitted with D %d, γ %v (configuration's γ %v)", c.Features, c.Linear, cfg.Linear)
 	}
 	est := selection.Estimator{Kind: selection.KindEnsemble, Shift: 0.25, Members: []selection.Member{
 		{Estimator: selection.Estimator{Kind: selection.KindOutcome}, Kernel: 0},
@@ -154,7 +161,7 @@ func TestSaveLoadEnsemble(t *testing.T) {
 		t.Fatal(err)
 	}
 	setup := modelstore.Setup{Kernel: modelstore.Kernel{Name: "gaussian"}, Config: cfg, Scaler: a.Setup.Scaler, Schema: schema, Sites: 1,
-		Estimator: &est, Extra: []modelstore.Kernel{{Name: "narrow"}}}
+		Estimator: &est, Extra: []modelstore.Kernel{grid}}
 	if err := modelstore.Save(ctx, db, "r1", setup, a); err == nil {
 		t.Error("saved an ensemble of two kernels with one model")
 	}
@@ -173,6 +180,9 @@ func TestSaveLoadEnsemble(t *testing.T) {
 	}
 	if len(models) != 2 || got.Estimator == nil || len(got.Extra) != 1 {
 		t.Fatalf("loaded %d models, setup %+v", len(models), got)
+	}
+	if c := models[1].Setup.Config; c.Features != 5 || c.Linear != 0 {
+		t.Errorf("the grid point's model loaded with D %d, γ %v; want 5, 0", c.Features, c.Linear)
 	}
 	cate, err := got.Estimator.CATEModels(ctx, models, 0, d, nil)
 	if err != nil {

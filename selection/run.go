@@ -24,10 +24,25 @@ const (
 )
 
 // Kernel is a kernel whose latent and outcome models are candidates, and
-// its name in candidate names.
+// its name in candidate names. Features and Linear, when set, replace the
+// configuration's D and γ for this kernel's models, so that one kernel
+// can be a candidate at several points of a grid.
 type Kernel struct {
 	Name     string
 	Spectral estimator.Spectral
+	Features int      // D, the random frequencies per feature map; 0: the configuration's
+	Linear   *float64 // γ, the weight of the linear part; nil: the configuration's
+}
+
+// Config returns cfg with the kernel's Features and Linear in place.
+func (k Kernel) Config(cfg estimator.Config) estimator.Config {
+	if k.Features > 0 {
+		cfg.Features = k.Features
+	}
+	if k.Linear != nil {
+		cfg.Linear = *k.Linear
+	}
+	return cfg
 }
 
 // DefaultRidge are the ridge penalties of the T-learner and DR-learner
@@ -294,7 +309,7 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 	done := 0
 	parallel.ForEach(n, opt.Workers, func(i int) {
 		kctx := estimator.WithProgress(ctx, func(p estimator.Progress) { r.Progress[i] = append(r.Progress[i], p) })
-		setup, err := estimator.NewSetup(kctx, schema, opt.Kernels[i].Spectral, cfg, scaler)
+		setup, err := estimator.NewSetup(kctx, schema, opt.Kernels[i].Spectral, opt.Kernels[i].Config(cfg), scaler)
 		if err == nil {
 			r.Models[i], err = estimator.FitSetup(kctx, train, setup)
 		}

@@ -59,7 +59,7 @@ var schema2 = estimator.Schema{Binary: []bool{false, false}}
 func TestRun(t *testing.T) {
 	ctx := context.Background()
 	data, val := linearSites(1, 2, 120)
-	opt := Options{Kernels: []Kernel{{"gaussian", estimator.GaussianSpectral{}}, {"narrow", narrow{}}}, Z: DefaultZ}
+	opt := Options{Kernels: []Kernel{{Name: "gaussian", Spectral: estimator.GaussianSpectral{}}, {Name: "narrow", Spectral: narrow{}}}, Z: DefaultZ}
 	res, err := Run(ctx, data, val, schema2, smallConfig(), opt)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestRun(t *testing.T) {
 func TestRunKinds(t *testing.T) {
 	ctx := context.Background()
 	data, val := linearSites(2, 1, 100)
-	opt := Options{Kernels: []Kernel{{"gaussian", estimator.GaussianSpectral{}}}, Kinds: []string{KindTLearner}, Z: DefaultZ}
+	opt := Options{Kernels: []Kernel{{Name: "gaussian", Spectral: estimator.GaussianSpectral{}}}, Kinds: []string{KindTLearner}, Z: DefaultZ}
 	res, err := Run(ctx, data, val, schema2, smallConfig(), opt)
 	if err != nil {
 		t.Fatal(err)
@@ -197,10 +197,39 @@ func TestRunKinds(t *testing.T) {
 	}
 }
 
+// TestRunGridPoint: a kernel at a point of the grid fits its models with
+// its own D and γ, and the others keep the configuration's.
+func TestRunGridPoint(t *testing.T) {
+	ctx := context.Background()
+	data, val := linearSites(2, 1, 100)
+	zero := 0.0
+	opt := Options{Kernels: []Kernel{
+		{Name: "gaussian", Spectral: estimator.GaussianSpectral{}},
+		{Name: "gaussian(features=6,linear=0)", Spectral: estimator.GaussianSpectral{}, Features: 6, Linear: &zero},
+	}, Kinds: []string{KindLatent}, Z: DefaultZ}
+	cfg := smallConfig()
+	res, err := Run(ctx, data, val, schema2, cfg, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][2]float64{{float64(cfg.Features), cfg.Linear}, {6, 0}} {
+		got := res.Models[i].Setup.Config
+		if float64(got.Features) != want[0] || got.Linear != want[1] {
+			t.Errorf("kernel %d: D %d, γ %v; want %v, %v", i, got.Features, got.Linear, want[0], want[1])
+		}
+	}
+	if cfg.Linear == 0 {
+		t.Fatal("the configuration's γ is 0: the test needs another")
+	}
+	if res.Candidates[1].Name != "latent/gaussian(features=6,linear=0)" {
+		t.Errorf("candidates %+v", res.Candidates)
+	}
+}
+
 func TestRunErrors(t *testing.T) {
 	ctx := context.Background()
 	data, val := linearSites(3, 2, 40)
-	kernels := []Kernel{{"gaussian", estimator.GaussianSpectral{}}}
+	kernels := []Kernel{{Name: "gaussian", Spectral: estimator.GaussianSpectral{}}}
 	for _, tc := range []struct {
 		name string
 		val  [][]int
@@ -328,7 +357,7 @@ func TestSiteStatsChunks(t *testing.T) {
 func TestShiftTowardsTruth(t *testing.T) {
 	ctx := context.Background()
 	data, val := linearSites(5, 2, 400)
-	opt := Options{Kernels: []Kernel{{"gaussian", estimator.GaussianSpectral{}}}, Kinds: []string{KindLatent}, Z: DefaultZ}
+	opt := Options{Kernels: []Kernel{{Name: "gaussian", Spectral: estimator.GaussianSpectral{}}}, Kinds: []string{KindLatent}, Z: DefaultZ}
 	// The shift relies on the nuisances of ψ: 60 rounds fit them well
 	// enough, while the latent CATE of two latent dimensions stays off.
 	cfg := smallConfig()

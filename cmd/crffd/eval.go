@@ -105,7 +105,7 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 	f.StringVar(&o.split, "split", o.split, "training, test and validation rows per source")
 	f.StringVar(&o.replicates, "replicates", "", "replicates to run, e.g. 1-10 (default: every file)")
 	f.StringVar(&o.modes, "modes", o.modes, "comma-separated: learned, none, full, tlearner, auto")
-	f.StringVar(&o.autoKernels, "auto-kernels", o.autoKernels, "kernels of the auto mode's candidates, the first the reference: NAME or NAME:PARAM=VALUE, comma-separated")
+	f.StringVar(&o.autoKernels, "auto-kernels", o.autoKernels, "kernels of the auto mode's candidates, the first the reference: NAME or NAME:PARAM=VALUE, comma-separated; features=N and linear=G set a kernel's own D and γ (a grid point: gaussian:features=100:linear=0)")
 	f.StringVar(&o.autoEstimator, "auto-estimator", o.autoEstimator, "the auto mode's candidate kinds, as model.estimator: auto (all), latent, outcome, tlearner or dr")
 	f.Float64Var(&o.selectionZ, "selection-z", o.selectionZ, "standard errors of the paired loss difference from the best within which an auto candidate joins the ensemble")
 	f.IntVar(&o.testSource, "test-source", o.testSource, "source whose test rows are scored")
@@ -301,7 +301,12 @@ func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evalua
 	for _, item := range strings.Split(list, ",") {
 		fields := strings.Split(strings.TrimSpace(item), ":")
 		name := fields[0]
-		params, err := parseKernelParams(fields[1:])
+		grid, rest, err := parseGridPoint(fields[1:])
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("--auto-kernels %q: %w", item, err)
+		}
+		params, err := parseKernelParams(rest)
 		if err != nil || name == "" {
 			closeAll()
 			return nil, fmt.Errorf("--auto-kernels %q: %q is not NAME or NAME:PARAM=VALUE", list, item)
@@ -319,8 +324,8 @@ func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evalua
 			closeAll()
 			return nil, fmt.Errorf("--auto-kernels %q: %w", item, err)
 		}
-		label := kernelLabel(modelstore.Kernel{Name: name, Params: params})
-		plan.Kernels = append(plan.Kernels, selection.Kernel{Name: label, Spectral: bound})
+		grid.Name, grid.Spectral = kernelLabel(modelstore.Kernel{Name: name, Params: params, Features: grid.Features, Linear: grid.Linear}), bound
+		plan.Kernels = append(plan.Kernels, grid)
 	}
 	return closeAll, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/crffd/crffd/estimator"
@@ -97,12 +98,52 @@ func (a *app) choiceSettings(ctx context.Context) (choice, error) {
 	return c, nil
 }
 
-// kernelLabel names a kernel in candidate names: matern(nu=1.5).
+// kernelLabel names a kernel in candidate names: matern(nu=1.5), and at a
+// grid point gaussian(features=100,linear=0).
 func kernelLabel(k modelstore.Kernel) string {
-	if len(k.Params) == 0 {
+	var parts []string
+	if len(k.Params) > 0 {
+		parts = append(parts, kernels.Params(k.Params).String())
+	}
+	if k.Features > 0 {
+		parts = append(parts, fmt.Sprintf("features=%d", k.Features))
+	}
+	if k.Linear != nil {
+		parts = append(parts, fmt.Sprintf("linear=%g", *k.Linear))
+	}
+	if len(parts) == 0 {
 		return k.Name
 	}
-	return fmt.Sprintf("%s(%s)", k.Name, kernels.Params(k.Params))
+	return fmt.Sprintf("%s(%s)", k.Name, strings.Join(parts, ","))
+}
+
+// parseGridPoint takes the grid settings features=N and linear=G out of
+// the NAME=VALUE fields of a kernel item and returns them as a
+// selection.Kernel (without its name and spectral) and the other fields,
+// the kernel's own parameters.
+func parseGridPoint(fields []string) (selection.Kernel, []string, error) {
+	var k selection.Kernel
+	var rest []string
+	for _, f := range fields {
+		name, val, _ := strings.Cut(f, "=")
+		switch name {
+		case "features":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 {
+				return k, nil, fmt.Errorf("features=%q: want a whole number of random frequencies ≥ 1", val)
+			}
+			k.Features = n
+		case "linear":
+			g, err := strconv.ParseFloat(val, 64)
+			if err != nil || !(g >= 0) || math.IsInf(g, 0) {
+				return k, nil, fmt.Errorf("linear=%q: want a weight γ ≥ 0", val)
+			}
+			k.Linear = &g
+		default:
+			rest = append(rest, f)
+		}
+	}
+	return k, rest, nil
 }
 
 // selected is the outcome of fitting with model selection.
@@ -135,7 +176,7 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 		if err != nil {
 			return nil, err
 		}
-		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: kernelLabel(k), Spectral: sp})
+		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: kernelLabel(k), Spectral: sp, Features: k.Features, Linear: k.Linear})
 	}
 	res, err := selection.Run(ctx, []*estimator.Data{data}, [][]int{valRows}, schema, cfg, opt)
 	if err != nil {

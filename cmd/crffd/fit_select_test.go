@@ -1,0 +1,47 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/crffd/crffd/modelstore"
+)
+
+func TestParseGridPoint(t *testing.T) {
+	k, rest, err := parseGridPoint([]string{"nu=1.5", "features=100", "linear=0"})
+	if err != nil || k.Features != 100 || k.Linear == nil || *k.Linear != 0 || !slices.Equal(rest, []string{"nu=1.5"}) {
+		t.Errorf("got %+v, %v, %v; want D 100, γ 0 and nu=1.5 left", k, rest, err)
+	}
+	if k, rest, err := parseGridPoint(nil); err != nil || k.Features != 0 || k.Linear != nil || len(rest) != 0 {
+		t.Errorf("no fields: %+v, %v, %v; want nothing set", k, rest, err)
+	}
+	for _, tc := range []struct{ field, want string }{
+		{"features=0", `features="0": want a whole number of random frequencies ≥ 1`},
+		{"features=1.5", `features="1.5"`},
+		{"linear=-1", `linear="-1": want a weight γ ≥ 0`},
+		{"linear=NaN", `linear="NaN"`},
+		{"linear=+Inf", `linear="+Inf"`},
+	} {
+		if _, _, err := parseGridPoint([]string{tc.field}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.field, err, tc.want)
+		}
+	}
+}
+
+func TestKernelLabel(t *testing.T) {
+	zero := 0.0
+	for _, tc := range []struct {
+		k    modelstore.Kernel
+		want string
+	}{
+		{modelstore.Kernel{Name: "gaussian"}, "gaussian"},
+		{modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": 1.5}}, "matern(nu=1.5)"},
+		{modelstore.Kernel{Name: "gaussian", Features: 100, Linear: &zero}, "gaussian(features=100,linear=0)"},
+		{modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": 0.5}, Linear: &zero}, "matern(nu=0.5,linear=0)"},
+	} {
+		if got := kernelLabel(tc.k); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.k, got, tc.want)
+		}
+	}
+}
