@@ -93,23 +93,12 @@ func TestSelectionEquivalence(t *testing.T) {
 		if r.Selection == nil || r.Selection.Chosen != want.Chosen || r.Selection.HeldAll != got.Held {
 			t.Fatalf("site %d: selection %+v, want candidate %d over %d rows", s, r.Selection, want.Chosen, got.Held)
 		}
-		if r.Selection.Estimator.Shift != want.Ensemble.Sites[s].Shift {
-			t.Errorf("site %d: shift %v, simulated %v", s, r.Selection.Estimator.Shift, want.Ensemble.Sites[s].Shift)
-		}
 		for c, cand := range r.Selection.Candidates {
 			if fmt.Sprintf("%+v", cand) != fmt.Sprintf("%+v", want.Candidates[c]) {
 				t.Errorf("site %d, candidate %d: %+v, simulated %+v", s, c, cand, want.Candidates[c])
 			}
 		}
-		cate, err := want.CATE(ctx, want.Chosen, s, f.data[s])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range cate {
-			if cate[i] != r.CATE[i] {
-				t.Fatalf("site %d row %d: CATE %g, simulated %g", s, i, r.CATE[i], cate[i])
-			}
-		}
+		sameSiteCATE(ctx, t, want, s, f.data[s], r)
 		held, _ := selection.SiteHoldout(f.data[s].W, sel.Share, testConfig().Seed, DefaultMinArmRows)
 		if r.Local.PlugIn.N != f.data[s].Rows() || len(held) == 0 || !slices.Equal(r.Held, held) {
 			t.Errorf("site %d: ATE over %d rows, held out %v, simulated %v", s, r.Local.PlugIn.N, r.Held, held)
@@ -148,17 +137,25 @@ func TestSelectionUnlikeSites(t *testing.T) {
 		t.Errorf("site 2's effect is 3 larger: shifts %+v, spread %v; want site 2's above the others' by more than 1", ens.Sites, ens.Spread)
 	}
 	for s, r := range sites {
-		if r.Selection.Estimator.Shift != want.Ensemble.Sites[s].Shift {
-			t.Errorf("site %d: shift %v, simulated %v", s, r.Selection.Estimator.Shift, want.Ensemble.Sites[s].Shift)
-		}
-		cate, err := want.CATE(ctx, want.Chosen, s, f.data[s])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range cate {
-			if cate[i] != r.CATE[i] {
-				t.Fatalf("site %d row %d: CATE %g, simulated %g", s, i, r.CATE[i], cate[i])
-			}
+		sameSiteCATE(ctx, t, want, s, f.data[s], r)
+	}
+}
+
+// sameSiteCATE fails the test unless site s of a federation was shifted
+// as the simulated selection want shifts it, and reports the CATE of each
+// of its rows d that want computes, bit for bit.
+func sameSiteCATE(ctx context.Context, t *testing.T, want *selection.Result, s int, d *estimator.Data, r *SiteResult) {
+	t.Helper()
+	if r.Selection.Estimator.Shift != want.Ensemble.Sites[s].Shift {
+		t.Errorf("site %d: shift %v, simulated %v", s, r.Selection.Estimator.Shift, want.Ensemble.Sites[s].Shift)
+	}
+	cate, err := want.CATE(ctx, want.Chosen, s, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cate {
+		if cate[i] != r.CATE[i] {
+			t.Fatalf("site %d row %d: CATE %g, simulated %g", s, i, r.CATE[i], cate[i])
 		}
 	}
 }
