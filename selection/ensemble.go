@@ -97,27 +97,10 @@ func PairSums(psi []float64, cates [][]float64) (Pairs, error) {
 
 // Centre are a site's sums that re-centre the chosen CATE on its doubly
 // robust ATE, over all of its rows: n, Σψ, Σψ² and, per candidate, Σ τ̂_c.
-// Combine takes them site by site; Add pools them.
+// Combine takes them site by site (Recentre).
 type Centre struct {
 	N, Psi, PsiSq float64
 	CATE          []float64
-}
-
-// Add adds o to c; a zero Centre becomes a copy of o.
-func (c *Centre) Add(o Centre) error {
-	if c.CATE == nil {
-		c.CATE = make([]float64, len(o.CATE))
-	}
-	if len(c.CATE) != len(o.CATE) {
-		return fmt.Errorf("%w: centring sums of %d and %d candidates", ErrInput, len(c.CATE), len(o.CATE))
-	}
-	c.N += o.N
-	c.Psi += o.Psi
-	c.PsiSq += o.PsiSq
-	for i, v := range o.CATE {
-		c.CATE[i] += v
-	}
-	return nil
 }
 
 // CentreSums returns the Centre of rows with pseudo-outcomes psi, where

@@ -159,8 +159,8 @@ type Result struct {
 // training rows. Each site's part is what a federated site computes from
 // its own rows: the ridge statistics of its training rows (SiteStats),
 // added over sites and solved into the ridge candidates (RidgeCandidates),
-// then the SiteSums of its rows (SiteLosses), added over sites
-// and chosen on. A federation of the same rows therefore chooses the same
+// then the SiteSums of its rows (SiteLosses), whose pair sums add over
+// sites and whose centring sums re-centre each site's ensemble. A federation of the same rows therefore chooses the same
 // candidate with the same scores, bit for bit.
 func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estimator.Schema, cfg estimator.Config, opt Options) (*Result, error) {
 	k := len(sites)
@@ -455,7 +455,7 @@ type SiteSums struct {
 
 // SiteLosses returns the SiteSums of the candidates ests (ests[c] computed
 // from models[c]) at site, whose rows are d and validation rows the
-// positions val, the Sums against the reference ests[0]. nu are the
+// positions val. nu are the
 // nuisances of all of d, cross-fitted on d (estimator.CrossFit) as for
 // the site's AIPW ATE, which can reuse them: each validation row's
 // pseudo-outcome then comes from models that did not see it but saw most

@@ -24,17 +24,6 @@ type Sums struct {
 	Diff, DiffSq float64
 }
 
-// Losses returns the Sums of every candidate on the rows with
-// pseudo-outcomes psi: cates[c][i] is candidate c's CATE of row i, and
-// candidate ref is the reference of the paired differences.
-func Losses(psi []float64, cates [][]float64, ref int) ([]Sums, error) {
-	p, err := PairSums(psi, cates)
-	if err != nil {
-		return nil, err
-	}
-	return p.Sums(ref)
-}
-
 // Score is one candidate's validation figures.
 type Score struct {
 	Loss   float64 // mean loss over the validation rows

@@ -8,10 +8,20 @@ import (
 	"testing"
 )
 
+// losses returns the Sums of every candidate on rows with pseudo-outcomes
+// psi against candidate ref, as a site's pair sums give them.
+func losses(psi []float64, cates [][]float64, ref int) ([]Sums, error) {
+	p, err := PairSums(psi, cates)
+	if err != nil {
+		return nil, err
+	}
+	return p.Sums(ref)
+}
+
 func TestLossesByHand(t *testing.T) {
 	psi := []float64{1, 3}
 	cates := [][]float64{{0, 0}, {1, 2}}
-	sums, err := Losses(psi, cates, 0)
+	sums, err := losses(psi, cates, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +123,10 @@ func TestErrors(t *testing.T) {
 		name string
 		err  func() error
 	}{
-		{"losses reference", func() error { _, err := Losses([]float64{1}, [][]float64{{1}}, 1); return err }},
-		{"losses length", func() error { _, err := Losses([]float64{1, 2}, [][]float64{{1}}, 0); return err }},
-		{"losses NaN pseudo-outcome", func() error { _, err := Losses([]float64{math.NaN()}, [][]float64{{1}}, 0); return err }},
-		{"losses infinite CATE", func() error { _, err := Losses([]float64{1}, [][]float64{{1}, {math.Inf(1)}}, 0); return err }},
+		{"losses reference", func() error { _, err := losses([]float64{1}, [][]float64{{1}}, 1); return err }},
+		{"losses length", func() error { _, err := losses([]float64{1, 2}, [][]float64{{1}}, 0); return err }},
+		{"losses NaN pseudo-outcome", func() error { _, err := losses([]float64{math.NaN()}, [][]float64{{1}}, 0); return err }},
+		{"losses infinite CATE", func() error { _, err := losses([]float64{1}, [][]float64{{1}, {math.Inf(1)}}, 0); return err }},
 		{"scores reference", func() error { _, err := Scores(ok, -1); return err }},
 		{"scores rows", func() error { _, err := Scores([]Sums{{N: 1}}, 0); return err }},
 		{"scores unequal rows", func() error { _, err := Scores([]Sums{{N: 3}, {N: 2}}, 0); return err }},
