@@ -20,18 +20,12 @@ import (
 )
 
 // Kernel names the kernel plugin and its parameters, and the point of the
-// model-selection grid its model was fitted at: Features (D) and Linear
-// (γ), when set, replace those of Setup.Config.
+// model-selection grid its model was fitted at, whose D and γ, when set,
+// replace those of Setup.Config.
 type Kernel struct {
-	Name     string             `json:"name"`
-	Params   map[string]float64 `json:"params,omitempty"`
-	Features int                `json:"features,omitempty"`
-	Linear   *float64           `json:"linear,omitempty"`
-}
-
-// Config returns cfg with the kernel's Features and Linear in place.
-func (k Kernel) Config(cfg estimator.Config) estimator.Config {
-	return selection.Kernel{Features: k.Features, Linear: k.Linear}.Config(cfg)
+	Name   string             `json:"name"`
+	Params map[string]float64 `json:"params,omitempty"`
+	selection.GridPoint
 }
 
 // Setup is what a site needs, besides its weights, to rebuild its model.

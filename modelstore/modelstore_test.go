@@ -133,7 +133,7 @@ func TestSaveLoadEnsemble(t *testing.T) {
 	// The second kernel's model is fitted at a point of the selection
 	// grid, with its own D and γ, which the kept kernel must carry.
 	zero := 0.0
-	grid := modelstore.Kernel{Name: "narrow", Features: 5, Linear: &zero}
+	grid := modelstore.Kernel{Name: "narrow", GridPoint: selection.GridPoint{Features: 5, Linear: &zero}}
 	b, err := estimator.Fit(ctx, []*estimator.Data{d}, schema, narrow{}, grid.Config(cfg))
 	if err != nil {
 		t.Fatal(err)

@@ -24,23 +24,29 @@ const (
 )
 
 // Kernel is a kernel whose latent and outcome models are candidates, and
-// its name in candidate names. Features and Linear, when set, replace the
+// its name in candidate names. Its GridPoint, when set, replaces the
 // configuration's D and γ for this kernel's models, so that one kernel
 // can be a candidate at several points of a grid.
 type Kernel struct {
 	Name     string
 	Spectral estimator.Spectral
-	Features int      // D, the random frequencies per feature map; 0: the configuration's
-	Linear   *float64 // γ, the weight of the linear part; nil: the configuration's
+	GridPoint
 }
 
-// Config returns cfg with the kernel's Features and Linear in place.
-func (k Kernel) Config(cfg estimator.Config) estimator.Config {
-	if k.Features > 0 {
-		cfg.Features = k.Features
+// GridPoint is a point of the selection's grid: the settings of one
+// kernel's models that replace the configuration's.
+type GridPoint struct {
+	Features int      `json:"features,omitempty"` // D, the random frequencies per feature map; 0: the configuration's
+	Linear   *float64 `json:"linear,omitempty"`   // γ, the weight of the linear part; nil: the configuration's
+}
+
+// Config returns cfg with the point's Features and Linear in place.
+func (g GridPoint) Config(cfg estimator.Config) estimator.Config {
+	if g.Features > 0 {
+		cfg.Features = g.Features
 	}
-	if k.Linear != nil {
-		cfg.Linear = *k.Linear
+	if g.Linear != nil {
+		cfg.Linear = *g.Linear
 	}
 	return cfg
 }

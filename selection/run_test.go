@@ -205,7 +205,7 @@ func TestRunGridPoint(t *testing.T) {
 	zero := 0.0
 	opt := Options{Kernels: []Kernel{
 		{Name: "gaussian", Spectral: estimator.GaussianSpectral{}},
-		{Name: "gaussian(features=6,linear=0)", Spectral: estimator.GaussianSpectral{}, Features: 6, Linear: &zero},
+		{Name: "gaussian(features=6,linear=0)", Spectral: estimator.GaussianSpectral{}, GridPoint: GridPoint{Features: 6, Linear: &zero}},
 	}, Kinds: []string{KindLatent}, Z: DefaultZ}
 	cfg := smallConfig()
 	res, err := Run(ctx, data, val, schema2, cfg, opt)

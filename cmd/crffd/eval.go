@@ -324,8 +324,8 @@ func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evalua
 			closeAll()
 			return nil, fmt.Errorf("--auto-kernels %q: %w", item, err)
 		}
-		grid.Name, grid.Spectral = kernelLabel(modelstore.Kernel{Name: name, Params: params, Features: grid.Features, Linear: grid.Linear}), bound
-		plan.Kernels = append(plan.Kernels, grid)
+		label := kernelLabel(modelstore.Kernel{Name: name, Params: params, GridPoint: grid})
+		plan.Kernels = append(plan.Kernels, selection.Kernel{Name: label, Spectral: bound, GridPoint: grid})
 	}
 	return closeAll, nil
 }

@@ -118,11 +118,10 @@ func kernelLabel(k modelstore.Kernel) string {
 }
 
 // parseGridPoint takes the grid settings features=N and linear=G out of
-// the NAME=VALUE fields of a kernel item and returns them as a
-// selection.Kernel (without its name and spectral) and the other fields,
-// the kernel's own parameters.
-func parseGridPoint(fields []string) (selection.Kernel, []string, error) {
-	var k selection.Kernel
+// the NAME=VALUE fields of a kernel item and returns them, and the other
+// fields, the kernel's own parameters.
+func parseGridPoint(fields []string) (selection.GridPoint, []string, error) {
+	var k selection.GridPoint
 	var rest []string
 	for _, f := range fields {
 		name, val, _ := strings.Cut(f, "=")
@@ -176,7 +175,7 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 		if err != nil {
 			return nil, err
 		}
-		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: kernelLabel(k), Spectral: sp, Features: k.Features, Linear: k.Linear})
+		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: kernelLabel(k), Spectral: sp, GridPoint: k.GridPoint})
 	}
 	res, err := selection.Run(ctx, []*estimator.Data{data}, [][]int{valRows}, schema, cfg, opt)
 	if err != nil {

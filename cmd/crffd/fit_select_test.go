@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/selection"
 )
 
 func TestParseGridPoint(t *testing.T) {
@@ -37,8 +38,8 @@ func TestKernelLabel(t *testing.T) {
 	}{
 		{modelstore.Kernel{Name: "gaussian"}, "gaussian"},
 		{modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": 1.5}}, "matern(nu=1.5)"},
-		{modelstore.Kernel{Name: "gaussian", Features: 100, Linear: &zero}, "gaussian(features=100,linear=0)"},
-		{modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": 0.5}, Linear: &zero}, "matern(nu=0.5,linear=0)"},
+		{modelstore.Kernel{Name: "gaussian", GridPoint: selection.GridPoint{Features: 100, Linear: &zero}}, "gaussian(features=100,linear=0)"},
+		{modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": 0.5}, GridPoint: selection.GridPoint{Linear: &zero}}, "matern(nu=0.5,linear=0)"},
 	} {
 		if got := kernelLabel(tc.k); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.k, got, tc.want)
