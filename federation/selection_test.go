@@ -136,8 +136,32 @@ func TestSelectionUnlikeSites(t *testing.T) {
 	if ens.Spread == 0 || !(ens.Sites[1].Shift > ens.Sites[0].Shift+1 && ens.Sites[1].Shift > ens.Sites[2].Shift+1) {
 		t.Errorf("site 2's effect is 3 larger: shifts %+v, spread %v; want site 2's above the others' by more than 1", ens.Sites, ens.Spread)
 	}
+	// Against the truth, 2 + x3/3 (5 + x3/3 at site 2): the pooled
+	// ridge candidates miss site 2's effect by much, which its own shift
+	// must cut to under a third. The other sites' doubly robust ATEs,
+	// from the test's eight-round nuisance models, are themselves off by
+	// about 0.75, so there the shift need only not move the mean CATE
+	// away from the truth by more than its gap's standard error.
 	for s, r := range sites {
 		sameSiteCATE(ctx, t, want, s, f.data[s], r)
+		d := f.data[s]
+		var truth, cate float64
+		for i := range r.CATE {
+			tau := 2 + d.X.At(i, 3)/3
+			if s == 1 {
+				tau += 3
+			}
+			truth += tau / float64(len(r.CATE))
+			cate += r.CATE[i] / float64(len(r.CATE))
+		}
+		after, before := math.Abs(cate-truth), math.Abs(cate-r.Selection.Estimator.Shift-truth)
+		t.Logf("site %d: mean CATE %.3f, true %.3f: off by %.3f, %.3f before its shift", s+1, cate, truth, after, before)
+		if s == 1 && !(before > 1.5 && after < before/3) {
+			t.Errorf("site 2: mean CATE off the truth by %.3f before its shift, %.3f after; want a miss above 1.5 cut to under a third", before, after)
+		}
+		if after > before+ens.Sites[s].GapSE {
+			t.Errorf("site %d: the shift moved the mean CATE away from the truth, from %.3f to %.3f (gap's standard error %.3f)", s+1, before, after, ens.Sites[s].GapSE)
+		}
 	}
 }
 
