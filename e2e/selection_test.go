@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -129,6 +130,31 @@ func TestEvalAutoEmbeddedIHDP(t *testing.T) {
 	}
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-kernels", "matern:nu").
 		mustFail(t, `--auto-kernels "matern:nu": "matern:nu" is not NAME or NAME:PARAM=VALUE`)
+	// A grid point through the flag: the Gaussian again at its own D and
+	// γ, a candidate of its own.
+	grid := crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--sources", "1", "--modes", "auto", "--json",
+		"--auto-kernels", "gaussian,gaussian:features=10:linear=0", "--features", "20", "--latent", "3", "--rounds", "20", "--samples", "10").mustSucceed(t)
+	var rep struct {
+		Runs []struct {
+			Candidates []struct {
+				Name string
+				Loss float64
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(grid.stdout), &rep); err != nil || len(rep.Runs) != 1 {
+		t.Fatalf("eval --json: %v, %d runs:\n%s", err, len(rep.Runs), grid.stdout)
+	}
+	loss := map[string]float64{}
+	for _, c := range rep.Runs[0].Candidates {
+		loss[c.Name] = c.Loss
+	}
+	// Its own name, and its own model: D 10 and γ 0 give another loss.
+	plain, okPlain := loss["latent/gaussian"]
+	point, okPoint := loss["latent/gaussian(features=10,linear=0)"]
+	if _, ok := loss["outcome/gaussian(features=10,linear=0)"]; !okPlain || !okPoint || !ok || plain == point {
+		t.Errorf("eval --json with a grid point: candidates' losses %v; want the point's latent and outcome candidates, the latent's loss not the plain Gaussian's", loss)
+	}
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-kernels", "gaussian,gaussian:features=0").
 		mustFail(t, `--auto-kernels "gaussian:features=0": features="0": want a whole number of random frequencies ≥ 1`)
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--selection-z", "-1").
