@@ -31,6 +31,22 @@ func confounded(seed uint64, n int) (*mat.Dense, []float64) {
 	return x, w
 }
 
+// confoundedReport returns the balance Report of confounded(seed, n),
+// its covariates named driver, sex (binary) and age.
+func confoundedReport(t *testing.T, seed uint64, n int) Report {
+	t.Helper()
+	x, w := confounded(seed, n)
+	s, err := Of(context.Background(), x, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Summarise(s, []string{"driver", "sex", "age"}, []bool{false, true, false}, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestGradientFiniteDifference(t *testing.T) {
 	x, w := confounded(1, 60)
 	z, err := design(x, w)
@@ -177,15 +193,7 @@ func TestSummariseByHand(t *testing.T) {
 // variance 0.8292) and an ESS of 1/(P(w=1)·E[1/e]) = 2/(1 + e^½) =
 // 0.7551 of each arm's rows.
 func TestAgainstTheDesignsTruth(t *testing.T) {
-	x, w := confounded(4, 20000)
-	s, err := Of(context.Background(), x, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Summarise(s, []string{"driver", "sex", "age"}, []bool{false, true, false}, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := confoundedReport(t, 4, 20000)
 	smd := r.Covariates[0].SMD
 	t.Logf("SMD %.4f (true 0.9076), ESS shares %.4f and %.4f (true 0.7551)", smd, r.ESS[0]/float64(r.Rows[0]), r.ESS[1]/float64(r.Rows[1]))
 	if math.Abs(smd-0.9076) > 0.05 {
@@ -202,15 +210,7 @@ func TestAgainstTheDesignsTruth(t *testing.T) {
 // the package's level: the covariate that drives the treatment comes first,
 // imbalanced, and weighting brings it under the threshold.
 func TestLargeImbalanceFirstAndWeightingMendsIt(t *testing.T) {
-	x, w := confounded(3, 3000)
-	s, err := Of(context.Background(), x, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Summarise(s, []string{"driver", "sex", "age"}, []bool{false, true, false}, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := confoundedReport(t, 3, 3000)
 	first := r.Ranked()[0]
 	if first.Name != "driver" || math.Abs(first.SMD) < 0.8 {
 		t.Fatalf("first covariate %s with SMD %.3f, want driver with |SMD| ≥ 0.8", first.Name, first.SMD)
