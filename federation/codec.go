@@ -36,6 +36,9 @@ var (
 	// sites than its configuration lists, so it can neither resume it nor
 	// drop it without the operator's say.
 	ErrCheckpointSites = errors.New("the checkpoint's sites differ from the configuration's")
+	// ErrCheckpointKernels: the coordinator's checkpoint is of a run that
+	// chooses among other kernels than its configuration lists.
+	ErrCheckpointKernels = errors.New("the checkpoint's kernels differ from the configuration's")
 	// ErrTransportClosed: the transport stopped delivering envelopes (its
 	// plugin ended).
 	ErrTransportClosed = errors.New("federation: transport closed")
@@ -76,6 +79,7 @@ const (
 	refusalRowsChanged   refusal = 3 // ErrRowsChanged, on rejoining (a row count, or SiteConfig.Join)
 	refusalLimit         refusal = 4 // ErrLimit: the run asks for more than the site's Limits allow
 	refusalBudget        refusal = 5 // ErrBudget: the run would overspend the site's privacy budget
+	refusalKernel        refusal = 6 // ErrNoKernel: the site cannot train a kernel the run chooses among
 )
 
 // refusalOf returns the reason for which err refuses the run, or
@@ -94,6 +98,8 @@ func refusalOf(err error) refusal {
 		return refusalLimit
 	case errors.Is(err, ErrBudget):
 		return refusalBudget
+	case errors.Is(err, ErrNoKernel):
+		return refusalKernel
 	}
 	return refusalUnknown
 }
@@ -111,6 +117,8 @@ func (r refusal) String() string {
 		return "the run asks for more than the site's limits allow (limits.*; the site's log names the setting)"
 	case refusalBudget:
 		return "the run would spend more than the site's privacy budget has left (privacy.*; see the site's crff_privacy)"
+	case refusalKernel:
+		return "it cannot train a kernel the run chooses among: it has no plugin of it, or does not train further kernels (kernel.name auto at the site; its log names the kernel)"
 	}
 	// A newer site's reason, or none.
 	return fmt.Sprintf("for a reason this coordinator does not know (code %d)", int(r))

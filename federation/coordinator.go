@@ -11,6 +11,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/selection"
 )
 
 // Log keys of the roles, fixed so that log lines can be searched. Envelope
@@ -37,6 +38,11 @@ type CoordinatorConfig struct {
 	// Selection, when on, has the sites hold rows out and chooses the
 	// estimator they report on them.
 	Selection Selection
+	// Extra are further kernels to choose among (Selection must be on):
+	// every site trains their models too, after the run's kernel's, and
+	// their latent and outcome models are candidates. The sites must have
+	// their plugins (SiteConfig.Kernels); their GridPoints must be zero.
+	Extra []selection.Kernel
 
 	// RoundTimeout is how long to wait for every site's answer to a step
 	// before sending it again to the silent ones; Retries is how often.
@@ -61,6 +67,8 @@ type Result struct {
 	RunID     string
 	Setup     *estimator.Setup
 	Models    map[estimator.Kind]*estimator.Trained
+	// ExtraModels are the models of each of CoordinatorConfig.Extra.
+	ExtraModels []map[estimator.Kind]*estimator.Trained
 	LocalATE  []float64        // per site: its plug-in ATE (mean CATE)
 	LocalAIPW []inference.Sums // per site: the sums of its AIPW scores
 	Clipped   []int            // per site: rows whose propensity it clipped
@@ -103,6 +111,9 @@ type coordinator struct {
 	refuser string
 	// state restored from or saved to checkpoints
 	st *State
+	// setups are the run's kernels' setups, its own first, once the
+	// pooled scaler is known.
+	setups []*estimator.Setup
 }
 
 // CheckSites returns an error unless every site name is a valid
@@ -131,6 +142,9 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Res
 	if err := cfg.Selection.check(); err != nil {
 		return nil, err
 	}
+	if err := checkExtra(cfg.Selection, cfg.Extra); err != nil {
+		return nil, err
+	}
 	if cfg.RoundTimeout <= 0 {
 		cfg.RoundTimeout = time.Minute
 	}
@@ -156,6 +170,9 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Res
 		if st != nil {
 			if !slices.Equal(st.Sites, cfg.Sites) {
 				return nil, fmt.Errorf("%w: checkpoint of run %s has sites %v, configuration %v", ErrCheckpointSites, st.RunID, st.Sites, cfg.Sites)
+			}
+			if names := extraNames(cfg.Extra); !slices.Equal(st.Kernels, names) {
+				return nil, fmt.Errorf("%w: checkpoint of run %s chooses among the further kernels %v, configuration %v", ErrCheckpointKernels, st.RunID, st.Kernels, names)
 			}
 			c.st = st
 			log.Info("resuming run from checkpoint", slog.String(wire.LogKeyRun, st.RunID), slog.Uint64(wire.LogKeyRound, st.Step))
@@ -359,17 +376,17 @@ func (c *coordinator) refused(s int, e *wire.Envelope) error {
 func (c *coordinator) run(ctx context.Context) (*Result, error) {
 	if c.st == nil {
 		c.st = &State{RunID: c.cfg.RunID, Sites: c.cfg.Sites, Config: c.cfg.Config, Every: c.cfg.CheckpointEvery,
-			Interval: c.cfg.CheckpointInterval, Select: c.cfg.Selection}
+			Interval: c.cfg.CheckpointInterval, Select: c.cfg.Selection, Kernels: extraNames(c.cfg.Extra)}
 		c.tracker = wire.NewTracker(c.st.RunID, 0)
 		if err := c.handshake(ctx); err != nil {
 			return nil, err
 		}
 	} else {
-		if len(c.st.Trained) != c.st.Kind || c.st.Kind > len(estimator.Kinds) {
+		if len(c.st.Trained) != c.st.Kind || c.st.Kind > c.st.models() {
 			return nil, fmt.Errorf("checkpoint of run %s is inconsistent: %d models trained, model %d in training", c.st.RunID, len(c.st.Trained), c.st.Kind)
 		}
 		if f := c.st.Finish; f != nil {
-			if c.st.Kind != len(estimator.Kinds) {
+			if c.st.Kind != c.st.models() {
 				return nil, fmt.Errorf("checkpoint of run %s is inconsistent: finishing with model %d in training", c.st.RunID, c.st.Kind)
 			}
 			// A Checkpointer need not decode through DecodeState.
@@ -382,12 +399,13 @@ func (c *coordinator) run(ctx context.Context) (*Result, error) {
 		// as new.
 		c.step = c.st.Step + c.st.roundsBetweenSaves() + resumeGap
 		c.tracker = wire.NewTracker(c.st.RunID, c.step)
+		var err error
+		if c.setups, err = setupsFor(ctx, c.st.Schema, c.spectra(), c.st.Config, c.st.Scaler); err != nil {
+			return nil, err
+		}
 	}
-	setup, err := estimator.NewSetup(ctx, c.st.Schema, c.cfg.Spectral, c.st.Config, c.st.Scaler)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.train(ctx, setup); err != nil {
+	setup := c.setups[0]
+	if err := c.train(ctx); err != nil {
 		return nil, err
 	}
 	if c.st.Finish == nil {
@@ -396,4 +414,28 @@ func (c *coordinator) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	return c.finish(ctx, setup)
+}
+
+// spectra are the run's kernels, its own first.
+func (c *coordinator) spectra() []estimator.Spectral {
+	out := []estimator.Spectral{c.cfg.Spectral}
+	for _, k := range c.cfg.Extra {
+		out = append(out, k.Spectral)
+	}
+	return out
+}
+
+// kernelNames are the names of the run's kernels in candidate names, its
+// own first.
+func (c *coordinator) kernelNames() []string {
+	return append([]string{c.st.Select.Kernel}, c.st.Kernels...)
+}
+
+// extraNames are the names of the kernels extra.
+func extraNames(extra []selection.Kernel) []string {
+	var out []string
+	for _, k := range extra {
+		out = append(out, k.Name)
+	}
+	return out
 }

@@ -46,8 +46,16 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	for s, a := range f.AIPW {
 		res.Rows[s] = a.N
 	}
-	for _, t := range c.st.Trained {
-		res.Models[t.Model] = t
+	for i, t := range c.st.Trained {
+		k := i / len(estimator.Kinds)
+		if k == 0 {
+			res.Models[t.Model] = t
+			continue
+		}
+		for len(res.ExtraModels) < k {
+			res.ExtraModels = append(res.ExtraModels, map[estimator.Kind]*estimator.Trained{})
+		}
+		res.ExtraModels[k-1][t.Model] = t
 	}
 	global, err := res.global()
 	if err != nil {
@@ -87,15 +95,15 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 }
 
 // finalWeightsFor is the envelope of site s at the current step that
-// carries every model's final weights of the site, its row of Λ and the
+// carries every model's final weights of the site (of every kernel), its row of Λ and the
 // model's rounds, and the tensors extra. Without extra, the site answers
 // with its local ATE, and the envelope carries the run's model selection
 // when it made one.
 func (c *coordinator) finalWeightsFor(s int, extra ...wire.Tensor) (*wire.Envelope, error) {
 	m := len(c.cfg.Sites)
 	var ts []wire.Tensor
-	for _, t := range c.st.Trained {
-		p := t.Model.String() + "."
+	for i, t := range c.st.Trained {
+		p := modelName(t.Model, i/len(estimator.Kinds)) + "."
 		ts = append(ts, wire.Matrices(p+pWeights, t.Weights[s])...)
 		ts = append(ts, wire.Vectors(p+pShared, t.Shared)...)
 		row := make([]float64, m)

@@ -29,7 +29,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 	// Schema: every site must match the first.
 	moments := make([]estimator.Moments, m)
 	var ref wire.DigestList
-	var fp wire.Digest
+	var fp []wire.Digest
 	hashes := make([][]wire.Digest, m)
 	for s, name := range c.cfg.Sites {
 		h := got[s][wire.KindHello]
@@ -62,8 +62,11 @@ func (c *coordinator) handshake(ctx context.Context) error {
 		} else {
 			c.log.Info("site sends no identity hashes; its rows are not de-duplicated", slog.String(LogKeySite, name))
 		}
-		_ = fp
-		if omega != fp {
+		if len(omega) != 1+len(c.cfg.Extra) {
+			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%w: site %s sent the fingerprints of %d kernels, the run's %d (an older crffd?)",
+				ErrProtocol, name, len(omega), 1+len(c.cfg.Extra))}
+		}
+		if !slices.Equal(omega, fp) {
 			c.refuse(ctx, name, wire.Scalar(tRefusedKernel, 1))
 			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%w: site %s", ErrFrequencies, name)}
 		}
@@ -74,11 +77,10 @@ func (c *coordinator) handshake(ctx context.Context) error {
 		return err
 	}
 	c.st.Scaler = scaler
-	setup, err := estimator.NewSetup(ctx, c.st.Schema, c.cfg.Spectral, c.st.Config, scaler)
-	if err != nil {
+	if c.setups, err = setupsFor(ctx, c.st.Schema, c.spectra(), c.st.Config, scaler); err != nil {
 		return err
 	}
-	if own := frequencyDigest(setup); own != fp {
+	if !slices.Equal(digests(c.setups), fp) {
 		for _, name := range c.cfg.Sites {
 			c.refuse(ctx, name, wire.Scalar(tRefusedKernel, 1))
 		}
@@ -113,6 +115,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 func (c *coordinator) helloFor(s int) (*wire.Envelope, error) {
 	ts := append(configTensors(c.st.Config), wire.Scalar(tSiteIndex, float64(s)), wire.Scalar(tSiteCount, float64(len(c.cfg.Sites))),
 		wire.Scalar(tSelectShare, c.st.Select.Share))
+	ts = append(ts, kernelTensors(c.st.Kernels)...)
 	for v, name := range c.cfg.Sites {
 		ts = append(ts, wire.Scalar(tPeerPrefix+name, float64(v)))
 	}
@@ -187,10 +190,10 @@ func (c *coordinator) refuse(ctx context.Context, site string, why wire.Tensor) 
 }
 
 // decodeHello reads a site's hello.
-func decodeHello(e *wire.Envelope) (estimator.Schema, wire.DigestList, estimator.Moments, wire.Digest, error) {
+func decodeHello(e *wire.Envelope) (estimator.Schema, wire.DigestList, estimator.Moments, []wire.Digest, error) {
 	var schema estimator.Schema
 	var mo estimator.Moments
-	var fp wire.Digest
+	var fp []wire.Digest
 	bin, err := vector(e, tSchemaBinary, -1)
 	if err != nil {
 		return schema, wire.DigestList{}, mo, fp, err
@@ -226,10 +229,10 @@ func decodeHello(e *wire.Envelope) (estimator.Schema, wire.DigestList, estimator
 	}
 	mo.Positive, mo.LogSum, mo.LogSumSq = int(lg[0]), lg[1], lg[2]
 	om, ok := e.DigestList(dOmega0)
-	if !ok || len(om.Digests) != 1 {
+	if !ok || len(om.Digests) == 0 {
 		return schema, cols, mo, fp, fmt.Errorf("%w: hello lacks the frequency fingerprint", ErrProtocol)
 	}
-	return schema, cols, mo, om.Digests[0], nil
+	return schema, cols, mo, om.Digests, nil
 }
 
 // schemaDiff returns the first covariate whose fingerprint differs, -1 when

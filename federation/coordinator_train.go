@@ -10,11 +10,12 @@ import (
 	"github.com/crffd/crffd/federation/wire"
 )
 
-// train trains the models not yet finished.
-func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
+// train trains the models not yet finished, kernel by kernel.
+func (c *coordinator) train(ctx context.Context) error {
 	m := len(c.cfg.Sites)
-	for c.st.Kind < len(estimator.Kinds) {
-		kind := estimator.Kinds[c.st.Kind]
+	for c.st.Kind < c.st.models() {
+		kind, k := estimator.Kinds[c.st.Kind%len(estimator.Kinds)], c.st.Kind/len(estimator.Kinds)
+		setup, model := c.setups[k], modelName(kind, k)
 		var co *estimator.Coordinator
 		var err error
 		if c.st.Checkpoint != nil {
@@ -36,7 +37,7 @@ func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
 			for s, in := range ins {
 				ts := append(wire.Matrices(pWeights, in.Weights), wire.Vectors(pShared, in.Shared)...)
 				ts = append(ts, wire.Scalar(tRound, float64(in.Round)), wire.Scalar(tNoise, float64(in.Noise)))
-				if env[s], err = c.envelope(c.cfg.Sites[s], kind.String(), wire.KindWeights, ts); err != nil {
+				if env[s], err = c.envelope(c.cfg.Sites[s], model, wire.KindWeights, ts); err != nil {
 					return err
 				}
 			}
@@ -53,7 +54,7 @@ func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
 				return err
 			}
 			c.cfg.Metrics.round(time.Since(start))
-			c.log.Debug("round", slog.String(wire.LogKeyModel, kind.String()), slog.Int(wire.LogKeyRound, co.Round()), slog.Float64("loss", co.Loss()))
+			c.log.Debug("round", slog.String(wire.LogKeyModel, model), slog.Int(wire.LogKeyRound, co.Round()), slog.Float64("loss", co.Loss()))
 			every, interval := c.cfg.CheckpointEvery, c.cfg.CheckpointInterval
 			due := (every > 0 && co.Round()%every == 0) || (interval > 0 && time.Since(saved) >= interval)
 			if due && !co.Done() {
@@ -77,7 +78,7 @@ func (c *coordinator) train(ctx context.Context, setup *estimator.Setup) error {
 		if n := co.Round() - first; n > 0 {
 			perRound = took / time.Duration(n)
 		}
-		c.log.Info("model trained", slog.String(wire.LogKeyModel, kind.String()), slog.Int("rounds", co.Round()), slog.Float64("loss", co.Loss()),
+		c.log.Info("model trained", slog.String(wire.LogKeyModel, model), slog.Int("rounds", co.Round()), slog.Float64("loss", co.Loss()),
 			slog.Duration("took", took.Round(time.Millisecond)), slog.Duration("per_round", perRound.Round(10*time.Microsecond)))
 	}
 	return nil

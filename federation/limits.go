@@ -38,6 +38,11 @@ type Limits struct {
 	// attack test). A site of at most MinBatch rows computes every round
 	// on all of them.
 	MinBatch int
+	// Kernels is the most kernels whose models the site trains in one
+	// run: a run that chooses among kernels (CoordinatorConfig.Extra)
+	// asks three models of each, every one a new set of gradients of the
+	// site's rows.
+	Kernels int
 	// Transfers are the transfer modes the site takes part in; empty
 	// allows all three.
 	Transfers []estimator.Transfer
@@ -49,7 +54,7 @@ type Limits struct {
 // permit exhausts a site's memory: D ≤ 4096 and dz ≤ 512 give weight
 // blocks of at most 8192×512.
 func DefaultLimits() Limits {
-	return Limits{Features: 4096, Latent: 512, Draws: 64, Samples: 10000, MHSteps: 1000, Folds: 20, Rounds: 100000, MinBatch: 256}
+	return Limits{Features: 4096, Latent: 512, Draws: 64, Samples: 10000, MHSteps: 1000, Folds: 20, Rounds: 100000, MinBatch: 256, Kernels: 8}
 }
 
 // orDefault returns l with each zero field set to DefaultLimits' value.
@@ -57,7 +62,7 @@ func (l Limits) orDefault() Limits {
 	d := DefaultLimits()
 	for _, f := range []struct{ v, d *int }{
 		{&l.Features, &d.Features}, {&l.Latent, &d.Latent}, {&l.Draws, &d.Draws}, {&l.Samples, &d.Samples},
-		{&l.MHSteps, &d.MHSteps}, {&l.Folds, &d.Folds}, {&l.Rounds, &d.Rounds}, {&l.MinBatch, &d.MinBatch},
+		{&l.MHSteps, &d.MHSteps}, {&l.Folds, &d.Folds}, {&l.Rounds, &d.Rounds}, {&l.MinBatch, &d.MinBatch}, {&l.Kernels, &d.Kernels},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.d
@@ -106,12 +111,13 @@ func (s *site) roundLimit() int {
 	return s.cfg.Limits.orDefault().Rounds
 }
 
-// countRound counts a round of model kind and refuses one beyond
+// countRound counts a round of the model named model (modelName) and
+// refuses one beyond
 // roundLimit.
-func (s *site) countRound(kind estimator.Kind) error {
-	s.answered[kind]++
-	if n, max := s.answered[kind], s.roundLimit(); n > max {
-		return fmt.Errorf("%w: round %d of the %v model, beyond the %d this site answers in a run", ErrLimit, n, kind, max)
+func (s *site) countRound(model string) error {
+	s.answered[model]++
+	if n, max := s.answered[model], s.roundLimit(); n > max {
+		return fmt.Errorf("%w: round %d of the %s model, beyond the %d this site answers in a run", ErrLimit, n, model, max)
 	}
 	return nil
 }

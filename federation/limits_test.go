@@ -72,18 +72,21 @@ func TestDefaultLimitsAcceptTheDefaults(t *testing.T) {
 }
 
 // TestSiteCountsRounds: a site answers at most the round limit of each
-// model in a run.
+// model in a run; a further kernel's model is another model.
 func TestSiteCountsRounds(t *testing.T) {
-	s := &site{cfg: SiteConfig{Limits: Limits{Rounds: 2}}}
+	s := &site{cfg: SiteConfig{Limits: Limits{Rounds: 2}}, answered: map[string]int{}}
 	for r := range 2 {
-		if err := s.countRound(estimator.Outcome); err != nil {
+		if err := s.countRound(modelName(estimator.Outcome, 0)); err != nil {
 			t.Fatalf("round %d: %v", r, err)
 		}
 	}
-	if err := s.countRound(estimator.Latent); err != nil {
+	if err := s.countRound(modelName(estimator.Latent, 0)); err != nil {
 		t.Errorf("another model's first round: %v", err)
 	}
-	if err := s.countRound(estimator.Outcome); !errors.Is(err, ErrLimit) {
+	if err := s.countRound(modelName(estimator.Outcome, 1)); err != nil {
+		t.Errorf("another kernel's outcome model's first round: %v", err)
+	}
+	if err := s.countRound(modelName(estimator.Outcome, 0)); !errors.Is(err, ErrLimit) {
 		t.Errorf("third outcome round: %v, want ErrLimit", err)
 	}
 }

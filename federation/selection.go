@@ -32,7 +32,8 @@ type Selection struct {
 	Ridge []float64
 	// Z is the ensemble's threshold (selection.Combine).
 	Z float64
-	// Kernel names the run's kernel in candidate names.
+	// Kernel names the run's kernel in candidate names; the further
+	// kernels' names are CoordinatorConfig.Extra's.
 	Kernel string
 }
 
@@ -124,6 +125,7 @@ const (
 	tSelectDR     = "selection.dr"     // stage 1: 1 when the DR-learner's statistics are wanted
 	tCandKind     = "candidates.kind"  // stages 2, 3: each candidate's kind (kindCodes)
 	tCandRidge    = "candidates.ridge" // stages 2, 3: each candidate's penalty (0 for none)
+	tCandKernel   = "candidates.kernel" // stages 2, 3: each candidate's kernel (0, the run's, when absent)
 	pCand         = "candidate."       // stage 2: candidate.<c>.<regression>.…
 	pChosen       = "chosen."          // stage 3: the chosen estimator
 	tSelectLoss   = "selection.loss"   // stage 3: each candidate's mean loss, its SE, its paired difference and SE
@@ -272,7 +274,7 @@ func decodeEnsemble(e *wire.Envelope, cands []selection.Candidate) (selection.Es
 		if err != nil {
 			return est, err
 		}
-		est.Members = append(est.Members, selection.Member{Estimator: m})
+		est.Members = append(est.Members, selection.Member{Estimator: m, Kernel: cands[i].Kernel})
 	}
 	if est.Shift, err = scalar(e, tSelectShift); err != nil {
 		return est, err
@@ -280,18 +282,18 @@ func decodeEnsemble(e *wire.Envelope, cands []selection.Candidate) (selection.Es
 	return est, nil
 }
 
-// candidateTensors lists the candidates' kinds and penalties.
+// candidateTensors lists the candidates' kinds, penalties and kernels.
 func candidateTensors(cands []selection.Candidate) []wire.Tensor {
-	kinds, ridge := make([]float64, len(cands)), make([]float64, len(cands))
+	kinds, ridge, kernel := make([]float64, len(cands)), make([]float64, len(cands)), make([]float64, len(cands))
 	for c, cand := range cands {
-		kinds[c], ridge[c] = float64(kindCode(cand.Kind)), cand.Ridge
+		kinds[c], ridge[c], kernel[c] = float64(kindCode(cand.Kind)), cand.Ridge, float64(cand.Kernel)
 	}
-	return []wire.Tensor{wire.Vector(tCandKind, kinds), wire.Vector(tCandRidge, ridge)}
+	return []wire.Tensor{wire.Vector(tCandKind, kinds), wire.Vector(tCandRidge, ridge), wire.Vector(tCandKernel, kernel)}
 }
 
-// decodeCandidates reads the candidates' kinds and penalties, naming them
-// with kernel.
-func decodeCandidates(e *wire.Envelope, kernel string) ([]selection.Candidate, error) {
+// decodeCandidates reads the candidates' kinds, penalties and kernels,
+// naming them with kernels, the names of the run's kernels by index.
+func decodeCandidates(e *wire.Envelope, kernels []string) ([]selection.Candidate, error) {
 	kinds, err := vector(e, tCandKind, -1)
 	if err != nil {
 		return nil, err
@@ -303,13 +305,23 @@ func decodeCandidates(e *wire.Envelope, kernel string) ([]selection.Candidate, e
 	if len(kinds) == 0 {
 		return nil, fmt.Errorf("%w: %s names no candidate", ErrProtocol, e.Kind)
 	}
+	kernel := make([]float64, len(kinds))
+	if _, ok := e.Tensor(tCandKernel); ok {
+		if kernel, err = vector(e, tCandKernel, len(kinds)); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]selection.Candidate, len(kinds))
 	for c, k := range kinds {
 		if k != math.Trunc(k) || k < 0 || int(k) >= len(kindCodes) {
 			return nil, fmt.Errorf("%w: candidate %d of unknown kind %v", ErrProtocol, c, k)
 		}
 		kind := kindCodes[int(k)]
-		out[c] = selection.Candidate{Name: selection.CandidateName(kind, kernel, ridge[c]), Kind: kind, Ridge: ridge[c]}
+		kn := kernel[c]
+		if kn != math.Trunc(kn) || kn < 0 || int(kn) >= len(kernels) || (kn != 0 && kind != selection.KindLatent && kind != selection.KindOutcome) {
+			return nil, fmt.Errorf("%w: candidate %d (%s) of kernel %v, in a run of %d kernels", ErrProtocol, c, kind, kn, len(kernels))
+		}
+		out[c] = selection.Candidate{Name: selection.CandidateName(kind, kernels[int(kn)], ridge[c]), Kind: kind, Ridge: ridge[c], Kernel: int(kn)}
 	}
 	return out, nil
 }
@@ -366,7 +378,10 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 			return err
 		}
 		st := &SelectState{}
-		st.Candidates, st.Estimators = selection.KernelCandidates(0, sel.Kernel, sel.Kinds)
+		for k, name := range c.kernelNames() {
+			cands, ests := selection.KernelCandidates(k, name, sel.Kinds)
+			st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
+		}
 		ridge := selection.Penalties(sel.Ridge)
 		if len(ridge) > 0 && (sel.wants(selection.KindTLearner) || dr) {
 			var pooled selection.Stats
@@ -503,8 +518,8 @@ func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 
 // losses answers stage 2: each candidate's loss sums over the site's
 // held-out rows.
-func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Model) ([]*wire.Envelope, error) {
-	cands, err := decodeCandidates(e, s.cfg.KernelName)
+func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
+	cands, err := decodeCandidates(e, s.res.Kernels)
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +529,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Mo
 		if ests[i], err = decodeEstimator(e, fmt.Sprintf("%s%d.", pCand, i), cand.Kind, cand.Ridge); err != nil {
 			return nil, err
 		}
-		models[i] = model
+		models[i] = s.res.Models[cand.Kernel]
 	}
 	sums := selection.SiteSums{Pairs: selection.NewPairs(len(ests)), Centre: selection.Centre{CATE: make([]float64, len(ests))}}
 	if len(s.res.Held) > 0 {
@@ -535,7 +550,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope, model *estimator.Mo
 
 // choice reads the choice that stage 3 carries.
 func (s *site) choice(e *wire.Envelope) (*SiteSelection, error) {
-	cands, err := decodeCandidates(e, s.cfg.KernelName)
+	cands, err := decodeCandidates(e, s.res.Kernels)
 	if err != nil {
 		return nil, err
 	}
@@ -557,9 +572,13 @@ func (s *site) choice(e *wire.Envelope) (*SiteSelection, error) {
 		cands[i].Score = selection.Score{Loss: cols[0][i], SE: cols[1][i], Diff: cols[2][i], DiffSE: cols[3][i], Chosen: i == chosen}
 	}
 	var est selection.Estimator
-	if cands[chosen].Kind == selection.KindEnsemble {
+	switch {
+	case cands[chosen].Kind == selection.KindEnsemble:
 		est, err = decodeEnsemble(e, cands)
-	} else {
+	case cands[chosen].Kernel != 0:
+		// Only an ensemble's members name their kernels (selection.Estimator).
+		return nil, fmt.Errorf("%w: chosen candidate %s of kernel %d is not an ensemble", ErrProtocol, cands[chosen].Name, cands[chosen].Kernel)
+	default:
 		est, err = decodeEstimator(e, pChosen, cands[chosen].Kind, cands[chosen].Ridge)
 	}
 	if err != nil {

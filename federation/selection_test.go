@@ -26,6 +26,13 @@ func selectionRun(ctx context.Context, t *testing.T, sel Selection, sizes ...int
 // selectionRunOn is selectionRun on the sites of f.
 func selectionRunOn(ctx context.Context, t *testing.T, sel Selection, f *fed) (*fed, *Result, []*SiteResult, *selection.Result) {
 	t.Helper()
+	return selectionRunKernels(ctx, t, sel, nil, f)
+}
+
+// selectionRunKernels is selectionRunOn choosing among the further
+// kernels extra too, which every site has.
+func selectionRunKernels(ctx context.Context, t *testing.T, sel Selection, extra []selection.Kernel, f *fed) (*fed, *Result, []*SiteResult, *selection.Result) {
+	t.Helper()
 	cfg := testConfig()
 	held := make([][]int, len(f.data))
 	for s, d := range f.data {
@@ -34,16 +41,19 @@ func selectionRunOn(ctx context.Context, t *testing.T, sel Selection, f *fed) (*
 			t.Fatal(err)
 		}
 		f.cfgs[s].KernelName = sel.Kernel
+		if extra != nil {
+			f.cfgs[s].Kernels = kernelsOf(extra)
+		}
 	}
 	want, err := selection.Run(ctx, f.data, held, testSchema, cfg, selection.Options{
-		Kernels: []selection.Kernel{{Name: sel.Kernel, Spectral: estimator.GaussianSpectral{}}},
+		Kernels: append([]selection.Kernel{{Name: sel.Kernel, Spectral: estimator.GaussianSpectral{}}}, extra...),
 		Ridge:   sel.Ridge, Z: sel.Z, Kinds: sel.Kinds, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sites := f.start(ctx)
 	cc := f.coordinator(cfg)
-	cc.Selection = sel
+	cc.Selection, cc.Extra = sel, extra
 	res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,12 @@ type SiteConfig struct {
 
 	Spectral   estimator.Spectral // the kernel plugin
 	KernelName string             // the kernel's name in model selection's candidate names
+	// Kernels, when set, opens the plugin of a further kernel a run
+	// chooses among (CoordinatorConfig.Extra), by its name in candidate
+	// names. A site without it trains its own kernel alone, and refuses a
+	// run that asks for more (ErrNoKernel). Limits.Kernels bounds how
+	// many a run may ask for.
+	Kernels func(ctx context.Context, name string) (estimator.Spectral, error)
 
 	// MinArmRows is the fewest rows each treatment arm must have, before
 	// and after de-duplication, for the site to send anything computed
@@ -108,8 +114,10 @@ type SiteConfig struct {
 	// error stops the run, so that nothing leaves the site unaudited.
 	Audit func(ctx context.Context, d Direction, e *wire.Envelope) error
 	// Loss, when set, is called with the loss J^(s) the site computed on
-	// its own rows for model kind at a round, each time it computes one.
-	Loss func(kind estimator.Kind, round int, loss float64)
+	// its own rows for a model at a round, each time it computes one; the
+	// model is named as envelopes name it: its kind (latent), and for a
+	// further kernel k of model selection the kind and k (latent.1).
+	Loss func(model string, round int, loss float64)
 	// Publish, when set, is called with the results before the site
 	// confirms the run with done.
 	Publish func(ctx context.Context, r *SiteResult) error
@@ -124,6 +132,11 @@ type SiteResult struct {
 	Index, Sites int
 	Setup        *estimator.Setup
 	Model        *estimator.Model   // the site's own model (estimator.NewSiteModel)
+	// Models are the site's models of every kernel of the run: Model,
+	// then those of the further kernels a model selection chose among,
+	// named in Kernels (the site's own first).
+	Models  []*estimator.Model
+	Kernels []string
 	Kept         []int              // positions of the rows trained on (not dropped as duplicates)
 	Effects      *estimator.Effects // every row's effects, in Data order
 	// Calibration corrects the CATEs in Effects and gives their intervals
@@ -212,7 +225,6 @@ type site struct {
 	// nu are the nuisances cross-fitted on the kept rows, once computed
 	// (for the held-out losses): the AIPW ATE reuses them.
 	nu    *inference.Nuisance
-	fp    wire.Digest
 	cfgE  estimator.Config
 	peers []string // every site's name by index, from hello ("" when not sent)
 	// instance is the value of the rejoin scalar this process sends: a
@@ -229,23 +241,32 @@ type site struct {
 	// answered counts the rounds of each model answered in the run, and
 	// charge is the run's privacy charge (nil without SiteConfig.Privacy);
 	// ledger keeps charges when SitePrivacy.Ledger is nil.
-	answered [3]int
+	answered map[string]int
 	charge   *Charge
 	ledger   *memoryLedger
-	// training is the model the site last answered a round of, and since
-	// when, for the one INFO line it logs per model trained.
-	training      *estimator.Kind
+	// training is the model the site last answered a round of ("" for
+	// none), and since when, for the one INFO line it logs per model
+	// trained.
+	training      string
 	trainingSince time.Time
+	// spectra are the run's kernels, the site's own first, and setups
+	// their setups once the pooled scaler is known (setups[0] is
+	// res.Setup); fps are their frequency fingerprints. train trains the
+	// models of kernel trainKernel.
+	spectra     []estimator.Spectral
+	setups      []*estimator.Setup
+	fps         []wire.Digest
+	trainKernel int
 }
 
 // trained logs, at INFO, that the model the site was answering rounds of
 // is done: at the first round of another model, and at the final weights.
-func (s *site) trained(next *estimator.Kind) {
-	if s.training != nil && (next == nil || *next != *s.training) {
-		s.log.Info("model trained", slog.String(wire.LogKeyRun, s.runID()), slog.String(wire.LogKeyModel, s.training.String()),
-			slog.Int("rounds", s.answered[*s.training]), slog.Duration("took", time.Since(s.trainingSince).Round(time.Millisecond)))
+func (s *site) trained(next string) {
+	if s.training != "" && next != s.training {
+		s.log.Info("model trained", slog.String(wire.LogKeyRun, s.runID()), slog.String(wire.LogKeyModel, s.training),
+			slog.Int("rounds", s.answered[s.training]), slog.Duration("took", time.Since(s.trainingSince).Round(time.Millisecond)))
 	}
-	if next == nil || s.training == nil || *next != *s.training {
+	if next != s.training {
 		s.training, s.trainingSince = next, time.Now()
 	}
 }
@@ -352,7 +373,8 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
 		s.res, s.kept, s.train, s.trainRows, s.nu = nil, nil, nil, nil, nil
-		s.answered, s.charge = [3]int{}, nil
+		s.answered, s.charge = map[string]int{}, nil
+		s.spectra, s.setups, s.fps, s.trainKernel = nil, nil, nil, 0
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))
 		if err := s.refreshRows(ctx); err != nil {
 			return false, err

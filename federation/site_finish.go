@@ -8,6 +8,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/selection"
 )
 
 // final takes the final weights: with a selection stage of 1 or 2 it
@@ -18,7 +19,7 @@ func (s *site) final(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 		return nil, fmt.Errorf("%w: final weights before the dedup-verdict", ErrProtocol)
 	}
 	s.train.Release()
-	s.trained(nil)
+	s.trained("")
 	model, err := s.finalModel(e)
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func (s *site) final(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	case 1:
 		return s.stats(ctx, e, model)
 	case 2:
-		return s.losses(ctx, e, model)
+		return s.losses(ctx, e)
 	case 3:
 		sel, err := s.choice(e)
 		if err != nil {
@@ -52,33 +53,40 @@ func (s *site) final(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	return nil, fmt.Errorf("%w: unknown model selection stage %d", ErrProtocol, stage)
 }
 
-// finalModel builds the site's model from the final weights in e.
+// finalModel builds the site's model of every kernel of the run from the
+// final weights in e, and returns the run's own kernel's.
 func (s *site) finalModel(e *wire.Envelope) (*estimator.Model, error) {
-	own := map[estimator.Kind]estimator.SiteWeights{}
-	for _, kind := range estimator.Kinds {
-		p := kind.String() + "."
-		w, err := matrices(e, p+pWeights)
-		if err != nil {
-			return nil, err
+	models := make([]*estimator.Model, len(s.setups))
+	for k, setup := range s.setups {
+		own := map[estimator.Kind]estimator.SiteWeights{}
+		for _, kind := range estimator.Kinds {
+			p := modelName(kind, k) + "."
+			w, err := matrices(e, p+pWeights)
+			if err != nil {
+				return nil, err
+			}
+			sh := vectors(e, p+pShared)
+			if err := checkBlocks(setup, kind, w, sh); err != nil {
+				return nil, err
+			}
+			own[kind] = estimator.SiteWeights{Weights: w, Shared: sh}
+			if k > 0 {
+				continue // Λ and the rounds published are the run's kernel's
+			}
+			if s.res.Lambda[kind], err = vector(e, p+tLambda, s.res.Sites); err != nil {
+				return nil, err
+			}
+			if s.res.Rounds[kind], err = integer(e, p+tRounds); err != nil {
+				return nil, err
+			}
 		}
-		sh := vectors(e, p+pShared)
-		if err := checkBlocks(s.res.Setup, kind, w, sh); err != nil {
-			return nil, err
-		}
-		own[kind] = estimator.SiteWeights{Weights: w, Shared: sh}
-		if s.res.Lambda[kind], err = vector(e, p+tLambda, s.res.Sites); err != nil {
-			return nil, err
-		}
-		if s.res.Rounds[kind], err = integer(e, p+tRounds); err != nil {
+		var err error
+		if models[k], err = estimator.NewSiteModel(setup, s.res.Index, own); err != nil {
 			return nil, err
 		}
 	}
-	model, err := estimator.NewSiteModel(s.res.Setup, s.res.Index, own)
-	if err != nil {
-		return nil, err
-	}
-	s.res.Model = model
-	return model, nil
+	s.res.Model, s.res.Models = models[0], models
+	return models[0], nil
 }
 
 // score scores every row by the chosen estimator of sel (nil: the latent
@@ -90,7 +98,11 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	}
 	s.res.Effects, s.res.CATE, s.res.Selection = eff, eff.CATE, sel
 	if sel != nil {
-		if s.res.CATE, err = sel.Estimator.CATE(ctx, model, s.res.Index, s.cfg.Data, eff.CATE); err != nil {
+		models := s.res.Models
+		if sel.Estimator.Kind != selection.KindEnsemble {
+			models = models[:1] // choice refuses another kernel's
+		}
+		if s.res.CATE, err = sel.Estimator.CATEModels(ctx, models, s.res.Index, s.cfg.Data, eff.CATE); err != nil {
 			return nil, err
 		}
 	}

@@ -91,17 +91,26 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err := s.chargePrivacy(ctx, e.RunID, cfg); err != nil {
 		return nil, err
 	}
+	extra, err := decodeKernels(e)
+	if err != nil {
+		return nil, err
+	}
+	spectra, names, err := s.openKernels(ctx, extra)
+	if err != nil {
+		return nil, err
+	}
 	mo := s.cfg.Data.Moments()
 	placeholder, err := estimator.NewScaler(s.cfg.Schema, []estimator.Moments{mo})
 	if err != nil {
 		return nil, err
 	}
-	setup, err := estimator.NewSetup(ctx, s.cfg.Schema, s.cfg.Spectral, cfg, placeholder)
+	setups, err := setupsFor(ctx, s.cfg.Schema, spectra, cfg, placeholder)
 	if err != nil {
 		return nil, fmt.Errorf("configuration from the coordinator: %w", err)
 	}
-	s.fp, s.cfgE = frequencyDigest(setup), cfg
-	s.res = &SiteResult{RunID: e.RunID, Index: idx, Sites: m, Lambda: map[estimator.Kind][]float64{}, Rounds: map[estimator.Kind]int{}, Peers: s.peers}
+	s.spectra, s.fps, s.cfgE = spectra, digests(setups), cfg
+	s.res = &SiteResult{RunID: e.RunID, Index: idx, Sites: m, Lambda: map[estimator.Kind][]float64{}, Rounds: map[estimator.Kind]int{}, Peers: s.peers,
+		Kernels: names}
 	if rejoin {
 		s.log.Info("rejoining run; its row count is the one it began with", slog.String(wire.LogKeyRun, e.RunID))
 		return nil, nil
@@ -115,7 +124,7 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 		wire.Scalar(tMomentsN, float64(mo.N)), wire.Vector(tMomentsSum, mo.Sum), wire.Vector(tMomentsSumSq, mo.SumSq),
 		wire.Vector(tMomentsLog, logMoments(mo)), wire.Scalar(tSelectShare, s.share),
 		wire.Scalar(tPrivate, b2f(s.cfg.Privacy != nil)),
-	}, s.balanceTensors(ctx)...), columnDigests(s.cfg.ColumnKey, s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: []wire.Digest{s.fp}})
+	}, s.balanceTensors(ctx)...), columnDigests(s.cfg.ColumnKey, s.cfg.Columns, s.cfg.Schema), wire.DigestList{Name: dOmega0, Digests: s.fps})
 	if err != nil {
 		return nil, err
 	}
@@ -200,13 +209,15 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 	if err := s.cfg.checkArms(s.kept, "after de-duplication"); err != nil {
 		return err
 	}
-	setup, err := estimator.NewSetup(ctx, s.cfg.Schema, s.cfg.Spectral, s.cfgE, scaler)
+	setups, err := setupsFor(ctx, s.cfg.Schema, s.spectra, s.cfgE, scaler)
 	if err != nil {
 		return err
 	}
-	if frequencyDigest(setup) != s.fp {
-		return fmt.Errorf("%w: the kernel plugin is not deterministic", ErrFrequencies)
+	if !slices.Equal(digests(setups), s.fps) {
+		return fmt.Errorf("%w: a kernel plugin is not deterministic", ErrFrequencies)
 	}
+	s.setups, s.trainKernel = setups, 0
+	setup := setups[0]
 	s.res.Setup = setup
 	s.trainRows, s.res.Held = s.kept, nil
 	if s.share > 0 {

@@ -13,12 +13,15 @@ func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope,
 	if s.train == nil {
 		return nil, fmt.Errorf("%w: weights before the dedup-verdict", ErrProtocol)
 	}
-	kind, err := parseKind(e.Model)
+	kind, k, err := parseModel(e.Model)
 	if err != nil {
 		return nil, err
 	}
-	s.trained(&kind)
-	if err := s.countRound(kind); err != nil {
+	if k >= len(s.setups) {
+		return nil, fmt.Errorf("%w: model %s of kernel %d in a run of %d kernels", ErrProtocol, e.Model, k, len(s.setups))
+	}
+	s.trained(e.Model)
+	if err := s.countRound(e.Model); err != nil {
 		return nil, err
 	}
 	w, err := matrices(e, pWeights)
@@ -26,7 +29,10 @@ func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope,
 		return nil, err
 	}
 	sh := vectors(e, pShared)
-	if err := checkBlocks(s.res.Setup, kind, w, sh); err != nil {
+	if err := checkBlocks(s.setups[k], kind, w, sh); err != nil {
+		return nil, err
+	}
+	if err := s.trainOn(k); err != nil {
 		return nil, err
 	}
 	round, err := integer(e, tRound)
@@ -42,7 +48,7 @@ func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope,
 		return nil, err
 	}
 	if s.cfg.Loss != nil {
-		s.cfg.Loss(kind, round, out.Loss)
+		s.cfg.Loss(e.Model, round, out.Loss)
 	}
 	ts := append(wire.Matrices(pGrads, out.Grads), wire.Vectors(pShared, out.Shared)...)
 	ts = append(ts, wire.Scalar(tLoss, out.Loss), wire.Scalar(tRows, float64(out.Rows)))
@@ -51,4 +57,20 @@ func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope,
 		return nil, err
 	}
 	return []*wire.Envelope{g}, nil
+}
+
+// trainOn makes s.train train the models of kernel k. The kernels are
+// trained one after the other, so the site keeps one kernel's features of
+// its training rows at a time.
+func (s *site) trainOn(k int) error {
+	if k == s.trainKernel {
+		return nil
+	}
+	s.train.Release()
+	t, err := estimator.NewSite(s.res.Index, s.trainRows, s.setups[k])
+	if err != nil {
+		return err
+	}
+	s.train, s.trainKernel = t, k
+	return s.privatize()
 }

@@ -32,9 +32,15 @@ type State struct {
 	Rows       []int   // per site, after de-duplication
 	Dropped    []int   // per site
 	Drop       [][]int // per site: the positions of the rows it leaves out
-	Kind       int     // index into estimator.Kinds of the model in training
+	// Kernels are the names of the further kernels the run chooses among
+	// (CoordinatorConfig.Extra), none in states saved before them.
+	Kernels []string `json:",omitempty"`
+	// Kind counts the models trained: the model in training is
+	// estimator.Kinds[Kind % 3] of kernel Kind / 3, the run's own
+	// kernel's three models first.
+	Kind       int
 	Checkpoint *estimator.Checkpoint
-	Trained    []*estimator.Trained
+	Trained    []*estimator.Trained // in training order
 	// Finish is nil until every site's local ATE is in. States saved
 	// before it existed decode with it nil, which is what they mean.
 	Finish *FinishState `json:",omitempty"`
@@ -49,6 +55,9 @@ type State struct {
 	// sent back in global-ate; nil when a site sent none.
 	Balance []float64 `json:",omitempty"`
 }
+
+// models is the number of models the run trains: three per kernel.
+func (st *State) models() int { return len(estimator.Kinds) * (1 + len(st.Kernels)) }
 
 // roundsBetweenSaves bounds the training steps a coordinator may have sent
 // after the checkpoint st: Every, or maxRoundsBetweenSaves when it saved by

@@ -134,8 +134,8 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
 				return storageError(db.AppendAudit(ctx, auditEntry(d, e)))
 			},
-			Loss: func(kind estimator.Kind, round int, loss float64) {
-				losses = append(losses, store.Loss{Model: kind.String(), Round: round, Loss: loss})
+			Loss: func(model string, round int, loss float64) {
+				losses = append(losses, store.Loss{Model: model, Round: round, Loss: loss})
 			},
 			Publish: func(ctx context.Context, r *federation.SiteResult) error {
 				if err := publishFederated(ctx, a, db, recs, kernel, r); err != nil {

@@ -1,0 +1,176 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/selection"
+)
+
+// A run that selects a model may choose among kernels: besides the run's
+// own kernel (CoordinatorConfig.Spectral, kernel 0), each of
+// CoordinatorConfig.Extra is kernel 1, 2, …. The sites train the three
+// models of every kernel in turn, kernel 0's first, with the same rows and
+// the same pooled standardisation; the latent and outcome models of each
+// are candidates. Kernel 0 stays the reference: the ridge candidates, the
+// validation nuisances and the published effects use its model, as
+// selection.Run uses its first kernel's.
+
+// ErrNoKernel reports a site that cannot train a kernel a run chooses
+// among: it has no plugin of that name, or does not train further
+// kernels (SiteConfig.Kernels is nil). The site refuses the run.
+var ErrNoKernel = errors.New("no plugin of a kernel the run chooses among")
+
+// tKernelPrefix names the further kernels in a hello: one scalar per
+// kernel, "kernels.<name>" = its index, from 1.
+const tKernelPrefix = "kernels."
+
+// modelName is the envelope model name of kind with kernel k: the kind's
+// name for the run's own kernel, as before kernels were chosen among, and
+// "<kind>.<k>" (latent.1) for a further kernel.
+func modelName(kind estimator.Kind, k int) string {
+	if k == 0 {
+		return kind.String()
+	}
+	return kind.String() + "." + strconv.Itoa(k)
+}
+
+// parseModel returns the kind and kernel of the model named s (modelName).
+func parseModel(s string) (estimator.Kind, int, error) {
+	name, idx, found := strings.Cut(s, ".")
+	k := 0
+	if found {
+		n, err := strconv.Atoi(idx)
+		if err != nil || n < 1 || strconv.Itoa(n) != idx {
+			return 0, 0, fmt.Errorf("%w: unknown model %q", ErrProtocol, s)
+		}
+		k = n
+	}
+	kind, err := parseKind(name)
+	return kind, k, err
+}
+
+// checkExtra returns an error unless the further kernels extra can be
+// chosen among in a run of selection sel: that needs a selection with
+// latent or outcome candidates, and kernels of distinct names, none the
+// run's own, whose models the run's configuration sets (no grid point).
+func checkExtra(sel Selection, extra []selection.Kernel) error {
+	if len(extra) == 0 {
+		return nil
+	}
+	if !sel.On() {
+		return errors.New("federation: further kernels are candidates of model selection, which the run does not make")
+	}
+	if !sel.wants(selection.KindLatent) && !sel.wants(selection.KindOutcome) {
+		return fmt.Errorf("federation: further kernels give latent and outcome candidates, which the candidate kinds %v leave out", sel.Kinds)
+	}
+	seen := []string{sel.Kernel}
+	for _, k := range extra {
+		switch {
+		case k.Name == "" || k.Spectral == nil:
+			return fmt.Errorf("federation: a further kernel needs a name and a plugin (%q)", k.Name)
+		case slices.Contains(seen, k.Name):
+			return fmt.Errorf("federation: kernel %q listed twice", k.Name)
+		case k.GridPoint != (selection.GridPoint{}):
+			return fmt.Errorf("federation: kernel %q at a grid point: a federation trains every kernel with the run's configuration", k.Name)
+		}
+		seen = append(seen, k.Name)
+	}
+	return nil
+}
+
+// kernelTensors name the further kernels in a hello.
+func kernelTensors(names []string) []wire.Tensor {
+	ts := make([]wire.Tensor, len(names))
+	for j, name := range names {
+		ts[j] = wire.Scalar(tKernelPrefix+name, float64(j+1))
+	}
+	return ts
+}
+
+// decodeKernels reads the further kernels a hello names, in order of
+// their index.
+func decodeKernels(e *wire.Envelope) ([]string, error) {
+	byIndex := map[int]string{}
+	for _, t := range e.Tensors() {
+		name, ok := strings.CutPrefix(t.Name, tKernelPrefix)
+		if !ok {
+			continue
+		}
+		v, err := t.Scalar()
+		if err != nil || v < 1 || v != math.Trunc(v) || v > float64(len(e.Tensors())) || name == "" {
+			return nil, fmt.Errorf("%w: hello names kernel %q at index %v", ErrProtocol, name, v)
+		}
+		if _, dup := byIndex[int(v)]; dup {
+			return nil, fmt.Errorf("%w: hello names two kernels at index %v", ErrProtocol, v)
+		}
+		byIndex[int(v)] = name
+	}
+	names := make([]string, len(byIndex))
+	for j := range names {
+		name, ok := byIndex[j+1]
+		if !ok {
+			return nil, fmt.Errorf("%w: hello names kernels at indices that are not 1 to %d", ErrProtocol, len(names))
+		}
+		names[j] = name
+	}
+	return names, nil
+}
+
+// openKernels opens the further kernels names of a run (SiteConfig.Kernels)
+// and returns every kernel's plugin and name, the site's own first.
+func (s *site) openKernels(ctx context.Context, names []string) ([]estimator.Spectral, []string, error) {
+	spectra, all := []estimator.Spectral{s.cfg.Spectral}, []string{s.cfg.KernelName}
+	if len(names) == 0 {
+		return spectra, all, nil
+	}
+	if s.share == 0 {
+		return nil, nil, fmt.Errorf("%w: further kernels in a run that selects no model", ErrProtocol)
+	}
+	if most := s.cfg.Limits.orDefault().Kernels; len(names)+1 > most {
+		return nil, nil, fmt.Errorf("%w: the run chooses among %d kernels, more than the %d this site trains (limits.kernels)", ErrLimit, len(names)+1, most)
+	}
+	if s.cfg.Kernels == nil {
+		return nil, nil, fmt.Errorf("%w: the run chooses among the kernels %s and %s, and site %s trains its own alone (kernel.name auto at the site trains the kernels it has)",
+			ErrNoKernel, s.cfg.KernelName, strings.Join(names, ", "), s.cfg.Name)
+	}
+	for _, name := range names {
+		if slices.Contains(all, name) {
+			return nil, nil, fmt.Errorf("%w: kernel %q named twice", ErrProtocol, name)
+		}
+		sp, err := s.cfg.Kernels(ctx, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: kernel %q: %w", ErrNoKernel, name, err)
+		}
+		spectra, all = append(spectra, sp), append(all, name)
+	}
+	return spectra, all, nil
+}
+
+// setupsFor returns the setup of each of spectra under cfg and scaler.
+func setupsFor(ctx context.Context, schema estimator.Schema, spectra []estimator.Spectral, cfg estimator.Config, scaler estimator.Scaler) ([]*estimator.Setup, error) {
+	out := make([]*estimator.Setup, len(spectra))
+	for k, sp := range spectra {
+		var err error
+		if out[k], err = estimator.NewSetup(ctx, schema, sp, cfg, scaler); err != nil {
+			return nil, fmt.Errorf("kernel %d: %w", k, err)
+		}
+	}
+	return out, nil
+}
+
+// digests returns the frequency fingerprint of each setup.
+func digests(setups []*estimator.Setup) []wire.Digest {
+	out := make([]wire.Digest, len(setups))
+	for k, s := range setups {
+		out[k] = frequencyDigest(s)
+	}
+	return out
+}

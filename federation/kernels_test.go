@@ -1,0 +1,313 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/selection"
+)
+
+// scaledSpectral is the Gaussian kernel's spectral density with its
+// frequencies scaled: a Gaussian of bandwidth 1/Scale, a second kernel for
+// the tests that needs no plugin.
+type scaledSpectral struct{ Scale float64 }
+
+func (s scaledSpectral) Sample(ctx context.Context, d, D int, seed uint64) (*mat.Dense, error) {
+	m, err := estimator.GaussianSpectral{}.Sample(ctx, d, D, seed)
+	if err != nil {
+		return nil, err
+	}
+	m.Scale(s.Scale, m)
+	return m, nil
+}
+
+// testKernels are two further kernels: a wider and a narrower Gaussian.
+func testKernels() []selection.Kernel {
+	return []selection.Kernel{{Name: "wide", Spectral: scaledSpectral{0.4}}, {Name: "narrow", Spectral: scaledSpectral{2.5}}}
+}
+
+// kernelsOf is a SiteConfig.Kernels that opens the kernels of extra.
+func kernelsOf(extra []selection.Kernel) func(context.Context, string) (estimator.Spectral, error) {
+	return func(_ context.Context, name string) (estimator.Spectral, error) {
+		for _, k := range extra {
+			if k.Name == name {
+				return k.Spectral, nil
+			}
+		}
+		return nil, fmt.Errorf("no kernel %q", name)
+	}
+}
+
+// TestSelectionKernelsEquivalence: a federation that chooses among three
+// kernels trains each kernel's models as selection.Run fits them, bit for
+// bit, scores the same candidates the same, and every site reports the
+// chosen ensemble's CATE, whose members come from more than one kernel,
+// as the simulated selection computes it.
+func TestSelectionKernelsEquivalence(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sel := Selection{Share: 0.25, Z: 2, Kernel: "gaussian"}
+	f, res, sites, want := selectionRunKernels(ctx, t, sel, testKernels(), newFed(90, 120, 70))
+	sameModels(t, res, func(k estimator.Kind) *estimator.Trained { return want.Models[0].Trained(k) }, "max abs difference %g, want bit-identical")
+	if len(res.ExtraModels) != 2 {
+		t.Fatalf("%d further kernels' models, want 2", len(res.ExtraModels))
+	}
+	for j, models := range res.ExtraModels {
+		for _, kind := range estimator.Kinds {
+			if d := maxDiff(t, models[kind], want.Models[j+1].Trained(kind)); d != 0 {
+				t.Errorf("kernel %d, %s: max abs difference %g, want bit-identical", j+1, kind, d)
+			}
+		}
+	}
+	got := res.Selection
+	var names []string
+	kernels := map[int]bool{}
+	for c, cand := range got.Candidates {
+		names = append(names, cand.Name)
+		if fmt.Sprintf("%+v", cand) != fmt.Sprintf("%+v", want.Candidates[c]) {
+			t.Errorf("candidate %d: federated %+v\nsimulated %+v", c, cand, want.Candidates[c])
+		}
+		if cand.Member {
+			kernels[cand.Kernel] = true
+		}
+	}
+	if len(got.Candidates) != len(want.Candidates) || got.Chosen != want.Chosen {
+		t.Fatalf("%d candidates, chosen %d; simulated %d, %d", len(got.Candidates), got.Chosen, len(want.Candidates), want.Chosen)
+	}
+	for _, name := range []string{"latent/wide", "outcome/wide", "latent/narrow", "outcome/narrow"} {
+		if !slices.Contains(names, name) {
+			t.Errorf("candidates %v lack %s", names, name)
+		}
+	}
+	if len(kernels) < 2 {
+		t.Errorf("the ensemble's members are of kernels %v: want several, to check a site combines their models", kernels)
+	}
+	t.Logf("candidates %v; members of kernels %v", names, kernels)
+	if fmt.Sprintf("%+v", got.Ensemble) != fmt.Sprintf("%+v", want.Ensemble) {
+		t.Errorf("ensemble %+v, simulated %+v", got.Ensemble, want.Ensemble)
+	}
+	for s, r := range sites {
+		if !slices.Equal(r.Kernels, []string{"gaussian", "wide", "narrow"}) || len(r.Models) != 3 {
+			t.Fatalf("site %d: kernels %v with %d models", s, r.Kernels, len(r.Models))
+		}
+		for c, cand := range r.Selection.Candidates {
+			if fmt.Sprintf("%+v", cand) != fmt.Sprintf("%+v", want.Candidates[c]) {
+				t.Errorf("site %d, candidate %d: %+v, simulated %+v", s, c, cand, want.Candidates[c])
+			}
+		}
+		sameSiteCATE(ctx, t, want, s, f.data[s], r)
+	}
+}
+
+// TestSelectionKernelsResume: a coordinator stopped while it trains a
+// further kernel resumes there, and a site restarted then rejoins; both
+// runs choose as the uninterrupted one.
+func TestSelectionKernelsResume(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
+	extra := testKernels()[:1]
+	_, ref, _, _ := selectionRunKernels(ctx, t, sel, extra, newFed(60, 80))
+	same := func(t *testing.T, res *Result) {
+		t.Helper()
+		got, want := res.Selection, ref.Selection
+		if fmt.Sprintf("%+v %d %d", got.Candidates, got.Chosen, got.Held) != fmt.Sprintf("%+v %d %d", want.Candidates, want.Chosen, want.Held) ||
+			res.GlobalAIPW != ref.GlobalAIPW {
+			t.Errorf("selection %+v, global %+v\nuninterrupted %+v, %+v", got.Candidates, res.GlobalAIPW, want.Candidates, ref.GlobalAIPW)
+		}
+	}
+	// The outcome model of the further kernel, a few rounds in.
+	at := func(e *wire.Envelope) bool { return e.Model == "outcome.1" && e.Round%7 == 0 }
+	newSites := func() *fed {
+		f := newFed(60, 80)
+		for s := range f.cfgs {
+			f.cfgs[s].KernelName, f.cfgs[s].Kernels = sel.Kernel, kernelsOf(extra)
+		}
+		return f
+	}
+	t.Run("coordinator stopped", func(t *testing.T) {
+		f := newSites()
+		sites := f.start(ctx)
+		cctx, stop := context.WithCancel(ctx)
+		var once sync.Once
+		f.net.Intercept = func(b []byte) [][]byte {
+			if e, _ := wire.Unmarshal(b); e != nil && at(e) {
+				once.Do(stop)
+			}
+			return [][]byte{b}
+		}
+		cp := &MemCheckpoints{}
+		cc := f.coordinator(testConfig())
+		cc.Selection, cc.Extra, cc.Checkpoints = sel, extra, cp
+		runUntilStopped(t, cctx, cc, f)
+		st, err := cp.Load(ctx)
+		if err != nil || st == nil || st.Kind < 3 || !slices.Equal(st.Kernels, []string{"wide"}) {
+			t.Fatalf("checkpoint at model %v of kernels %v (%v), want one in the further kernel's", st.Kind, st.Kernels, err)
+		}
+		// A configuration with other kernels does not resume it.
+		other := cc
+		other.Extra = testKernels()[1:]
+		if _, err := RunCoordinator(ctx, other, f.net.Endpoint("coord")); !errors.Is(err, ErrCheckpointKernels) {
+			t.Fatalf("resumed with other kernels: %v, want ErrCheckpointKernels", err)
+		}
+		res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, res)
+		waitSites(t, sites)
+	})
+	t.Run("site restarted", func(t *testing.T) {
+		f := newSites()
+		others := f.cfgs
+		f.cfgs = others[:1]
+		sites := f.start(ctx)
+		f.cfgs = others
+		site2ctx, kill := context.WithCancel(ctx)
+		var once sync.Once
+		f.net.Intercept = func(b []byte) [][]byte {
+			if e, _ := wire.Unmarshal(b); e != nil && at(e) && e.Sender == "site2" {
+				once.Do(kill)
+			}
+			return [][]byte{b}
+		}
+		second := f.restartSite(site2ctx, ctx, 1, f.cfgs[1], nil)
+		var logs logBuffer
+		cc := f.rejoinCoordinator(testConfig(), &logs)
+		cc.Selection, cc.Extra = sel, extra
+		res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, res)
+		if r := <-second; r.err != nil || r.res.Selection == nil || r.res.Selection.Chosen != ref.Selection.Chosen {
+			t.Fatalf("restarted site2: %v", r.err)
+		}
+		if !strings.Contains(logs.String(), "site rejoins the run") {
+			t.Errorf("site2 did not rejoin: %s", logs.String())
+		}
+		waitSites(t, sites)
+	})
+}
+
+// TestSelectionKernelsRefused: a site that does not train further
+// kernels, or not as many as the run asks for, refuses the run and the
+// coordinator says why; a coordinator refuses further kernels it cannot
+// choose among.
+func TestSelectionKernelsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
+	for _, tc := range []struct {
+		name    string
+		edit    func(*SiteConfig)
+		site    error
+		message string
+	}{
+		{"no further kernels", func(c *SiteConfig) { c.Kernels = nil }, ErrNoKernel, "cannot train a kernel the run chooses among"},
+		{"no such plugin", func(c *SiteConfig) { c.Kernels = kernelsOf(testKernels()[1:]) }, ErrNoKernel, "cannot train a kernel the run chooses among"},
+		{"too many", func(c *SiteConfig) { c.Limits.Kernels = 1 }, ErrLimit, "limits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFed(60, 60)
+			for s := range f.cfgs {
+				f.cfgs[s].KernelName, f.cfgs[s].Kernels = sel.Kernel, kernelsOf(testKernels())
+			}
+			tc.edit(&f.cfgs[1])
+			sites := f.start(ctx)
+			cc := f.coordinator(testConfig())
+			cc.Selection, cc.Extra = sel, testKernels()[:1]
+			_, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+			if !errors.Is(err, ErrSiteRefused) || !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("coordinator: %v, want site2's refusal saying %q", err, tc.message)
+			}
+			if r := <-sites[1]; !errors.Is(r.err, tc.site) {
+				t.Errorf("site2: %v, want %v", r.err, tc.site)
+			}
+		})
+	}
+	f := newFed(60, 60)
+	grid := selection.Kernel{Name: "g", Spectral: estimator.GaussianSpectral{}, GridPoint: selection.GridPoint{Features: 5}}
+	for _, bad := range []struct {
+		sel   Selection
+		extra []selection.Kernel
+	}{
+		{Selection{}, testKernels()},
+		{Selection{Share: 0.25, Kernel: "gaussian", Kinds: []string{selection.KindTLearner}}, testKernels()},
+		{sel, []selection.Kernel{{Name: "gaussian", Spectral: estimator.GaussianSpectral{}}}},
+		{sel, append(testKernels(), testKernels()[0])},
+		{sel, []selection.Kernel{{Name: "none"}}},
+		{sel, []selection.Kernel{grid}},
+	} {
+		cc := f.coordinator(testConfig())
+		cc.Selection, cc.Extra = bad.sel, bad.extra
+		if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); err == nil || errors.Is(err, ErrSilent) {
+			t.Errorf("selection %+v with kernels %v: %v, want a configuration error", bad.sel, extraNames(bad.extra), err)
+		}
+	}
+}
+
+func TestParseModel(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		kind   estimator.Kind
+		kernel int
+		ok     bool
+	}{
+		{"latent", estimator.Latent, 0, true},
+		{"propensity.2", estimator.Propensity, 2, true},
+		{"outcome.12", estimator.Outcome, 12, true},
+		{"outcome.0", 0, 0, false},
+		{"outcome.01", 0, 0, false},
+		{"outcome.-1", 0, 0, false},
+		{"outcome.", 0, 0, false},
+		{"forest.1", 0, 0, false},
+	} {
+		kind, k, err := parseModel(tc.name)
+		if (err == nil) != tc.ok || (tc.ok && (kind != tc.kind || k != tc.kernel)) {
+			t.Errorf("%q: %v, %d, %v", tc.name, kind, k, err)
+		}
+		if tc.ok && modelName(kind, k) != tc.name {
+			t.Errorf("%q: named back %q", tc.name, modelName(kind, k))
+		}
+	}
+}
+
+func TestDecodeKernels(t *testing.T) {
+	hello := func(ts ...wire.Tensor) *wire.Envelope {
+		e, err := wire.New(wire.Header{RunID: "r", Kind: wire.KindHello, Sender: "c", Recipient: "s"}, append(ts, wire.Scalar(tSiteIndex, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	names, err := decodeKernels(hello(kernelTensors([]string{"matern(nu=0.5)", "laplacian"})...))
+	if err != nil || !slices.Equal(names, []string{"matern(nu=0.5)", "laplacian"}) {
+		t.Errorf("round trip: %v, %v", names, err)
+	}
+	if names, err := decodeKernels(hello()); err != nil || len(names) != 0 {
+		t.Errorf("no kernels: %v, %v", names, err)
+	}
+	for _, bad := range [][]wire.Tensor{
+		{wire.Scalar(tKernelPrefix+"a", 2)},
+		{wire.Scalar(tKernelPrefix+"a", 0)},
+		{wire.Scalar(tKernelPrefix+"a", 1.5)},
+		{wire.Scalar(tKernelPrefix+"a", 1), wire.Scalar(tKernelPrefix+"b", 1)},
+		{wire.Scalar(tKernelPrefix, 1)},
+		{wire.Vector(tKernelPrefix+"a", []float64{1, 2})},
+	} {
+		if _, err := decodeKernels(hello(bad...)); !errors.Is(err, ErrProtocol) {
+			t.Errorf("%v: %v, want ErrProtocol", bad, err)
+		}
+	}
+}
