@@ -64,16 +64,16 @@ type CoordinatorConfig struct {
 
 // Result is what a coordinator's run produced.
 type Result struct {
-	RunID     string
-	Setup     *estimator.Setup
-	Models    map[estimator.Kind]*estimator.Trained
+	RunID  string
+	Setup  *estimator.Setup
+	Models map[estimator.Kind]*estimator.Trained
 	// ExtraModels are the models of each of CoordinatorConfig.Extra.
 	ExtraModels []map[estimator.Kind]*estimator.Trained
-	LocalATE  []float64        // per site: its plug-in ATE (mean CATE)
-	LocalAIPW []inference.Sums // per site: the sums of its AIPW scores
-	Clipped   []int            // per site: rows whose propensity it clipped
-	Rows      []int            // per site: n behind its ATEs
-	GlobalATE float64          // the plug-in ATE over every site's rows
+	LocalATE    []float64        // per site: its plug-in ATE (mean CATE)
+	LocalAIPW   []inference.Sums // per site: the sums of its AIPW scores
+	Clipped     []int            // per site: rows whose propensity it clipped
+	Rows        []int            // per site: n behind its ATEs
+	GlobalATE   float64          // the plug-in ATE over every site's rows
 	// GlobalAIPW is the AIPW estimate over every site's rows, from the
 	// added sums, with its standard error and 95% interval.
 	GlobalAIPW inference.Estimate

@@ -120,15 +120,15 @@ func kindCode(kind string) int { return slices.Index(kindCodes, kind) }
 
 // Tensors of model selection.
 const (
-	tSelectShare  = "selection.share"  // hello, and the site's answer: the held-out share (0: off)
-	tSelectStage  = "selection.stage"  // final weights: 1 asks for stats, 2 for losses, 3 carries the choice
-	tSelectDR     = "selection.dr"     // stage 1: 1 when the DR-learner's statistics are wanted
-	tCandKind     = "candidates.kind"  // stages 2, 3: each candidate's kind (kindCodes)
-	tCandRidge    = "candidates.ridge" // stages 2, 3: each candidate's penalty (0 for none)
+	tSelectShare  = "selection.share"   // hello, and the site's answer: the held-out share (0: off)
+	tSelectStage  = "selection.stage"   // final weights: 1 asks for stats, 2 for losses, 3 carries the choice
+	tSelectDR     = "selection.dr"      // stage 1: 1 when the DR-learner's statistics are wanted
+	tCandKind     = "candidates.kind"   // stages 2, 3: each candidate's kind (kindCodes)
+	tCandRidge    = "candidates.ridge"  // stages 2, 3: each candidate's penalty (0 for none)
 	tCandKernel   = "candidates.kernel" // stages 2, 3: each candidate's kernel (0, the run's, when absent)
-	pCand         = "candidate."       // stage 2: candidate.<c>.<regression>.…
-	pChosen       = "chosen."          // stage 3: the chosen estimator
-	tSelectLoss   = "selection.loss"   // stage 3: each candidate's mean loss, its SE, its paired difference and SE
+	pCand         = "candidate."        // stage 2: candidate.<c>.<regression>.…
+	pChosen       = "chosen."           // stage 3: the chosen estimator
+	tSelectLoss   = "selection.loss"    // stage 3: each candidate's mean loss, its SE, its paired difference and SE
 	tSelectSE     = "selection.se"
 	tSelectDiff   = "selection.diff"
 	tSelectDiffSE = "selection.diff_se"

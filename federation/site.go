@@ -131,14 +131,14 @@ type SiteResult struct {
 	RunID        string
 	Index, Sites int
 	Setup        *estimator.Setup
-	Model        *estimator.Model   // the site's own model (estimator.NewSiteModel)
+	Model        *estimator.Model // the site's own model (estimator.NewSiteModel)
 	// Models are the site's models of every kernel of the run: Model,
 	// then those of the further kernels a model selection chose among,
 	// named in Kernels (the site's own first).
 	Models  []*estimator.Model
 	Kernels []string
-	Kept         []int              // positions of the rows trained on (not dropped as duplicates)
-	Effects      *estimator.Effects // every row's effects, in Data order
+	Kept    []int              // positions of the rows trained on (not dropped as duplicates)
+	Effects *estimator.Effects // every row's effects, in Data order
 	// Calibration corrects the CATEs in Effects and gives their intervals
 	// (inference.Calibration); nil when the site has too few rows for one.
 	Calibration *inference.Calibration

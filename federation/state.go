@@ -25,13 +25,13 @@ type State struct {
 	Every int    // checkpoint interval in rounds when the state was saved (0: none)
 	// Interval is the checkpoint interval in time when the state was saved
 	// (0: none, and in states saved before it).
-	Interval   time.Duration `json:",omitempty"`
-	Config     estimator.Config
-	Schema     estimator.Schema
-	Scaler     estimator.Scaler
-	Rows       []int   // per site, after de-duplication
-	Dropped    []int   // per site
-	Drop       [][]int // per site: the positions of the rows it leaves out
+	Interval time.Duration `json:",omitempty"`
+	Config   estimator.Config
+	Schema   estimator.Schema
+	Scaler   estimator.Scaler
+	Rows     []int   // per site, after de-duplication
+	Dropped  []int   // per site
+	Drop     [][]int // per site: the positions of the rows it leaves out
 	// Kernels are the names of the further kernels the run chooses among
 	// (CoordinatorConfig.Extra), none in states saved before them.
 	Kernels []string `json:",omitempty"`
