@@ -10,12 +10,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/internal/testbin"
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/selection"
 )
 
@@ -193,6 +196,65 @@ func TestFederatedModelSelection(t *testing.T) {
 	for k := 1; k <= sites; k++ {
 		plant(t, dir, k)
 	}
+	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}})
+}
+
+// TestFederatedKernelChoice: with kernel.name auto at the coordinator and
+// the sites, every site trains every installed kernel's models, and the
+// run chooses among all their candidates as selection.Run does over the
+// same kernels; the published ensemble's models, reloaded, give its CATE.
+// A site that trains its own kernel alone refuses such a run, and the
+// coordinator says why.
+func TestFederatedKernelChoice(t *testing.T) {
+	const sites, rows = 2, 120
+	dir := sandbox(t, sites, rows, "grpc")
+	auto := func(file string) { editFile(t, filepath.Join(dir, file), "kernel:\n  name: gaussian\n", "kernel:\n  name: auto\n") }
+	auto("coordinator.yaml")
+	// The latent candidates alone, each a member, so that the sites must
+	// save every kernel's models.
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: latent\n  validation: 0.25\n  selection_z: 100\n")
+
+	for k := 1; k <= sites; k++ {
+		plant(t, dir, k)
+	}
+	// site2 keeps kernel.name gaussian: it refuses.
+	auto("site1.yaml")
+	d1 := startDaemon(t, "site1", "site", "--config", filepath.Join(dir, "site1.yaml"), "--once")
+	d2 := startDaemon(t, "site2", "site", "--config", filepath.Join(dir, "site2.yaml"), "--once")
+	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
+	for _, c := range []struct {
+		d    *daemon
+		want string
+	}{{coord, "site2 refused the run: it cannot train a kernel the run chooses among"}, {d2, "trains its own alone"}} {
+		if code := c.d.wait(t, 2*time.Minute); code != exitRunFailed || !strings.Contains(c.d.err.String(), c.want) {
+			t.Errorf("%s exited %d, want %d and %q\nstderr:\n%s", c.d.name, code, exitRunFailed, c.want, c.d.err.String())
+		}
+	}
+	// site1 may not have reached the coordinator before the run ended.
+	_ = d1.cmd.Process.Signal(syscall.SIGTERM)
+	d1.wait(t, time.Minute)
+
+	auto("site2.yaml")
+	matern := func(nu float64) modelstore.Kernel { return modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": nu}} }
+	saved := checkFederatedSelection(t, dir, sites, []string{selection.KindLatent}, 100,
+		[]modelstore.Kernel{{Name: "gaussian"}, {Name: "laplacian"}, matern(0.5), matern(1.5), matern(2.5)})
+	if saved != 5 {
+		t.Errorf("the sites saved the models of %d kernels: want all 5, each a member's", saved)
+	}
+}
+
+// checkFederatedSelection runs the federation of dir, whose coordinator
+// selects a model among the candidates of kinds (nil: all) and kernels
+// (the first the run's) with threshold z,
+// whose rows have sentinels planted (plant), and checks that every site's
+// crff_model_selection lists the candidates selection.Run scores on the
+// same rows, with the same scores bit for bit; that the site's plug-in ATE
+// is the mean of the chosen ensemble's CATEs, and so is that of the models
+// it saved; that the coordinator prints the winner; and that no sentinel
+// crossed the wire. It returns the number of kernels whose models site1
+// saved.
+func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string, z float64, kernelList []modelstore.Kernel) int {
+	t.Helper()
 	coord := runFederation(t, dir, sites, true)
 	if !strings.Contains(coord.out.String(), "model selection: ") {
 		t.Errorf("the coordinator does not say what model selection chose:\n%s", coord.out.String())
@@ -204,48 +266,68 @@ func TestFederatedModelSelection(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kc, dbs, recs := sandboxRecords(ctx, t, dir, sites)
-	var data []*estimator.Data
-	var held [][]int
-	var cfg estimator.Config
-	for k, db := range dbs {
-		_, setup, err := modelstore.Load(ctx, db, run, func(context.Context, modelstore.Kernel) (estimator.Spectral, error) { return kc, nil })
+	_, dbs, recs := sandboxRecords(ctx, t, dir, sites)
+	open := func(ctx context.Context, k modelstore.Kernel) (estimator.Spectral, error) {
+		c, err := kernels.Open(ctx, kernels.Options{Dir: testbin.Build(t), Name: k.Name, Params: k.Params})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, nil
+	}
+	opt := selection.Options{Z: z, Kinds: kinds}
+	for _, k := range kernelList {
+		sp, err := open(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg = setup.Config
+		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: label(k), Spectral: sp})
+	}
+	var data []*estimator.Data
+	var held [][]int
+	var cfg estimator.Config
+	saved := make([][]*estimator.Model, sites)
+	ests := make([]selection.Estimator, sites)
+	for k, db := range dbs {
+		models, setup, err := modelstore.LoadAll(ctx, db, run, open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved[k], ests[k], cfg = models, *setup.Estimator, setup.Config
 		h, err := selection.SiteHoldout(recs[k].Data.W, 0.25, cfg.Seed, federation.DefaultMinArmRows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		data, held = append(data, recs[k].Data), append(held, h)
 	}
-	schema := recs[0].Schema
-	want, err := selection.Run(ctx, data, held, schema, cfg, selection.Options{
-		Kernels: []selection.Kernel{{Name: "gaussian", Spectral: kc}}, Z: selection.DefaultZ})
+	want, err := selection.Run(ctx, data, held, recs[0].Schema, cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k := 1; k <= sites; k++ {
 		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
-		rs, err := db.Query(`SELECT candidate, loss, COALESCE(se, 0), diff, COALESCE(diff_se, 0), chosen FROM crff_model_selection WHERE run = ? ORDER BY rowid`, run)
+		rs, err := db.Query(`SELECT candidate, COALESCE(kernel, ''), loss, COALESCE(se, 0), diff, COALESCE(diff_se, 0), chosen FROM crff_model_selection WHERE run = ? ORDER BY rowid`, run)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := 0
 		for ; rs.Next(); c++ {
-			var name string
+			var name, kernel string
 			var loss, se, diff, diffSE float64
 			var chosen bool
-			if err := rs.Scan(&name, &loss, &se, &diff, &diffSE, &chosen); err != nil {
+			if err := rs.Scan(&name, &kernel, &loss, &se, &diff, &diffSE, &chosen); err != nil {
 				t.Fatal(err)
 			}
 			if c >= len(want.Candidates) {
 				break
 			}
 			w := want.Candidates[c]
-			if name != w.Name || loss != w.Loss || se != w.SE || diff != w.Diff || diffSE != w.DiffSE || chosen != w.Chosen {
-				t.Errorf("site%d candidate %d: %s %v %v %v %v %v; simulated %s %+v", k, c, name, loss, se, diff, diffSE, chosen, w.Name, w.Score)
+			wantKernel := ""
+			if w.Kind == selection.KindLatent || w.Kind == selection.KindOutcome {
+				wantKernel = opt.Kernels[w.Kernel].Name
+			}
+			if name != w.Name || kernel != wantKernel || loss != w.Loss || se != w.SE || diff != w.Diff || diffSE != w.DiffSE || chosen != w.Chosen {
+				t.Errorf("site%d candidate %d: %s (%s) %v %v %v %v %v; simulated %s (%s) %+v", k, c, name, kernel, loss, se, diff, diffSE, chosen, w.Name, wantKernel, w.Score)
 			}
 		}
 		rs.Close()
@@ -254,17 +336,28 @@ func TestFederatedModelSelection(t *testing.T) {
 		}
 		// crff_cate.cate is the chosen candidate's CATE, calibrated: its
 		// uncalibrated value is not kept, so compare the plug-in ATE, the
-		// mean of the uncalibrated CATEs of the site's rows.
+		// mean of the uncalibrated CATEs of the site's rows, with the
+		// simulated selection's and with the saved models'.
 		cate, err := want.CATE(ctx, want.Chosen, k-1, data[k-1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		mean := 0.0
-		for _, v := range cate {
-			mean += v / float64(len(cate))
+		kept, err := ests[k-1].CATEModels(ctx, saved[k-1], k-1, data[k-1], nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := queryFloat(t, db, `SELECT ate FROM crff_ate WHERE scope = 'local' AND estimator = 'plugin'`); math.Abs(got-mean) > 1e-9*math.Max(1, math.Abs(mean)) {
-			t.Errorf("site%d: plug-in ATE %v, mean of the simulated chosen candidate's CATEs %v", k, got, mean)
+		got := queryFloat(t, db, `SELECT ate FROM crff_ate WHERE scope = 'local' AND estimator = 'plugin'`)
+		for _, c := range []struct {
+			name string
+			cate []float64
+		}{{"the simulated chosen candidate's", cate}, {"the saved models'", kept}} {
+			mean := 0.0
+			for _, v := range c.cate {
+				mean += v / float64(len(c.cate))
+			}
+			if math.Abs(got-mean) > 1e-9*math.Max(1, math.Abs(mean)) {
+				t.Errorf("site%d: plug-in ATE %v, mean of %s CATEs %v", k, got, c.name, mean)
+			}
 		}
 		for _, kind := range []string{"stats", "losses"} {
 			if n := queryFloat(t, db, fmt.Sprintf(`SELECT count(*) FROM crff_audit WHERE kind = '%s'`, kind)); n == 0 {
@@ -272,5 +365,20 @@ func TestFederatedModelSelection(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("chosen %s of %d candidates, equal to selection.Run's", want.Candidates[want.Chosen].Name, len(want.Candidates))
+	var members []string
+	for _, c := range want.Candidates {
+		if c.Member {
+			members = append(members, c.Name)
+		}
+	}
+	t.Logf("chose the mean of %v of %d candidates, equal to selection.Run's; saved models of %d kernels", members, len(want.Candidates)-1, len(saved[0]))
+	return len(saved[0])
+}
+
+// label names a kernel as crffd's candidate names do: matern(nu=0.5).
+func label(k modelstore.Kernel) string {
+	if len(k.Params) == 0 {
+		return k.Name
+	}
+	return fmt.Sprintf("%s(%s)", k.Name, kernels.Params(k.Params).String())
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
-	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store"
 )
@@ -195,9 +194,9 @@ func TestModelBatchSettings(t *testing.T) {
 }
 
 // TestFederatedSelection: the coordinator turns model.estimator,
-// model.validation and model.selection_z into the run's selection (none for
-// the latent CATE), and its daemons refuse kernel.name auto, which a
-// federation of one kernel cannot honour, instead of ignoring it.
+// model.validation, model.selection_z and kernel.name into the run's
+// selection (none for the latent CATE of one kernel); kernel.name auto
+// needs kernel plugins (the e2e tests run it with them).
 func TestFederatedSelection(t *testing.T) {
 	for _, tc := range []struct{ file, want, err string }{
 		{"model:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 Kernel:}", ""},
@@ -206,13 +205,19 @@ func TestFederatedSelection(t *testing.T) {
 		{"model:\n  estimator: dr\n  validation: 0.3\n  selection_z: 0\n", "{Share:0.3 Kinds:[dr] Ridge:[] Z:0 Kernel:gaussian}", ""},
 		{"model:\n  estimator: forest\n", "", `model.estimator "forest"`},
 		{"model:\n  estimator: auto\n  validation: 1\n", "", "model.validation 1"},
-		{"kernel:\n  name: auto\n", "", "kernel.name auto: a federation trains one kernel"},
+		{"kernel:\n  name: laplacian\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 Kernel:laplacian}", ""},
+		{"kernel:\n  name: matern\n  params:\n    nu: 0.5\nmodel:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 Kernel:}", ""},
+		{"plugin_dir: " + t.TempDir() + "\nkernel:\n  name: auto\n", "", "kernel.name auto: no kernel plugins"},
 	} {
 		a, err := execute(t, "version", "--config", writeConfig(t, tc.file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sel, err := a.federatedSelection(context.Background(), modelstore.Kernel{Name: "gaussian"})
+		c, err := a.choiceSettings(context.Background())
+		var sel federation.Selection
+		if err == nil {
+			sel = federatedSelection(c)
+		}
 		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%q: %v, want %q", tc.file, err, tc.err)
 			continue
@@ -475,7 +480,7 @@ func TestTransportConfigBindsTheCoordinator(t *testing.T) {
 func TestPrivacyAndLimitsSettings(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "site.yaml")
-	body := "privacy:\n  epsilon: 8\n  run_epsilon: 2\n  delta: 1e-6\n  clip: 0.5\nlimits:\n  min_batch: 64\n  rounds: 500\n  transfers: [learned, none]\nfederation:\n  tls:\n    ca: tls/ca.crt\n    crl: tls/revoked.crl\n"
+	body := "privacy:\n  epsilon: 8\n  run_epsilon: 2\n  delta: 1e-6\n  clip: 0.5\nlimits:\n  min_batch: 64\n  rounds: 500\n  kernels: 3\n  transfers: [learned, none]\nfederation:\n  tls:\n    ca: tls/ca.crt\n    crl: tls/revoked.crl\n"
 	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +493,7 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 		t.Errorf("privacy from the file: %+v, %v", p, err)
 	}
 	l, err := a.siteLimits()
-	if err != nil || l.MinBatch != 64 || l.Rounds != 500 || len(l.Transfers) != 2 || l.Features != federation.DefaultLimits().Features {
+	if err != nil || l.MinBatch != 64 || l.Rounds != 500 || l.Kernels != 3 || len(l.Transfers) != 2 || l.Features != federation.DefaultLimits().Features {
 		t.Errorf("limits from the file: %+v, %v", l, err)
 	}
 	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "tls", "revoked.crl") {
@@ -498,12 +503,13 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 	t.Setenv("CRFFD_PRIVACY_EPSILON", "4")
 	t.Setenv("CRFFD_PRIVACY_CLIP", "2")
 	t.Setenv("CRFFD_LIMITS_MIN_BATCH", "1024")
+	t.Setenv("CRFFD_LIMITS_KERNELS", "5")
 	t.Setenv("CRFFD_LIMITS_TRANSFERS", "full")
 	t.Setenv("CRFFD_FEDERATION_TLS_CRL", "other.crl")
 	if p, err := a.sitePrivacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 {
 		t.Errorf("privacy from the environment: %+v, %v", p, err)
 	}
-	if l, err := a.siteLimits(); err != nil || l.MinBatch != 1024 || len(l.Transfers) != 1 || l.Transfers[0] != estimator.FullTransfer {
+	if l, err := a.siteLimits(); err != nil || l.MinBatch != 1024 || l.Kernels != 5 || len(l.Transfers) != 1 || l.Transfers[0] != estimator.FullTransfer {
 		t.Errorf("limits from the environment: %+v, %v", l, err)
 	}
 	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "other.crl") {

@@ -150,18 +150,15 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
-	kernel, err := a.kernelRef()
+	choice, err := a.choiceSettings(ctx)
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
-	sel, err := a.federatedSelection(ctx, kernel)
+	spectra, err := a.openKernels(ctx, choice.kernels)
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
-	spectral, err := a.openSpectral(ctx, kernel)
-	if err != nil {
-		return withExit(exitConfig, err)
-	}
+	sel, spectral, extra := federatedSelection(choice), spectra[kernelLabel(choice.kernels[0])], furtherKernels(choice.kernels, spectra)
 	statePath := a.resolve(a.v.GetString("coordinator.state_db"))
 	db, err := federation.OpenStateDB(ctx, statePath, 5*time.Second)
 	if err != nil {
@@ -188,7 +185,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	}
 	for {
 		cc := federation.CoordinatorConfig{
-			Name: name, RunID: newRunID(), Sites: cover, Config: cfg, Spectral: spectral, Selection: sel,
+			Name: name, RunID: newRunID(), Sites: cover, Config: cfg, Spectral: spectral, Selection: sel, Extra: extra,
 			RoundTimeout: timeout, Retries: retries, Checkpoints: storageCheckpoints{db}, CheckpointEvery: every, CheckpointInterval: checkpointInterval,
 			Logger: a.log, Metrics: metrics,
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -57,45 +56,68 @@ func (a *app) choiceSettings(ctx context.Context) (choice, error) {
 	if !(c.z >= 0) {
 		return c, fmt.Errorf("model.selection_z %v: want a number of standard errors ≥ 0", c.z)
 	}
+	var err error
+	c.kernels, err = a.kernelSettings(ctx)
+	return c, err
+}
+
+// kernelSettings returns the kernels kernel.name asks for: the one it
+// names, with kernel.params, or for auto every installed kernel plugin,
+// at each parameter value its self-test lists, the Gaussian first as the
+// reference.
+func (a *app) kernelSettings(ctx context.Context) ([]modelstore.Kernel, error) {
 	if a.v.GetString("kernel.name") != "auto" {
 		k, err := a.kernelRef()
-		c.kernels = []modelstore.Kernel{k}
-		return c, err
+		return []modelstore.Kernel{k}, err
 	}
 	dir, err := a.pluginDir()
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	bins, err := host.List(dir, kernels.Kind)
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	if len(bins) == 0 {
-		return c, fmt.Errorf("kernel.name auto: no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
+		return nil, fmt.Errorf("kernel.name auto: no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
 	}
 	// The Gaussian, the default kernel, is the reference: first.
 	if i := slices.IndexFunc(bins, func(b host.Binary) bool { return b.Name == "gaussian" }); i > 0 {
 		bins = append(append([]host.Binary{bins[i]}, bins[:i]...), bins[i+1:]...)
 	}
+	var out []modelstore.Kernel
 	for _, b := range bins {
 		k, err := a.openKernelCtx(ctx, dir, b.Name, nil)
 		if err != nil {
-			return c, err
+			return nil, err
 		}
 		info := k.Info()
 		k.Close()
 		added := false
 		for _, p := range info.Params {
 			for _, v := range p.Values {
-				c.kernels = append(c.kernels, modelstore.Kernel{Name: b.Name, Params: map[string]float64{p.Name: v}})
+				out = append(out, modelstore.Kernel{Name: b.Name, Params: map[string]float64{p.Name: v}})
 				added = true
 			}
 		}
 		if !added {
-			c.kernels = append(c.kernels, modelstore.Kernel{Name: b.Name, Params: map[string]float64{}})
+			out = append(out, modelstore.Kernel{Name: b.Name, Params: map[string]float64{}})
 		}
 	}
-	return c, nil
+	return out, nil
+}
+
+// openKernels opens the plugin of each of ks, by kernelLabel.
+func (a *app) openKernels(ctx context.Context, ks []modelstore.Kernel) (map[string]estimator.Spectral, error) {
+	out := map[string]estimator.Spectral{}
+	for _, k := range ks {
+		sp, err := a.openSpectral(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out[kernelLabel(k)] = sp
+	}
+	return out, nil
 }
 
 // kernelLabel names a kernel in candidate names: matern(nu=1.5), and at a
@@ -250,29 +272,27 @@ func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z f
 	return err
 }
 
-// errNoFederatedKernels reports kernel.name auto in a federation.
-var errNoFederatedKernels = errors.New("a federation trains one kernel: kernel.name auto runs in crffd fit only")
-
-// refuseFederatedKernels refuses kernel.name auto in a federation, which
-// trains and chooses among the candidates of one kernel.
-func (a *app) refuseFederatedKernels() error {
-	if a.v.GetString("kernel.name") == "auto" {
-		return fmt.Errorf("kernel.name auto: %w (name one kernel)", errNoFederatedKernels)
+// federatedSelection is the model selection the coordinator asks of a
+// run from the choice c of model.estimator, model.validation,
+// model.selection_z and kernel.name: none for the latent CATE of one
+// kernel alone, and otherwise the candidates of c's kinds, chosen on the
+// held-out share of each site's rows. Its kernel is c's first (the
+// Gaussian, with kernel.name auto); c's others are the run's further
+// kernels (federation.CoordinatorConfig.Extra, furtherKernels), whose
+// models every site trains too.
+func federatedSelection(c choice) federation.Selection {
+	if len(c.kernels) == 1 && len(c.kinds) == 1 && c.kinds[0] == selection.KindLatent {
+		return federation.Selection{}
 	}
-	return nil
+	return federation.Selection{Share: c.share, Kinds: c.kinds, Z: c.z, Kernel: kernelLabel(c.kernels[0])}
 }
 
-// federatedSelection is the model selection the coordinator asks of a
-// run from model.estimator, model.validation and model.selection_z: none
-// for the latent CATE alone, and otherwise the candidates of those kinds
-// of the one kernel, chosen on the held-out share of each site's rows.
-func (a *app) federatedSelection(ctx context.Context, kernel modelstore.Kernel) (federation.Selection, error) {
-	if err := a.refuseFederatedKernels(); err != nil {
-		return federation.Selection{}, err
+// furtherKernels are the kernels of ks after the first, with their
+// plugins in spectra (openKernels).
+func furtherKernels(ks []modelstore.Kernel, spectra map[string]estimator.Spectral) []selection.Kernel {
+	var out []selection.Kernel
+	for _, k := range ks[1:] {
+		out = append(out, selection.Kernel{Name: kernelLabel(k), Spectral: spectra[kernelLabel(k)]})
 	}
-	c, err := a.choiceSettings(ctx)
-	if err != nil || (len(c.kinds) == 1 && c.kinds[0] == selection.KindLatent) {
-		return federation.Selection{}, err
-	}
-	return federation.Selection{Share: c.share, Kinds: c.kinds, Z: c.z, Kernel: kernelLabel(kernel)}, nil
+	return out
 }

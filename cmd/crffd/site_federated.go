@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -31,9 +32,6 @@ import (
 // of fatalRunError stop it.
 func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	ctx := cmd.Context()
-	if err := a.refuseFederatedKernels(); err != nil {
-		return withExit(exitConfig, err)
-	}
 	if keys := a.ignoredModelKeys(); len(keys) > 0 {
 		a.log.Warn("model settings are the coordinator's in a federation; this site's are ignored",
 			slog.String("keys", strings.Join(keys, ", ")))
@@ -82,13 +80,21 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err != nil {
 		return err
 	}
-	kernel, err := a.kernelRef()
+	// With kernel.name auto the site trains any installed kernel a run
+	// chooses among, the Gaussian its own; otherwise its one kernel alone.
+	kernels, err := a.kernelSettings(ctx)
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
-	spectral, err := a.openSpectral(ctx, kernel)
+	spectra, err := a.openKernels(ctx, kernels)
 	if err != nil {
 		return withExit(exitConfig, err)
+	}
+	kernel := kernels[0]
+	spectral := spectra[kernelLabel(kernel)]
+	var further func(context.Context, string) (estimator.Spectral, error)
+	if len(kernels) > 1 {
+		further = installedKernels(spectra)
 	}
 	client, err := a.openTransport(ctx, transport.RoleSite, name)
 	if err != nil {
@@ -108,8 +114,9 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		defer func() { stop(); <-done }()
 		go func() {
 			defer close(done)
-			// The run's kernel plugin serves the scorer too: one process.
-			scoreBetweenRuns(scoreCtx, a, db, every, map[string]estimator.Spectral{kernelLabel(kernel): spectral})
+			// The runs' kernel plugins serve the scorer too: one process
+			// each. The scorer adds to its map, so it has its own.
+			scoreBetweenRuns(scoreCtx, a, db, every, maps.Clone(spectra))
 		}()
 	}
 	conn := clientConn{c: client, in: client.Receive(ctx)}
@@ -118,7 +125,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		cfg := federation.SiteConfig{
 			Name: name, Coordinator: a.v.GetString("federation.coordinator"),
 			Data: recs.Data, Schema: recs.Schema, Columns: recs.Layout.Covariates, ColumnKey: []byte(secret), Identities: ids,
-			Spectral: spectral, KernelName: kernelLabel(kernel), Logger: a.log, Metrics: metrics, MinArmRows: minArm,
+			Spectral: spectral, KernelName: kernelLabel(kernel), Kernels: further, Logger: a.log, Metrics: metrics, MinArmRows: minArm,
 			Limits: limits, Privacy: priv,
 			// Each run trains on the table as it is when the run begins;
 			// Join and Publish see the rows read then.
@@ -138,7 +145,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 				losses = append(losses, store.Loss{Model: model, Round: round, Loss: loss})
 			},
 			Publish: func(ctx context.Context, r *federation.SiteResult) error {
-				if err := publishFederated(ctx, a, db, recs, kernel, r); err != nil {
+				if err := publishFederated(ctx, a, db, recs, kernels, r); err != nil {
 					return err
 				}
 				// The loss history is a diagnostic: failing to keep it
@@ -292,11 +299,24 @@ func auditEntry(d federation.Direction, e *wire.Envelope) store.AuditEntry {
 		Round: int(e.Round), Tensors: ts, Bytes: e.PayloadBytes(), Digest: e.PayloadDigest().String()}
 }
 
+// installedKernels is a SiteConfig.Kernels that opens the kernels of
+// spectra (by kernelLabel), the plugins a site with kernel.name auto has
+// open.
+func installedKernels(spectra map[string]estimator.Spectral) func(context.Context, string) (estimator.Spectral, error) {
+	return func(_ context.Context, name string) (estimator.Spectral, error) {
+		if sp, ok := spectra[name]; ok {
+			return sp, nil
+		}
+		return nil, fmt.Errorf("no installed kernel plugin at %q (this site has %s)", name, strings.Join(slices.Sorted(maps.Keys(spectra)), ", "))
+	}
+}
+
 // publishFederated writes a run's model and results, as crffd fit does.
+// kernels are the site's kernels, its own first, which name the run's.
 // A run published already (the coordinator restarted after the site
 // published but before it heard the site's done) is left as it is: its
 // results are a deterministic function of the run.
-func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.Records, kernel modelstore.Kernel, r *federation.SiteResult) error {
+func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.Records, kernels []modelstore.Kernel, r *federation.SiteResult) error {
 	if cur, err := db.CurrentRun(ctx); err == nil && cur.ID == r.RunID {
 		a.log.Info("run published already", slog.String(logKeyRun, r.RunID))
 		return nil
@@ -312,10 +332,20 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	if r.Selection != nil {
 		est = r.Selection.Estimator
 	}
-	setup := modelstore.Setup{Kernel: kernel, Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
-		Calibration: calibrationParams(r.Calibration), Estimator: &est,
+	est, used := keptModels(est)
+	var extra []*estimator.Model
+	var extraKernels []modelstore.Kernel
+	for _, k := range used {
+		mk, err := runKernel(kernels, r.Kernels[k])
+		if err != nil {
+			return err
+		}
+		extra, extraKernels = append(extra, r.Models[k]), append(extraKernels, mk)
+	}
+	setup := modelstore.Setup{Kernel: kernels[0], Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
+		Calibration: calibrationParams(r.Calibration), Estimator: &est, Extra: extraKernels,
 		Site: r.Index, Sites: r.Sites, Rounds: rounds}
-	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model); err != nil {
+	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model, extra...); err != nil {
 		return err
 	}
 	cates, err := cateRows(recs, r.Effects, r.CATE, rowScores{r.Scores, r.ScoreClipped}, r.Calibration)
@@ -344,7 +374,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		Rejected: recs.Rejected,
 	}
 	if sel := r.Selection; sel != nil {
-		res.Selection = selectionRows(sel.Candidates, func(int) string { return kernelLabel(kernel) }, sel.HeldAll)
+		res.Selection = selectionRows(sel.Candidates, func(k int) string { return r.Kernels[k] }, sel.HeldAll)
 	}
 	for _, k := range estimator.Kinds {
 		for v, l := range r.Lambda[k] {
@@ -447,4 +477,38 @@ func finiteLosses(ls []store.Loss) []store.Loss {
 		}
 	}
 	return out
+}
+
+// keptModels returns the estimator est as the site keeps it with the run's
+// own kernel's model and the further kernels' its members need: those
+// kernels' indices in the run (used, increasing, none 0), and est with its
+// members' kernels renumbered to match, the run's own 0 and used[j] j+1,
+// as modelstore.LoadAll numbers the models.
+func keptModels(est selection.Estimator) (selection.Estimator, []int) {
+	if est.Kind != selection.KindEnsemble {
+		return est, nil
+	}
+	var used []int
+	for _, k := range est.Kernels() {
+		if k != 0 {
+			used = append(used, k)
+		}
+	}
+	est.Members = slices.Clone(est.Members)
+	for j, m := range est.Members {
+		if m.Kernel != 0 {
+			est.Members[j].Kernel = slices.Index(used, m.Kernel) + 1
+		}
+	}
+	return est, used
+}
+
+// runKernel returns the kernel of kernels whose label is name.
+func runKernel(kernels []modelstore.Kernel, name string) (modelstore.Kernel, error) {
+	for _, k := range kernels {
+		if kernelLabel(k) == name {
+			return k, nil
+		}
+	}
+	return modelstore.Kernel{}, fmt.Errorf("the run chose a model of kernel %q, which this site does not have", name)
 }

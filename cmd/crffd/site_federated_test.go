@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -254,5 +257,39 @@ func TestRejoiningSiteWithRowsEditedInPlaceIsRefused(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "the site's rows changed since it began the run") {
 		t.Errorf("refusal not logged:\n%s", logs.String())
+	}
+}
+
+// TestKeptModels: a site keeps the run's kernel's model and those of the
+// further kernels an ensemble's members need, numbered from 1 in the
+// run's order, as modelstore.LoadAll numbers them; other estimators need
+// the run's kernel's alone.
+func TestKeptModels(t *testing.T) {
+	ens := selection.Estimator{Kind: selection.KindEnsemble, Shift: 0.5, Members: []selection.Member{
+		{Estimator: selection.Estimator{Kind: selection.KindLatent}, Kernel: 3},
+		{Estimator: selection.Estimator{Kind: selection.KindTLearner}, Kernel: 0},
+		{Estimator: selection.Estimator{Kind: selection.KindOutcome}, Kernel: 1},
+		{Estimator: selection.Estimator{Kind: selection.KindLatent}, Kernel: 1},
+	}}
+	got, used := keptModels(ens)
+	var kernels []int
+	for _, m := range got.Members {
+		kernels = append(kernels, m.Kernel)
+	}
+	if !slices.Equal(used, []int{1, 3}) || !slices.Equal(kernels, []int{2, 0, 1, 1}) || got.Shift != 0.5 {
+		t.Errorf("kept models of kernels %v, members renumbered %v (shift %v); want [1 3], [2 0 1 1]", used, kernels, got.Shift)
+	}
+	if ens.Members[0].Kernel != 3 {
+		t.Errorf("keptModels changed its argument's members: %+v", ens.Members)
+	}
+	if _, used := keptModels(selection.Estimator{Kind: selection.KindDR}); used != nil {
+		t.Errorf("a DR-learner keeps further models %v", used)
+	}
+	if _, err := runKernel([]modelstore.Kernel{{Name: "gaussian"}}, "laplacian"); err == nil || !strings.Contains(err.Error(), `kernel "laplacian"`) {
+		t.Errorf("a kernel the site lacks: %v", err)
+	}
+	open := installedKernels(map[string]estimator.Spectral{"gaussian": estimator.GaussianSpectral{}, "laplacian": estimator.GaussianSpectral{}})
+	if _, err := open(context.Background(), "matern(nu=0.5)"); err == nil || !strings.Contains(err.Error(), "this site has gaussian, laplacian") {
+		t.Errorf("a kernel not installed: %v", err)
 	}
 }

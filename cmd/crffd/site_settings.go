@@ -42,7 +42,7 @@ var siteSettings = []setting{
 var modelSettings = func() []setting {
 	d := estimator.DefaultConfig()
 	return []setting{
-		{"kernel.name", "gaussian", "kernel plugin: crff-kernel-<name> in plugin_dir, or auto: choose among every installed kernel on held-out rows (crffd fit)"},
+		{"kernel.name", "gaussian", "kernel plugin: crff-kernel-<name> in plugin_dir, or auto: choose among every installed kernel on held-out rows, the Gaussian the reference (crffd fit; at a coordinator, every site trains each kernel's models; at a site, it trains the kernels a coordinator chooses among, up to limits.kernels)"},
 		{"kernel.params", map[string]float64{}, "kernel parameters, e.g. nu: 2.5 for matern"},
 		{"model.features", d.Features, "random frequencies D per feature map"},
 		{"model.latent", d.Latent, "latent dimension dz"},
