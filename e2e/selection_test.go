@@ -208,7 +208,9 @@ func TestFederatedModelSelection(t *testing.T) {
 func TestFederatedKernelChoice(t *testing.T) {
 	const sites, rows = 2, 120
 	dir := sandbox(t, sites, rows, "grpc")
-	auto := func(file string) { editFile(t, filepath.Join(dir, file), "kernel:\n  name: gaussian\n", "kernel:\n  name: auto\n") }
+	auto := func(file string) {
+		editFile(t, filepath.Join(dir, file), "kernel:\n  name: gaussian\n", "kernel:\n  name: auto\n")
+	}
 	auto("coordinator.yaml")
 	// The latent candidates alone, each a member, so that the sites must
 	// save every kernel's models.
@@ -235,7 +237,9 @@ func TestFederatedKernelChoice(t *testing.T) {
 	d1.wait(t, time.Minute)
 
 	auto("site2.yaml")
-	matern := func(nu float64) modelstore.Kernel { return modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": nu}} }
+	matern := func(nu float64) modelstore.Kernel {
+		return modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": nu}}
+	}
 	saved := checkFederatedSelection(t, dir, sites, []string{selection.KindLatent}, 100,
 		[]modelstore.Kernel{{Name: "gaussian"}, {Name: "laplacian"}, matern(0.5), matern(1.5), matern(2.5)})
 	if saved != 5 {
