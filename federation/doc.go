@@ -46,6 +46,13 @@
 //     ensemble. The hello carries the held-out share,
 //     which each site echoes, and each site holds its rows out with
 //     selection.SiteHoldout after de-duplication and trains on the rest.
+//     A selection may choose among kernels (CoordinatorConfig.Extra): the
+//     hello names the further kernels, each site answers with every
+//     kernel's frequency fingerprint, step 3 trains each further kernel's
+//     three models after the run's own (envelope models latent.1, …),
+//     the final weights carry every kernel's, and every kernel's latent
+//     and outcome models are candidates. A site opts in with
+//     SiteConfig.Kernels and bounds the kernels with Limits.Kernels.
 //  5. global-ate: the n-weighted global ATE. The site publishes its results
 //     (Site.Publish) and answers done.
 //

@@ -311,3 +311,15 @@ func TestDecodeKernels(t *testing.T) {
 		}
 	}
 }
+
+func TestModelLabel(t *testing.T) {
+	st := &State{Kernels: []string{"laplacian", "matern(nu=0.5)"}}
+	for i, want := range map[int]string{0: "propensity", 2: "latent", 3: "propensity (laplacian)", 7: "outcome (matern(nu=0.5))", 9: "propensity"} {
+		if got := st.ModelLabel(i); got != want {
+			t.Errorf("model %d: %q, want %q", i, got, want)
+		}
+	}
+	if got := (&State{}).ModelLabel(4); got != "outcome" {
+		t.Errorf("a state of one kernel: model 4 is %q", got)
+	}
+}

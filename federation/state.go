@@ -59,6 +59,17 @@ type State struct {
 // models is the number of models the run trains: three per kernel.
 func (st *State) models() int { return len(estimator.Kinds) * (1 + len(st.Kernels)) }
 
+// ModelLabel names model i of the run in training order (Trained[i], or
+// the one in training when i is Kind) for people: its kind, and for a
+// further kernel's model that kernel's name, "latent (laplacian)".
+func (st *State) ModelLabel(i int) string {
+	kind, k := estimator.Kinds[i%len(estimator.Kinds)], i/len(estimator.Kinds)
+	if k == 0 || k > len(st.Kernels) {
+		return kind.String()
+	}
+	return fmt.Sprintf("%s (%s)", kind, st.Kernels[k-1])
+}
+
 // roundsBetweenSaves bounds the training steps a coordinator may have sent
 // after the checkpoint st: Every, or maxRoundsBetweenSaves when it saved by
 // time.

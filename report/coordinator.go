@@ -190,13 +190,13 @@ func (pg *coordinatorPage) state(st *federation.State, saved string) error {
 		si.Sites = append(si.Sites, r)
 	}
 	if st.Checkpoint != nil {
-		si.Training = fmt.Sprintf("%s, round %d", st.Checkpoint.Model, st.Checkpoint.Round)
+		si.Training = fmt.Sprintf("%s, round %d", st.ModelLabel(st.Kind), st.Checkpoint.Round)
 	}
-	for _, t := range st.Trained {
+	for i, t := range st.Trained {
 		if t == nil {
 			continue
 		}
-		m := modelInfo{Name: t.Model.String(), Rounds: t.Rounds, Loss: fmt.Sprintf("%.6g", t.Loss)}
+		m := modelInfo{Name: st.ModelLabel(i), Rounds: t.Rounds, Loss: fmt.Sprintf("%.6g", t.Loss)}
 		if z := t.LambdaRows(); len(z) == len(st.Sites) && len(z) > 0 {
 			f, err := lambdaFigure(m.Name, st.Sites, z)
 			if err != nil {
