@@ -245,6 +245,14 @@ func TestFederatedKernelChoice(t *testing.T) {
 	if saved != 5 {
 		t.Errorf("the sites saved the models of %d kernels: want all 5, each a member's", saved)
 	}
+	// The loss history names each kernel's models.
+	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
+	if n := queryFloat(t, db, `SELECT count(DISTINCT model) FROM crff_loss`); n != 15 {
+		t.Errorf("crff_loss holds %v models, want 3 of each of 5 kernels", n)
+	}
+	if n := queryFloat(t, db, `SELECT count(*) FROM crff_loss WHERE model = 'latent (matern(nu=0.5))'`); n == 0 {
+		t.Error("crff_loss does not name the latent model of matern(nu=0.5)")
+	}
 }
 
 // checkFederatedSelection runs the federation of dir, whose coordinator

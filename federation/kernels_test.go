@@ -323,3 +323,12 @@ func TestModelLabel(t *testing.T) {
 		t.Errorf("a state of one kernel: model 4 is %q", got)
 	}
 }
+
+func TestSiteModelLabel(t *testing.T) {
+	r := &SiteResult{Kernels: []string{"gaussian", "laplacian"}}
+	for model, want := range map[string]string{"latent": "latent", "outcome.1": "outcome (laplacian)", "outcome.2": "outcome.2", "x.1": "x.1"} {
+		if got := r.ModelLabel(model); got != want {
+			t.Errorf("%q: %q, want %q", model, got, want)
+		}
+	}
+}

@@ -150,6 +150,9 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 				}
 				// The loss history is a diagnostic: failing to keep it
 				// does not fail the run.
+				for i := range losses {
+					losses[i].Model = r.ModelLabel(losses[i].Model)
+				}
 				if err := db.AppendLoss(ctx, r.RunID, finiteLosses(losses)...); err != nil {
 					a.log.Warn("loss history not recorded", slog.String(logKeyRun, r.RunID), slog.String(logKeyError, err.Error()))
 				}
