@@ -96,6 +96,34 @@ func TestFitModelSelection(t *testing.T) {
 	}
 }
 
+// TestFitKernelGrid: kernel.grid adds the first kernel at other D and γ
+// as candidates of their own, whose models differ from the kernel's.
+func TestFitKernelGrid(t *testing.T) {
+	dir, cfg := simulateSite(t, 200, "model:\n  features: 20\n  latent: 3\n  rounds: 30\n  samples: 20\n  estimator: latent\n")
+	r := crffd(t, []string{"CRFFD_KERNEL_GRID=features=10:linear=0,linear=0"}, "fit", "--config", cfg).mustSucceed(t)
+	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
+	var names []string
+	rs, err := db.Query(`SELECT candidate, kernel, loss FROM crff_model_selection WHERE kind = 'latent' ORDER BY rowid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	losses := map[float64]bool{}
+	for rs.Next() {
+		var name, kernel string
+		var loss float64
+		if err := rs.Scan(&name, &kernel, &loss); err != nil {
+			t.Fatal(err)
+		}
+		names, losses[loss] = append(names, name+" "+kernel), true
+	}
+	rs.Close()
+	want := []string{"latent/gaussian gaussian", "latent/gaussian(features=10,linear=0) gaussian(features=10,linear=0)", "latent/gaussian(linear=0) gaussian(linear=0)"}
+	if strings.Join(names, "; ") != strings.Join(want, "; ") || len(losses) != 3 {
+		t.Errorf("latent candidates %q with %d distinct losses; want %q, each its own model\n%s", names, len(losses), want, r.stdout)
+	}
+	crffd(t, []string{"CRFFD_KERNEL_GRID=nu=2"}, "fit", "--config", cfg).mustFail(t, `kernel.grid "nu=2": "nu=2" is not features=N or linear=G`)
+}
+
 func TestFitSelectionSettingsRefused(t *testing.T) {
 	for _, tc := range []struct{ extra, want string }{
 		{"model:\n  estimator: forest\n", `model.estimator "forest": want one of auto, latent, outcome, tlearner, dr`},

@@ -207,6 +207,10 @@ func TestFederatedSelection(t *testing.T) {
 		{"model:\n  estimator: auto\n  validation: 1\n", "", "model.validation 1"},
 		{"kernel:\n  name: laplacian\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 Kernel:laplacian}", ""},
 		{"kernel:\n  name: matern\n  params:\n    nu: 0.5\nmodel:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 Kernel:}", ""},
+		{"kernel:\n  grid: [features=10]\n", "", "kernel.grid runs in crffd fit only"},
+		{"kernel:\n  grid: [features=10:nu=2]\n", "", `kernel.grid "features=10:nu=2": "nu=2" is not features=N or linear=G`},
+		{"kernel:\n  grid: [features=0]\n", "", `kernel.grid "features=0": features="0"`},
+		{"kernel:\n  grid: [\"\"]\n", "", "a point sets features=N, linear=G or both"},
 		{"plugin_dir: " + t.TempDir() + "\nkernel:\n  name: auto\n", "", "kernel.name auto: no kernel plugins"},
 	} {
 		a, err := execute(t, "version", "--config", writeConfig(t, tc.file))
@@ -216,7 +220,7 @@ func TestFederatedSelection(t *testing.T) {
 		c, err := a.choiceSettings(context.Background())
 		var sel federation.Selection
 		if err == nil {
-			sel = federatedSelection(c)
+			sel, err = federatedSelection(c)
 		}
 		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%q: %v, want %q", tc.file, err, tc.err)

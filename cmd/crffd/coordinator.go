@@ -154,11 +154,15 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
+	sel, err := federatedSelection(choice)
+	if err != nil {
+		return withExit(exitConfig, err)
+	}
 	spectra, err := a.openKernels(ctx, choice.kernels)
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
-	sel, spectral, extra := federatedSelection(choice), spectra[kernelLabel(choice.kernels[0])], furtherKernels(choice.kernels, spectra)
+	spectral, extra := spectra[kernelLabel(choice.kernels[0])], furtherKernels(choice.kernels, spectra)
 	statePath := a.resolve(a.v.GetString("coordinator.state_db"))
 	db, err := federation.OpenStateDB(ctx, statePath, 5*time.Second)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -57,8 +58,39 @@ func (a *app) choiceSettings(ctx context.Context) (choice, error) {
 		return c, fmt.Errorf("model.selection_z %v: want a number of standard errors ≥ 0", c.z)
 	}
 	var err error
-	c.kernels, err = a.kernelSettings(ctx)
+	if c.kernels, err = a.kernelSettings(ctx); err != nil {
+		return c, err
+	}
+	grid, err := a.gridSettings()
+	for _, g := range grid {
+		k := c.kernels[0]
+		k.GridPoint = g
+		c.kernels = append(c.kernels, k)
+	}
 	return c, err
+}
+
+// gridSettings reads kernel.grid: points of D and γ, each NAME=VALUE
+// fields joined by ':' (parseGridPoint).
+func (a *app) gridSettings() ([]selection.GridPoint, error) {
+	var out []selection.GridPoint
+	for _, item := range a.stringList("kernel.grid") {
+		var fields []string
+		if strings.TrimSpace(item) != "" {
+			fields = strings.Split(item, ":")
+		}
+		g, rest, err := parseGridPoint(fields)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("kernel.grid %q: %w", item, err)
+		case len(rest) > 0:
+			return nil, fmt.Errorf("kernel.grid %q: %q is not features=N or linear=G", item, rest[0])
+		case g == selection.GridPoint{}:
+			return nil, fmt.Errorf("kernel.grid %q: a point sets features=N, linear=G or both", item)
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 // kernelSettings returns the kernels kernel.name asks for: the one it
@@ -280,11 +312,16 @@ func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z f
 // Gaussian, with kernel.name auto); c's others are the run's further
 // kernels (federation.CoordinatorConfig.Extra, furtherKernels), whose
 // models every site trains too.
-func federatedSelection(c choice) federation.Selection {
-	if len(c.kernels) == 1 && len(c.kinds) == 1 && c.kinds[0] == selection.KindLatent {
-		return federation.Selection{}
+func federatedSelection(c choice) (federation.Selection, error) {
+	for _, k := range c.kernels {
+		if k.GridPoint != (selection.GridPoint{}) {
+			return federation.Selection{}, errors.New("kernel.grid runs in crffd fit only: a federation trains every kernel with the run's model.features and model.linear")
+		}
 	}
-	return federation.Selection{Share: c.share, Kinds: c.kinds, Z: c.z, Kernel: kernelLabel(c.kernels[0])}
+	if len(c.kernels) == 1 && len(c.kinds) == 1 && c.kinds[0] == selection.KindLatent {
+		return federation.Selection{}, nil
+	}
+	return federation.Selection{Share: c.share, Kinds: c.kinds, Z: c.z, Kernel: kernelLabel(c.kernels[0])}, nil
 }
 
 // furtherKernels are the kernels of ks after the first, with their
