@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -111,92 +110,24 @@ func TestSelectionKernelsEquivalence(t *testing.T) {
 
 // TestSelectionKernelsResume: a coordinator stopped while it trains a
 // further kernel resumes there, and a site restarted then rejoins; both
-// runs choose as the uninterrupted one.
+// runs choose as the uninterrupted one. A configuration with other
+// kernels does not resume the checkpoint.
 func TestSelectionKernelsResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
 	extra := testKernels()[:1]
 	_, ref, _, _ := selectionRunKernels(ctx, t, sel, extra, newFed(60, 80))
-	same := func(t *testing.T, res *Result) {
-		t.Helper()
-		got, want := res.Selection, ref.Selection
-		if fmt.Sprintf("%+v %d %d", got.Candidates, got.Chosen, got.Held) != fmt.Sprintf("%+v %d %d", want.Candidates, want.Chosen, want.Held) ||
-			res.GlobalAIPW != ref.GlobalAIPW {
-			t.Errorf("selection %+v, global %+v\nuninterrupted %+v, %+v", got.Candidates, res.GlobalAIPW, want.Candidates, ref.GlobalAIPW)
-		}
-	}
 	// The outcome model of the further kernel, a few rounds in.
 	at := func(e *wire.Envelope) bool { return e.Model == "outcome.1" && e.Round%7 == 0 }
-	newSites := func() *fed {
-		f := newFed(60, 80)
-		for s := range f.cfgs {
-			f.cfgs[s].KernelName, f.cfgs[s].Kernels = sel.Kernel, kernelsOf(extra)
+	interruptSelection(ctx, t, sel, extra, ref, at, func(t *testing.T, cc CoordinatorConfig, f *fed, st *State) {
+		if st.Kind < 3 || !slices.Equal(st.Kernels, []string{"wide"}) {
+			t.Fatalf("checkpoint at model %v of kernels %v, want one in the further kernel's", st.Kind, st.Kernels)
 		}
-		return f
-	}
-	t.Run("coordinator stopped", func(t *testing.T) {
-		f := newSites()
-		sites := f.start(ctx)
-		cctx, stop := context.WithCancel(ctx)
-		var once sync.Once
-		f.net.Intercept = func(b []byte) [][]byte {
-			if e, _ := wire.Unmarshal(b); e != nil && at(e) {
-				once.Do(stop)
-			}
-			return [][]byte{b}
-		}
-		cp := &MemCheckpoints{}
-		cc := f.coordinator(testConfig())
-		cc.Selection, cc.Extra, cc.Checkpoints = sel, extra, cp
-		runUntilStopped(t, cctx, cc, f)
-		st, err := cp.Load(ctx)
-		if err != nil || st == nil || st.Kind < 3 || !slices.Equal(st.Kernels, []string{"wide"}) {
-			t.Fatalf("checkpoint at model %v of kernels %v (%v), want one in the further kernel's", st.Kind, st.Kernels, err)
-		}
-		// A configuration with other kernels does not resume it.
-		other := cc
-		other.Extra = testKernels()[1:]
-		if _, err := RunCoordinator(ctx, other, f.net.Endpoint("coord")); !errors.Is(err, ErrCheckpointKernels) {
+		cc.Extra = testKernels()[1:]
+		if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); !errors.Is(err, ErrCheckpointKernels) {
 			t.Fatalf("resumed with other kernels: %v, want ErrCheckpointKernels", err)
 		}
-		res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		same(t, res)
-		waitSites(t, sites)
-	})
-	t.Run("site restarted", func(t *testing.T) {
-		f := newSites()
-		others := f.cfgs
-		f.cfgs = others[:1]
-		sites := f.start(ctx)
-		f.cfgs = others
-		site2ctx, kill := context.WithCancel(ctx)
-		var once sync.Once
-		f.net.Intercept = func(b []byte) [][]byte {
-			if e, _ := wire.Unmarshal(b); e != nil && at(e) && e.Sender == "site2" {
-				once.Do(kill)
-			}
-			return [][]byte{b}
-		}
-		second := f.restartSite(site2ctx, ctx, 1, f.cfgs[1], nil)
-		var logs logBuffer
-		cc := f.rejoinCoordinator(testConfig(), &logs)
-		cc.Selection, cc.Extra = sel, extra
-		res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		same(t, res)
-		if r := <-second; r.err != nil || r.res.Selection == nil || r.res.Selection.Chosen != ref.Selection.Chosen {
-			t.Fatalf("restarted site2: %v", r.err)
-		}
-		if !strings.Contains(logs.String(), "site rejoins the run") {
-			t.Errorf("site2 did not rejoin: %s", logs.String())
-		}
-		waitSites(t, sites)
 	})
 }
 

@@ -256,6 +256,21 @@ func TestSelectionResumesAndRejoins(t *testing.T) {
 	defer cancel()
 	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
 	_, ref, _, _ := selectionRun(ctx, t, sel, 60, 80)
+	for _, at := range []wire.Kind{wire.KindStats, wire.KindLosses, wire.KindATE} {
+		t.Run(at.String(), func(t *testing.T) {
+			interruptSelection(ctx, t, sel, nil, ref, func(e *wire.Envelope) bool { return e.Kind == at }, nil)
+		})
+	}
+}
+
+// interruptSelection runs a federation of two sites of 60 and 80 rows
+// that selects a model with sel among the further kernels extra twice:
+// once with the coordinator stopped at the first envelope at which at
+// holds, then resumed from its checkpoint, which saved (when not nil)
+// checks, and once with site2 restarted at the first such envelope it
+// sends. Both must choose as ref, the uninterrupted run.
+func interruptSelection(ctx context.Context, t *testing.T, sel Selection, extra []selection.Kernel, ref *Result,
+	at func(*wire.Envelope) bool, saved func(t *testing.T, cc CoordinatorConfig, f *fed, st *State)) {
 	same := func(t *testing.T, res *Result) {
 		t.Helper()
 		got, want := res.Selection, ref.Selection
@@ -264,61 +279,74 @@ func TestSelectionResumesAndRejoins(t *testing.T) {
 			t.Errorf("selection %+v, global %+v\nuninterrupted %+v, %+v", got.Candidates, res.GlobalAIPW, want.Candidates, ref.GlobalAIPW)
 		}
 	}
-	for _, at := range []wire.Kind{wire.KindStats, wire.KindLosses, wire.KindATE} {
-		t.Run("coordinator stopped at "+at.String(), func(t *testing.T) {
-			f := newFed(60, 80)
-			for s := range f.cfgs {
-				f.cfgs[s].KernelName = sel.Kernel
+	newSites := func() *fed {
+		f := newFed(60, 80)
+		for s := range f.cfgs {
+			f.cfgs[s].KernelName = sel.Kernel
+			if extra != nil {
+				f.cfgs[s].Kernels = kernelsOf(extra)
 			}
-			sites := f.start(ctx)
-			cctx, stop := context.WithCancel(ctx)
-			var once sync.Once
-			f.net.Intercept = func(b []byte) [][]byte {
-				if e, _ := wire.Unmarshal(b); e != nil && e.Kind == at {
-					once.Do(stop)
-				}
-				return [][]byte{b}
-			}
-			cc := f.coordinator(testConfig())
-			cc.Selection, cc.Checkpoints = sel, &MemCheckpoints{}
-			runUntilStopped(t, cctx, cc, f)
-			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			same(t, res)
-			waitSites(t, sites)
-		})
-		t.Run("site restarted at "+at.String(), func(t *testing.T) {
-			f := newFed(60, 80)
-			for s := range f.cfgs {
-				f.cfgs[s].KernelName = sel.Kernel
-			}
-			others := f.cfgs
-			f.cfgs = others[:1]
-			sites := f.start(ctx)
-			f.cfgs = others
-			site2ctx, kill := context.WithCancel(ctx)
-			var once sync.Once
-			f.net.Intercept = func(b []byte) [][]byte {
-				if e, _ := wire.Unmarshal(b); e != nil && e.Kind == at && e.Sender == "site2" {
-					once.Do(kill)
-				}
-				return [][]byte{b}
-			}
-			second := f.restartSite(site2ctx, ctx, 1, f.cfgs[1], nil)
-			var logs logBuffer
-			cc := f.rejoinCoordinator(testConfig(), &logs)
-			cc.Selection = sel
-			res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			same(t, res)
-			if r := <-second; r.err != nil || r.res.Selection == nil || r.res.Selection.Chosen != ref.Selection.Chosen {
-				t.Fatalf("restarted site2: %v", r.err)
-			}
-			waitSites(t, sites)
-		})
+		}
+		return f
 	}
+	t.Run("coordinator stopped", func(t *testing.T) {
+		f := newSites()
+		sites := f.start(ctx)
+		cctx, stop := context.WithCancel(ctx)
+		var once sync.Once
+		f.net.Intercept = func(b []byte) [][]byte {
+			if e, _ := wire.Unmarshal(b); e != nil && at(e) {
+				once.Do(stop)
+			}
+			return [][]byte{b}
+		}
+		cp := &MemCheckpoints{}
+		cc := f.coordinator(testConfig())
+		cc.Selection, cc.Extra, cc.Checkpoints = sel, extra, cp
+		runUntilStopped(t, cctx, cc, f)
+		if saved != nil {
+			st, err := cp.Load(ctx)
+			if err != nil || st == nil {
+				t.Fatalf("no checkpoint: %v", err)
+			}
+			saved(t, cc, f, st)
+		}
+		res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, res)
+		waitSites(t, sites)
+	})
+	t.Run("site restarted", func(t *testing.T) {
+		f := newSites()
+		others := f.cfgs
+		f.cfgs = others[:1]
+		sites := f.start(ctx)
+		f.cfgs = others
+		site2ctx, kill := context.WithCancel(ctx)
+		var once sync.Once
+		f.net.Intercept = func(b []byte) [][]byte {
+			if e, _ := wire.Unmarshal(b); e != nil && at(e) && e.Sender == "site2" {
+				once.Do(kill)
+			}
+			return [][]byte{b}
+		}
+		second := f.restartSite(site2ctx, ctx, 1, f.cfgs[1], nil)
+		var logs logBuffer
+		cc := f.rejoinCoordinator(testConfig(), &logs)
+		cc.Selection, cc.Extra = sel, extra
+		res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, res)
+		if r := <-second; r.err != nil || r.res.Selection == nil || r.res.Selection.Chosen != ref.Selection.Chosen {
+			t.Fatalf("restarted site2: %v", r.err)
+		}
+		if !strings.Contains(logs.String(), "site rejoins the run") {
+			t.Errorf("site2 did not rejoin: %s", logs.String())
+		}
+		waitSites(t, sites)
+	})
 }
