@@ -281,6 +281,21 @@ func TestFederatedKernelChoice(t *testing.T) {
 	if n := queryFloat(t, db, `SELECT count(*) FROM crff_loss WHERE model = 'latent (matern(nu=0.5))'`); n == 0 {
 		t.Error("crff_loss does not name the latent model of matern(nu=0.5)")
 	}
+
+	// A coordinator of one other kernel: the sites train it, not the
+	// Gaussian, and save it as the run's.
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "kernel:\n  name: auto\n", "kernel:\n  name: laplacian\n")
+	runFederation(t, dir, sites, true)
+	run := checkSiteResults(t, dir, sites)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, dbs, _ := sandboxRecords(ctx, t, dir, sites)
+	for k, db := range dbs {
+		_, setup, err := modelstore.Load(ctx, db, run, kernelOpener(t))
+		if err != nil || setup.Kernel.Name != "laplacian" {
+			t.Errorf("site%d saved run %s with kernel %+v (%v), want the coordinator's laplacian", k+1, run, setup.Kernel, err)
+		}
+	}
 }
 
 // checkFederatedSelection runs the federation of dir, whose coordinator
@@ -307,14 +322,7 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, dbs, recs := sandboxRecords(ctx, t, dir, sites)
-	open := func(ctx context.Context, k modelstore.Kernel) (estimator.Spectral, error) {
-		c, err := kernels.Open(ctx, kernels.Options{Dir: testbin.Build(t), Name: k.Name, Params: k.Params})
-		if err != nil {
-			return nil, err
-		}
-		t.Cleanup(func() { c.Close() })
-		return c, nil
-	}
+	open := kernelOpener(t)
 	opt := selection.Options{Z: z, Kinds: kinds}
 	for _, k := range kernelList {
 		sp, err := open(ctx, k)
@@ -421,4 +429,17 @@ func label(k modelstore.Kernel) string {
 		return k.Name
 	}
 	return fmt.Sprintf("%s(%s)", k.Name, kernels.Params(k.Params).String())
+}
+
+// kernelOpener opens kernel plugins for modelstore, each closed at the
+// end of the test.
+func kernelOpener(t *testing.T) modelstore.SpectralFunc {
+	return func(ctx context.Context, k modelstore.Kernel) (estimator.Spectral, error) {
+		c, err := kernels.Open(ctx, kernels.Options{Dir: testbin.Build(t), Name: k.Name, Params: k.Params})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, nil
+	}
 }

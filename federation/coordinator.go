@@ -35,6 +35,10 @@ type CoordinatorConfig struct {
 
 	Config   estimator.Config   // the model configuration every site is sent
 	Spectral estimator.Spectral // the kernel: the reference base frequencies
+	// KernelName, when set, names the kernel in hello, so that a site
+	// with several kernels (SiteConfig.Kernels) trains this one; a site
+	// with one trains its own, and is refused when its frequencies differ.
+	KernelName string
 	// Selection, when on, has the sites hold rows out and chooses the
 	// estimator they report on them.
 	Selection Selection

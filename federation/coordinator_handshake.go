@@ -115,7 +115,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 func (c *coordinator) helloFor(s int) (*wire.Envelope, error) {
 	ts := append(configTensors(c.st.Config), wire.Scalar(tSiteIndex, float64(s)), wire.Scalar(tSiteCount, float64(len(c.cfg.Sites))),
 		wire.Scalar(tSelectShare, c.st.Select.Share))
-	ts = append(ts, kernelTensors(c.st.Kernels)...)
+	ts = append(ts, kernelTensors(c.cfg.KernelName, c.st.Kernels)...)
 	for v, name := range c.cfg.Sites {
 		ts = append(ts, wire.Scalar(tPeerPrefix+name, float64(v)))
 	}

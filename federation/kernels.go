@@ -28,8 +28,9 @@ import (
 // kernels (SiteConfig.Kernels is nil). The site refuses the run.
 var ErrNoKernel = errors.New("no plugin of a kernel the run chooses among")
 
-// tKernelPrefix names the further kernels in a hello: one scalar per
-// kernel, "kernels.<name>" = its index, from 1.
+// tKernelPrefix names the kernels in a hello: one scalar per kernel,
+// "kernels.<name>" = its index, 0 for the run's own (when the coordinator
+// names it, CoordinatorConfig.KernelName) and from 1 for the further ones.
 const tKernelPrefix = "kernels."
 
 // modelName is the envelope model name of kind with kernel k: the kind's
@@ -86,18 +87,22 @@ func checkExtra(sel Selection, extra []selection.Kernel) error {
 	return nil
 }
 
-// kernelTensors name the further kernels in a hello.
-func kernelTensors(names []string) []wire.Tensor {
-	ts := make([]wire.Tensor, len(names))
+// kernelTensors name the run's kernel (none when run is "") and the
+// further kernels names in a hello.
+func kernelTensors(run string, names []string) []wire.Tensor {
+	var ts []wire.Tensor
+	if run != "" {
+		ts = append(ts, wire.Scalar(tKernelPrefix+run, 0))
+	}
 	for j, name := range names {
-		ts[j] = wire.Scalar(tKernelPrefix+name, float64(j+1))
+		ts = append(ts, wire.Scalar(tKernelPrefix+name, float64(j+1)))
 	}
 	return ts
 }
 
-// decodeKernels reads the further kernels a hello names, in order of
-// their index.
-func decodeKernels(e *wire.Envelope) ([]string, error) {
+// decodeKernels reads the kernels a hello names: the run's ("" when it
+// names none) and the further ones, in order of their index.
+func decodeKernels(e *wire.Envelope) (string, []string, error) {
 	byIndex := map[int]string{}
 	for _, t := range e.Tensors() {
 		name, ok := strings.CutPrefix(t.Name, tKernelPrefix)
@@ -105,29 +110,47 @@ func decodeKernels(e *wire.Envelope) ([]string, error) {
 			continue
 		}
 		v, err := t.Scalar()
-		if err != nil || v < 1 || v != math.Trunc(v) || v > float64(len(e.Tensors())) || name == "" {
-			return nil, fmt.Errorf("%w: hello names kernel %q at index %v", ErrProtocol, name, v)
+		if err != nil || v < 0 || v != math.Trunc(v) || v > float64(len(e.Tensors())) || name == "" {
+			return "", nil, fmt.Errorf("%w: hello names kernel %q at index %v", ErrProtocol, name, v)
 		}
 		if _, dup := byIndex[int(v)]; dup {
-			return nil, fmt.Errorf("%w: hello names two kernels at index %v", ErrProtocol, v)
+			return "", nil, fmt.Errorf("%w: hello names two kernels at index %v", ErrProtocol, v)
 		}
 		byIndex[int(v)] = name
 	}
+	run, named := byIndex[0]
+	delete(byIndex, 0)
 	names := make([]string, len(byIndex))
 	for j := range names {
 		name, ok := byIndex[j+1]
 		if !ok {
-			return nil, fmt.Errorf("%w: hello names kernels at indices that are not 1 to %d", ErrProtocol, len(names))
+			return "", nil, fmt.Errorf("%w: hello names kernels at indices that are not 1 to %d", ErrProtocol, len(names))
 		}
 		names[j] = name
 	}
-	return names, nil
+	if !named {
+		run = ""
+	}
+	return run, names, nil
 }
 
-// openKernels opens the further kernels names of a run (SiteConfig.Kernels)
-// and returns every kernel's plugin and name, the site's own first.
-func (s *site) openKernels(ctx context.Context, names []string) ([]estimator.Spectral, []string, error) {
+// openKernels opens the kernels a run names and returns every kernel's
+// plugin and name, the run's first. The run's is the site's own
+// (SiteConfig.Spectral), unless the run names another and the site has
+// others (SiteConfig.Kernels): a site with several kernels trains the one
+// the coordinator names. The further kernels names come from
+// SiteConfig.Kernels.
+func (s *site) openKernels(ctx context.Context, run string, names []string) ([]estimator.Spectral, []string, error) {
 	spectra, all := []estimator.Spectral{s.cfg.Spectral}, []string{s.cfg.KernelName}
+	if run != "" && run != s.cfg.KernelName && s.cfg.Kernels != nil {
+		// A site without other kernels trains its own, and the
+		// frequency fingerprint tells the coordinator they differ.
+		sp, err := s.cfg.Kernels(ctx, run)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: kernel %q: %w", ErrNoKernel, run, err)
+		}
+		spectra[0], all[0] = sp, run
+	}
 	if len(names) == 0 {
 		return spectra, all, nil
 	}
@@ -139,7 +162,7 @@ func (s *site) openKernels(ctx context.Context, names []string) ([]estimator.Spe
 	}
 	if s.cfg.Kernels == nil {
 		return nil, nil, fmt.Errorf("%w: the run chooses among the kernels %s and %s, and site %s trains its own alone (kernel.name auto at the site trains the kernels it has)",
-			ErrNoKernel, s.cfg.KernelName, strings.Join(names, ", "), s.cfg.Name)
+			ErrNoKernel, all[0], strings.Join(names, ", "), s.cfg.Name)
 	}
 	for _, name := range names {
 		if slices.Contains(all, name) {

@@ -222,22 +222,23 @@ func TestDecodeKernels(t *testing.T) {
 		}
 		return e
 	}
-	names, err := decodeKernels(hello(kernelTensors([]string{"matern(nu=0.5)", "laplacian"})...))
-	if err != nil || !slices.Equal(names, []string{"matern(nu=0.5)", "laplacian"}) {
-		t.Errorf("round trip: %v, %v", names, err)
+	run, names, err := decodeKernels(hello(kernelTensors("gaussian", []string{"matern(nu=0.5)", "laplacian"})...))
+	if err != nil || run != "gaussian" || !slices.Equal(names, []string{"matern(nu=0.5)", "laplacian"}) {
+		t.Errorf("round trip: %q, %v, %v", run, names, err)
 	}
-	if names, err := decodeKernels(hello()); err != nil || len(names) != 0 {
-		t.Errorf("no kernels: %v, %v", names, err)
+	if run, names, err := decodeKernels(hello()); err != nil || run != "" || len(names) != 0 {
+		t.Errorf("no kernels: %q, %v, %v", run, names, err)
 	}
 	for _, bad := range [][]wire.Tensor{
 		{wire.Scalar(tKernelPrefix+"a", 2)},
-		{wire.Scalar(tKernelPrefix+"a", 0)},
+		{wire.Scalar(tKernelPrefix+"a", -1)},
+		{wire.Scalar(tKernelPrefix+"a", 0), wire.Scalar(tKernelPrefix+"b", 0)},
 		{wire.Scalar(tKernelPrefix+"a", 1.5)},
 		{wire.Scalar(tKernelPrefix+"a", 1), wire.Scalar(tKernelPrefix+"b", 1)},
 		{wire.Scalar(tKernelPrefix, 1)},
 		{wire.Vector(tKernelPrefix+"a", []float64{1, 2})},
 	} {
-		if _, err := decodeKernels(hello(bad...)); !errors.Is(err, ErrProtocol) {
+		if _, _, err := decodeKernels(hello(bad...)); !errors.Is(err, ErrProtocol) {
 			t.Errorf("%v: %v, want ErrProtocol", bad, err)
 		}
 	}
@@ -261,5 +262,37 @@ func TestSiteModelLabel(t *testing.T) {
 		if got := r.ModelLabel(model); got != want {
 			t.Errorf("%q: %q, want %q", model, got, want)
 		}
+	}
+}
+
+// TestRunKernelNamed: a site with several kernels trains the one the
+// coordinator names, not its own; a site with one is refused when the
+// named kernel's frequencies differ from its own.
+func TestRunKernelNamed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wide := testKernels()[0]
+	run := func(kernels func(context.Context, string) (estimator.Spectral, error)) (*Result, []chan siteRun, error) {
+		f := newFed(60, 70)
+		for s := range f.cfgs {
+			f.cfgs[s].KernelName, f.cfgs[s].Kernels = "gaussian", kernels
+		}
+		sites := f.start(ctx)
+		cc := f.coordinator(testConfig())
+		cc.Spectral, cc.KernelName = wide.Spectral, wide.Name
+		res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+		return res, sites, err
+	}
+	res, sites, err := run(kernelsOf(testKernels()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, r := range waitSites(t, sites) {
+		if !slices.Equal(r.Kernels, []string{"wide"}) || frequencyDigest(r.Setup) != frequencyDigest(res.Setup) {
+			t.Errorf("site %d trained kernels %v, want the coordinator's wide", s, r.Kernels)
+		}
+	}
+	if _, _, err := run(nil); !errors.Is(err, ErrFrequencies) {
+		t.Errorf("sites of the Gaussian alone in a run of another kernel: %v, want ErrFrequencies", err)
 	}
 }

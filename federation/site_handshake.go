@@ -91,11 +91,11 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err := s.chargePrivacy(ctx, e.RunID, cfg); err != nil {
 		return nil, err
 	}
-	extra, err := decodeKernels(e)
+	run, extra, err := decodeKernels(e)
 	if err != nil {
 		return nil, err
 	}
-	spectra, names, err := s.openKernels(ctx, extra)
+	spectra, names, err := s.openKernels(ctx, run, extra)
 	if err != nil {
 		return nil, err
 	}

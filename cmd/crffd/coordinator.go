@@ -189,7 +189,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	}
 	for {
 		cc := federation.CoordinatorConfig{
-			Name: name, RunID: newRunID(), Sites: cover, Config: cfg, Spectral: spectral, Selection: sel, Extra: extra,
+			Name: name, RunID: newRunID(), Sites: cover, Config: cfg, Spectral: spectral, KernelName: kernelLabel(choice.kernels[0]), Selection: sel, Extra: extra,
 			RoundTimeout: timeout, Retries: retries, Checkpoints: storageCheckpoints{db}, CheckpointEvery: every, CheckpointInterval: checkpointInterval,
 			Logger: a.log, Metrics: metrics,
 		}

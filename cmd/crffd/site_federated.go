@@ -81,7 +81,8 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 		return err
 	}
 	// With kernel.name auto the site trains any installed kernel a run
-	// chooses among, the Gaussian its own; otherwise its one kernel alone.
+	// names, the Gaussian when it names none; otherwise its one kernel
+	// alone.
 	kernels, err := a.kernelSettings(ctx)
 	if err != nil {
 		return withExit(exitConfig, err)
@@ -315,7 +316,8 @@ func installedKernels(spectra map[string]estimator.Spectral) func(context.Contex
 }
 
 // publishFederated writes a run's model and results, as crffd fit does.
-// kernels are the site's kernels, its own first, which name the run's.
+// kernels are the site's kernels, among them those the run trained
+// (r.Kernels, by kernelLabel).
 // A run published already (the coordinator restarted after the site
 // published but before it heard the site's done) is left as it is: its
 // results are a deterministic function of the run.
@@ -336,6 +338,10 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		est = r.Selection.Estimator
 	}
 	est, used := keptModels(est)
+	own, err := runKernel(kernels, r.Kernels[0])
+	if err != nil {
+		return err
+	}
 	var extra []*estimator.Model
 	var extraKernels []modelstore.Kernel
 	for _, k := range used {
@@ -345,7 +351,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		}
 		extra, extraKernels = append(extra, r.Models[k]), append(extraKernels, mk)
 	}
-	setup := modelstore.Setup{Kernel: kernels[0], Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
+	setup := modelstore.Setup{Kernel: own, Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
 		Calibration: calibrationParams(r.Calibration), Estimator: &est, Extra: extraKernels,
 		Site: r.Index, Sites: r.Sites, Rounds: rounds}
 	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model, extra...); err != nil {
