@@ -378,10 +378,7 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 			return err
 		}
 		st := &SelectState{}
-		for k, name := range c.kernelNames() {
-			cands, ests := selection.KernelCandidates(k, name, sel.Kinds)
-			st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
-		}
+		st.Candidates, st.Estimators = selection.KernelCandidates(c.kernelNames(), sel.Kinds)
 		ridge := selection.Penalties(sel.Ridge)
 		if len(ridge) > 0 && (sel.wants(selection.KindTLearner) || dr) {
 			var pooled selection.Stats

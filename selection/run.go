@@ -97,14 +97,17 @@ func Penalties(p []float64) []float64 {
 }
 
 // KernelCandidates returns the latent and outcome candidates of kinds
-// (Wants) of the kernel of index k, named name, with their Estimators.
-func KernelCandidates(k int, name string, kinds []string) ([]Candidate, []Estimator) {
+// (Wants) of every kernel, kernel k named names[k], in that order, with
+// their Estimators.
+func KernelCandidates(names []string, kinds []string) ([]Candidate, []Estimator) {
 	var cands []Candidate
 	var ests []Estimator
-	for _, kind := range []string{KindLatent, KindOutcome} {
-		if Wants(kinds, kind) {
-			cands = append(cands, Candidate{Name: CandidateName(kind, name, 0), Kind: kind, Kernel: k})
-			ests = append(ests, Estimator{Kind: kind})
+	for k, name := range names {
+		for _, kind := range []string{KindLatent, KindOutcome} {
+			if Wants(kinds, kind) {
+				cands = append(cands, Candidate{Name: CandidateName(kind, name, 0), Kind: kind, Kernel: k})
+				ests = append(ests, Estimator{Kind: kind})
+			}
 		}
 	}
 	return cands, ests
@@ -166,8 +169,9 @@ type Result struct {
 // its own rows: the ridge statistics of its training rows (SiteStats),
 // added over sites and solved into the ridge candidates (RidgeCandidates),
 // then the SiteSums of its rows (SiteLosses), whose pair sums add over
-// sites and whose centring sums re-centre each site's ensemble. A federation of the same rows therefore chooses the same
-// candidate with the same scores, bit for bit.
+// sites and whose centring sums re-centre each site's ensemble. A
+// federation of the same rows therefore chooses the same candidate with
+// the same scores, bit for bit.
 func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estimator.Schema, cfg estimator.Config, opt Options) (*Result, error) {
 	k := len(sites)
 	if k == 0 || len(val) != k {
@@ -196,10 +200,11 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	if err := res.fitKernels(ctx, train, schema, cfg, scaler, opt); err != nil {
 		return nil, err
 	}
-	for i, kn := range opt.Kernels {
-		cands, ests := KernelCandidates(i, kn.Name, opt.Kinds)
-		res.Candidates, res.estimators = append(res.Candidates, cands...), append(res.estimators, ests...)
+	names := make([]string, len(opt.Kernels))
+	for k, kn := range opt.Kernels {
+		names[k] = kn.Name
 	}
+	res.Candidates, res.estimators = KernelCandidates(names, opt.Kinds)
 	// The cross-fits below report no training progress: their folds run
 	// at once, and their rounds are not the model's.
 	ctx = estimator.WithProgress(ctx, nil)
