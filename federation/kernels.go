@@ -198,14 +198,12 @@ func digests(setups []*estimator.Setup) []wire.Digest {
 	return out
 }
 
-// ModelLabel names the model that envelopes name model (as SiteConfig.Loss
-// is given it) for people: its kind, and for a further kernel's model that
-// kernel's name too, "latent (laplacian)". A name it does not know is
-// returned as it is.
-func (r *SiteResult) ModelLabel(model string) string {
-	kind, k, err := parseModel(model)
-	if err != nil || k == 0 || k >= len(r.Kernels) {
-		return model
+// modelLabel names model kind of kernel k for people: its kind, and for a
+// further kernel's model (k ≥ 1, named further[k-1]) that kernel's name
+// too, "latent (laplacian)".
+func modelLabel(kind estimator.Kind, k int, further []string) string {
+	if k == 0 || k > len(further) {
+		return kind.String()
 	}
-	return fmt.Sprintf("%s (%s)", kind, r.Kernels[k])
+	return fmt.Sprintf("%s (%s)", kind, further[k-1])
 }

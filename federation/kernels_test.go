@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,7 +57,24 @@ func TestSelectionKernelsEquivalence(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sel := Selection{Share: 0.25, Z: 2, Kernel: "gaussian"}
-	f, res, sites, want := selectionRunKernels(ctx, t, sel, testKernels(), newFed(90, 120, 70))
+	f := newFed(90, 120, 70)
+	var mu sync.Mutex
+	losses := map[string]int{}
+	f.cfgs[0].Loss = func(model string, _ int, _ float64) {
+		mu.Lock()
+		defer mu.Unlock()
+		losses[model]++
+	}
+	f, res, sites, want := selectionRunKernels(ctx, t, sel, testKernels(), f)
+	// The site's loss history names each kernel's models for people.
+	for _, model := range []string{"propensity", "latent", "outcome (wide)", "latent (narrow)"} {
+		if losses[model] == 0 {
+			t.Errorf("no loss reported for the %s model: %v", model, losses)
+		}
+	}
+	if len(losses) != 9 {
+		t.Errorf("losses reported for %d models, want 3 of each of 3 kernels: %v", len(losses), losses)
+	}
 	sameModels(t, res, func(k estimator.Kind) *estimator.Trained { return want.Models[0].Trained(k) }, "max abs difference %g, want bit-identical")
 	if len(res.ExtraModels) != 2 {
 		t.Fatalf("%d further kernels' models, want 2", len(res.ExtraModels))
@@ -253,15 +271,6 @@ func TestModelLabel(t *testing.T) {
 	}
 	if got := (&State{}).ModelLabel(4); got != "outcome" {
 		t.Errorf("a state of one kernel: model 4 is %q", got)
-	}
-}
-
-func TestSiteModelLabel(t *testing.T) {
-	r := &SiteResult{Kernels: []string{"gaussian", "laplacian"}}
-	for model, want := range map[string]string{"latent": "latent", "outcome.1": "outcome (laplacian)", "outcome.2": "outcome.2", "x.1": "x.1"} {
-		if got := r.ModelLabel(model); got != want {
-			t.Errorf("%q: %q, want %q", model, got, want)
-		}
 	}
 }
 

@@ -48,7 +48,7 @@ func (s *site) compute(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope,
 		return nil, err
 	}
 	if s.cfg.Loss != nil {
-		s.cfg.Loss(e.Model, round, out.Loss)
+		s.cfg.Loss(modelLabel(kind, k, s.res.Kernels[1:]), round, out.Loss)
 	}
 	ts := append(wire.Matrices(pGrads, out.Grads), wire.Vectors(pShared, out.Shared)...)
 	ts = append(ts, wire.Scalar(tLoss, out.Loss), wire.Scalar(tRows, float64(out.Rows)))

@@ -63,11 +63,7 @@ func (st *State) models() int { return len(estimator.Kinds) * (1 + len(st.Kernel
 // the one in training when i is Kind) for people: its kind, and for a
 // further kernel's model that kernel's name, "latent (laplacian)".
 func (st *State) ModelLabel(i int) string {
-	kind, k := estimator.Kinds[i%len(estimator.Kinds)], i/len(estimator.Kinds)
-	if k == 0 || k > len(st.Kernels) {
-		return kind.String()
-	}
-	return fmt.Sprintf("%s (%s)", kind, st.Kernels[k-1])
+	return modelLabel(estimator.Kinds[i%len(estimator.Kinds)], i/len(estimator.Kinds), st.Kernels)
 }
 
 // roundsBetweenSaves bounds the training steps a coordinator may have sent

@@ -151,9 +151,6 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 				}
 				// The loss history is a diagnostic: failing to keep it
 				// does not fail the run.
-				for i := range losses {
-					losses[i].Model = r.ModelLabel(losses[i].Model)
-				}
 				if err := db.AppendLoss(ctx, r.RunID, finiteLosses(losses)...); err != nil {
 					a.log.Warn("loss history not recorded", slog.String(logKeyRun, r.RunID), slog.String(logKeyError, err.Error()))
 				}
@@ -354,7 +351,7 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 	setup := modelstore.Setup{Kernel: own, Config: r.Setup.Config, Scaler: r.Setup.Scaler, Schema: recs.Schema,
 		Calibration: calibrationParams(r.Calibration), Estimator: &est, Extra: extraKernels,
 		Site: r.Index, Sites: r.Sites, Rounds: rounds}
-	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Model, extra...); err != nil {
+	if err := modelstore.Save(ctx, db, r.RunID, setup, r.Models[0], extra...); err != nil {
 		return err
 	}
 	cates, err := cateRows(recs, r.Effects, r.CATE, rowScores{r.Scores, r.ScoreClipped}, r.Calibration)
