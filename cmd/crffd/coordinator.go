@@ -162,7 +162,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
-	spectral, extra := spectra[kernelLabel(choice.kernels[0])], furtherKernels(choice.kernels, spectra)
+	spectral, extra := spectra[kernelLabel(choice.kernels[0])], selectionKernels(choice.kernels[1:], spectra)
 	statePath := a.resolve(a.v.GetString("coordinator.state_db"))
 	db, err := federation.OpenStateDB(ctx, statePath, 5*time.Second)
 	if err != nil {

@@ -139,17 +139,33 @@ func (a *app) kernelSettings(ctx context.Context) ([]modelstore.Kernel, error) {
 	return out, nil
 }
 
-// openKernels opens the plugin of each of ks, by kernelLabel.
+// openKernels opens the plugin of each of ks, by kernelLabel. Grid points
+// of one kernel share its plugin: one process.
 func (a *app) openKernels(ctx context.Context, ks []modelstore.Kernel) (map[string]estimator.Spectral, error) {
 	out := map[string]estimator.Spectral{}
 	for _, k := range ks {
-		sp, err := a.openSpectral(ctx, k)
-		if err != nil {
-			return nil, err
+		base := modelstore.Kernel{Name: k.Name, Params: k.Params}
+		sp, ok := out[kernelLabel(base)]
+		if !ok {
+			var err error
+			if sp, err = a.openSpectral(ctx, base); err != nil {
+				return nil, err
+			}
+			out[kernelLabel(base)] = sp
 		}
 		out[kernelLabel(k)] = sp
 	}
 	return out, nil
+}
+
+// selectionKernels are the kernels ks as model selection's candidates,
+// with their plugins in spectra (openKernels).
+func selectionKernels(ks []modelstore.Kernel, spectra map[string]estimator.Spectral) []selection.Kernel {
+	out := make([]selection.Kernel, len(ks))
+	for i, k := range ks {
+		out[i] = selection.Kernel{Name: kernelLabel(k), Spectral: spectra[kernelLabel(k)], GridPoint: k.GridPoint}
+	}
+	return out
 }
 
 // kernelLabel names a kernel in candidate names: matern(nu=1.5), and at a
@@ -224,13 +240,11 @@ func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, s
 	opt := selection.Options{Kinds: c.kinds, Z: c.z, OnFitted: func(done, total int) {
 		bar.Update("fitting the candidates' kernels", done, total, "kernels")
 	}}
-	for _, k := range c.kernels {
-		sp, err := a.openSpectral(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: kernelLabel(k), Spectral: sp, GridPoint: k.GridPoint})
+	spectra, err := a.openKernels(ctx, c.kernels)
+	if err != nil {
+		return nil, err
 	}
+	opt.Kernels = selectionKernels(c.kernels, spectra)
 	res, err := selection.Run(ctx, []*estimator.Data{data}, [][]int{valRows}, schema, cfg, opt)
 	if err != nil {
 		return nil, fmt.Errorf("model selection: %w", err)
@@ -310,8 +324,8 @@ func printSelection(w io.Writer, cands []selection.Candidate, chosen, n int, z f
 // kernel alone, and otherwise the candidates of c's kinds, chosen on the
 // held-out share of each site's rows. Its kernel is c's first (the
 // Gaussian, with kernel.name auto); c's others are the run's further
-// kernels (federation.CoordinatorConfig.Extra, furtherKernels), whose
-// models every site trains too.
+// kernels (federation.CoordinatorConfig.Extra), whose models every site
+// trains too.
 func federatedSelection(c choice) (federation.Selection, error) {
 	for _, k := range c.kernels {
 		if k.GridPoint != (selection.GridPoint{}) {
@@ -322,14 +336,4 @@ func federatedSelection(c choice) (federation.Selection, error) {
 		return federation.Selection{}, nil
 	}
 	return federation.Selection{Share: c.share, Kinds: c.kinds, Z: c.z, Kernel: kernelLabel(c.kernels[0])}, nil
-}
-
-// furtherKernels are the kernels of ks after the first, with their
-// plugins in spectra (openKernels).
-func furtherKernels(ks []modelstore.Kernel, spectra map[string]estimator.Spectral) []selection.Kernel {
-	var out []selection.Kernel
-	for _, k := range ks[1:] {
-		out = append(out, selection.Kernel{Name: kernelLabel(k), Spectral: spectra[kernelLabel(k)]})
-	}
-	return out
 }

@@ -94,7 +94,7 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	kernel := kernels[0]
 	spectral := spectra[kernelLabel(kernel)]
 	var further func(context.Context, string) (estimator.Spectral, error)
-	if len(kernels) > 1 {
+	if a.v.GetString("kernel.name") == "auto" {
 		further = installedKernels(spectra)
 	}
 	client, err := a.openTransport(ctx, transport.RoleSite, name)
