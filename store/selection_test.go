@@ -31,15 +31,15 @@ func TestSelectionEnsembleRow(t *testing.T) {
 	if !reflect.DeepEqual(got, res.Selection) {
 		t.Errorf("read back %+v\nwrote %+v", got, res.Selection)
 	}
+	db := rawDB(t, path)
 	var se, diffSE, shift sql.NullFloat64
-	if err := rawDB(t, path).QueryRow(`SELECT se, diff_se, shift FROM crff_model_selection WHERE kind = 'ensemble'`).Scan(&se, &diffSE, &shift); err != nil {
+	if err := db.QueryRow(`SELECT se, diff_se, shift FROM crff_model_selection WHERE kind = 'ensemble'`).Scan(&se, &diffSE, &shift); err != nil {
 		t.Fatal(err)
 	}
 	if se.Valid || diffSE.Valid || !shift.Valid || shift.Float64 != 0.25 {
 		t.Errorf("ensemble row: se %v, diff_se %v, shift %v; want NULL, NULL, 0.25", se, diffSE, shift)
 	}
 	// Only the ensemble lacks standard errors and has a shift.
-	db := rawDB(t, path)
 	for _, bad := range []string{
 		`INSERT INTO crff_model_selection (candidate, kind, loss, diff, chosen, n, run, computed_at)
 		 VALUES ('latent/laplacian', 'latent', 1, 0, 0, 30, 'run-1', 'now')`,
