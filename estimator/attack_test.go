@@ -50,7 +50,18 @@ func reconstruct(t *testing.T, site *Site, rounds int) *mat.Dense {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := site.bt.idx[0] // the coordinator draws the same permutation from the seed
+		var k int
+		switch {
+		case site.priv == nil || site.priv.rate() == 1:
+			k = site.bt.idx[0] // the coordinator draws the same permutation from the seed
+		case len(site.sample) == 1:
+			// A private site's sample is drawn by coins the coordinator
+			// cannot predict; this attacker is told the sample, and uses
+			// the rounds of one row.
+			k = site.sample[0]
+		default:
+			continue
+		}
 		block := "beta1"
 		if k < site.n0 {
 			block = "beta0"
@@ -124,11 +135,13 @@ func rmse(site *Site, guess *mat.Dense) float64 {
 
 // TestChosenWeightsAttack: a coordinator that chooses the configuration
 // (mini-batches of one row) and the weights reconstructs every row of a
-// 20-row site from exact answers, and from clipped ones (clipping alone
-// scales a row's answer, which the attack divides out). Under the site's
-// privacy at ε = 1, δ = 1e-5 over the run's rounds, its guesses are no
-// better than guessing every row at the pooled mean, which is all the
-// pooled moments tell it. (A site daemon refuses such batches; see
+// 20-row site from exact answers, and from clipped ones when it is told
+// which rows each round sampled (clipping alone scales a row's answer,
+// which the attack divides out). Under the site's privacy at ε = 1,
+// δ = 1e-5 over the run's rounds, Poisson samples of rate 1/20 charged as
+// such, its guesses are no better than guessing every row at the pooled
+// mean, which is all the pooled moments tell it, although it is still
+// told the samples. (A site daemon refuses such batches; see
 // federation's site limits. The attack runs here on the estimator's Site
 // to show what the noise, not the limit, protects.)
 func TestChosenWeightsAttack(t *testing.T) {
@@ -147,22 +160,27 @@ func TestChosenWeightsAttack(t *testing.T) {
 	if exact > 1e-6 {
 		t.Errorf("exact answers: reconstruction error %.3g, want the rows themselves (pooled-mean guess %.3f)", exact, base)
 	}
-	if err := site.SetPrivacy(&Privacy{Clip: 0.1}); err != nil {
+	// A private site samples each row with probability q = 1/n, the
+	// batch of one row the attacker asked for; over enough rounds every
+	// row is sampled alone at some of them.
+	const q = 1.0 / attackRows
+	if err := site.SetPrivacy(&Privacy{Clip: 0.1, Rate: q, Key: [32]byte{1}}); err != nil {
 		t.Fatal(err)
 	}
-	clipped := rmse(site, reconstruct(t, site, rounds))
+	clipped := rmse(site, reconstruct(t, site, 8*rounds))
 	if clipped > 1e-6 {
 		t.Errorf("clipped answers without noise: reconstruction error %.3g, want the rows themselves", clipped)
 	}
 
-	// The budget covers the run: three models of `rounds` rounds each.
-	sigma, err := privacy.Calibrate(1, 1e-5, 1, 3*rounds)
+	// The budget covers the run: three models of `rounds` rounds each,
+	// each round a Poisson sample of rate q.
+	sigma, err := privacy.Calibrate(1, 1e-5, q, 3*rounds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var worst float64 = math.Inf(1)
 	for rep := range 5 {
-		if err := site.SetPrivacy(&Privacy{Clip: 1, Noise: sigma, Rand: rand.New(rand.NewPCG(11, uint64(rep)))}); err != nil {
+		if err := site.SetPrivacy(&Privacy{Clip: 1, Noise: sigma, Rate: q, Rand: rand.New(rand.NewPCG(11, uint64(rep)))}); err != nil {
 			t.Fatal(err)
 		}
 		worst = math.Min(worst, rmse(site, reconstruct(t, site, rounds)))

@@ -2,7 +2,10 @@ package estimator
 
 import (
 	"context"
+	"crypto/hmac"
 	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -15,31 +18,46 @@ import (
 	"github.com/crffd/crffd/internal/parallel"
 )
 
-// rowChunk offsets the chunk key of the one-row Sites of a private Site, so
-// that row i's latent noise draws come from their own stream, apart from
-// those of every mini-batch chunk.
-const rowChunk uint64 = 1 << 40
+// streamCoin keys the coins of Poisson subsampling.
+const streamCoin uint64 = 0x636f696e // "coin"
 
 // Privacy makes a Site's answers differentially private: the Gaussian
-// mechanism on per-row clipped gradients (Abadi et al. 2016).
+// mechanism on per-row clipped gradients (Abadi et al. 2016), over Poisson
+// subsamples of the rows.
 //
-// Each round, every row's contribution to the gradient (its weight blocks
-// and shared parameters together, the gradient of its own term J_i of
-// J^(s) = Σ_i J_i) is scaled to an L2 norm of at most Clip, the
-// contributions are summed, and independent N(0, (Noise·Clip)²) noise is
-// added to every coordinate. Adding or removing a row moves the sum by at
-// most Clip, so one round is the Gaussian mechanism of noise multiplier
-// Noise, whatever weights the coordinator sent: its Rényi DP of order α is
-// α/(2·Noise²) (Mironov 2017), composed over the rounds by an accountant
-// (package privacy). Mini-batches are drawn from the model seed, which the
-// coordinator knows, so a round is charged as a full pass: no amplification
-// by subsampling is claimed.
+// Each round, every row joins the round's sample independently with
+// probability Rate (every row when Rate is 0 or 1); each sampled row's
+// contribution to the gradient (its weight blocks and shared parameters
+// together, the gradient of its own term J_i of J^(s) = Σ_i J_i) is
+// scaled to an L2 norm of at most Clip; the contributions are summed; and
+// independent N(0, (Noise·Clip)²) noise is added to every coordinate.
+// The answer is that sum divided by Rate, an unbiased estimate of the
+// site's gradient.
+//
+// A row's contribution depends on that row alone: its coin and its latent
+// noise draws are keyed by the row itself (an HMAC-SHA256 under Key of
+// its values and of how many identical rows come before it), never by its
+// position among the site's rows, so adding or removing a row leaves every
+// other row's term as it was and moves the sum by at most Clip. One round
+// is then the Poisson-subsampled Gaussian mechanism of rate Rate and noise
+// multiplier Noise under the add/remove relation, whatever weights the
+// coordinator sent, and package privacy accounts for it. Key is a secret
+// of the site: the coordinator, which knows the model seed, cannot predict
+// a row's coins or draws. Package privacy/audit checks the sensitivity on
+// neighbouring datasets.
 //
 // The site's loss is not released: SiteOutput.Loss is 0. Training under
 // Privacy therefore needs an optimiser that uses gradients alone (Adam).
+// Config.BatchSize does not apply: Rate sets the sample.
 type Privacy struct {
-	Clip  float64 // C > 0: the most one row can move the answer, in L2 norm
+	Clip  float64 // C > 0: the most one row can move the sum, in L2 norm
 	Noise float64 // σ ≥ 0: the noise multiplier; the noise's standard deviation is σ·C
+	// Rate q is the probability that a row joins a round; 0 and 1 mean
+	// every row joins every round.
+	Rate float64
+	// Key keys every row's coins and latent draws. The zero key is
+	// replaced by one drawn from crypto/rand when the Site is made private.
+	Key [32]byte
 	// Rand draws the noise. Nil draws it from a ChaCha8 generator seeded
 	// from crypto/rand on first use: the noise must be unknown to the
 	// coordinator, which knows the model seed and every key derived from
@@ -57,6 +75,8 @@ func (p *Privacy) check() error {
 		return fmt.Errorf("%w: clip norm %v must be positive and finite", ErrPrivacy, p.Clip)
 	case !(p.Noise >= 0) || math.IsInf(p.Noise, 1):
 		return fmt.Errorf("%w: noise multiplier %v must be non-negative and finite", ErrPrivacy, p.Noise)
+	case !(p.Rate >= 0 && p.Rate <= 1):
+		return fmt.Errorf("%w: sampling rate %v must be in [0, 1]", ErrPrivacy, p.Rate)
 	}
 	return nil
 }
@@ -85,8 +105,63 @@ func (s *Site) SetPrivacy(p *Privacy) error {
 		return fmt.Errorf("%w: %v needs the site's losses, which a private site does not release; train with adam", ErrPrivacy, s.setup.Config.Method)
 	}
 	q := *p
+	if q.Key == ([32]byte{}) {
+		if _, err := crand.Read(q.Key[:]); err != nil {
+			return fmt.Errorf("%w: drawing the row key: %w", ErrPrivacy, err)
+		}
+	}
 	s.priv = &q
+	s.rowKeys = rowKeys(s, q.Key)
 	return nil
+}
+
+// rate returns the sampling rate of p, 1 for every row.
+func (p *Privacy) rate() float64 {
+	if p.Rate == 0 {
+		return 1
+	}
+	return p.Rate
+}
+
+// rowKeys returns the key of each of s's prepared rows: the first 8 bytes
+// of HMAC-SHA256(key, the row's standardised covariates, treatment and
+// outcome, and the number of identical rows before it). Identical rows are
+// interchangeable, so numbering them keeps each row's key a function of
+// the multiset of rows, not of where a row sits, while giving each copy
+// coins and draws of its own. Bit 63 is set, so that no key is a chunk
+// number of a mini-batch.
+func rowKeys(s *Site, key [32]byte) []uint64 {
+	_, dx := s.x.Dims()
+	keys := make([]uint64, s.n)
+	seen := make(map[[sha256.Size]byte]uint64)
+	buf := make([]byte, 8*(dx+2))
+	for i := range s.n {
+		b := buf[:0]
+		for _, v := range s.x.RawRowView(i) {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.w[i]))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.y[i]))
+		content := sha256.Sum256(b)
+		occ := seen[content]
+		seen[content] = occ + 1
+		h := hmac.New(sha256.New, key[:])
+		h.Write(content[:])
+		h.Write(binary.LittleEndian.AppendUint64(nil, occ))
+		keys[i] = binary.LittleEndian.Uint64(h.Sum(nil)) | 1<<63
+	}
+	return keys
+}
+
+// sampled reports whether prepared row i joins round round of model kind:
+// its coin, keyed by the row, falls below the sampling rate.
+func (s *Site) sampled(i int, kind Kind, round int) bool {
+	q := s.priv.rate()
+	if q >= 1 {
+		return true
+	}
+	u := mix(streamCoin, s.rowKeys[i], uint64(kind), uint64(round))
+	return float64(u>>11)/(1<<53) < q
 }
 
 // privateWork holds, per worker, a one-row Site that computes each row's
@@ -96,28 +171,71 @@ type privateWork struct {
 	sums [3][]*SiteOutput // by model, then worker
 }
 
-// computePrivate is Compute under s.priv: each of the round's rows (every
-// row, or the mini-batch's) is computed alone, clipped and added, and noise
-// is added to the sum, which is then scaled as a batch is.
-func (s *Site) computePrivate(ctx context.Context, in *SiteInput) (*SiteOutput, error) {
-	p := s.priv
-	if p.Rand == nil {
-		r, err := NewNoiseSource()
-		if err != nil {
-			return nil, err
-		}
-		p.Rand = r
+// ClippedSum returns what a private round of in adds its noise to: the sum
+// over the round's rows of each row's own gradient clipped to Clip, before
+// the noise and before any scaling, flattened in the model's layout order
+// (weight blocks, then shared parameters), and the number of rows summed.
+// The accountant's sensitivity is a bound on how far this sum moves when
+// one row is added, removed or replaced; package privacy/audit measures it.
+// s must be private (SetPrivacy); its noise is not drawn.
+func (s *Site) ClippedSum(ctx context.Context, in *SiteInput) ([]float64, int, error) {
+	if s.priv == nil {
+		return nil, 0, fmt.Errorf("%w: ClippedSum of a site that is not private", ErrPrivacy)
 	}
-	var rows []int
-	if s.batchSize() < s.n {
-		s.batch(in.Model, in.Round)
-		rows = s.bt.idx
+	if in == nil || in.Model < Propensity || in.Model > Latent {
+		return nil, 0, errors.New("estimator: invalid site input")
+	}
+	lay := s.lays[in.Model]
+	if err := checkInput(lay, in); err != nil {
+		return nil, 0, fmt.Errorf("estimator: site %d: %w", s.index, err)
+	}
+	out, count, err := s.clippedSum(ctx, in)
+	if err != nil {
+		return nil, 0, err
+	}
+	return flatten(out, lay), count, nil
+}
+
+// flatten returns o's gradients, blocks then shared parameters, in lay's
+// order.
+func flatten(o *SiteOutput, lay *layout) []float64 {
+	var v []float64
+	for _, b := range lay.blocks {
+		g := o.Grads[b.Name].RawMatrix()
+		for r := range g.Rows {
+			v = append(v, g.Data[r*g.Stride:r*g.Stride+g.Cols]...)
+		}
+	}
+	for _, p := range lay.shared {
+		v = append(v, o.Shared[p.Name]...)
+	}
+	return v
+}
+
+// clippedSum computes the clipped sum of ClippedSum into the site's output
+// of in's model, and returns it with the number of rows summed.
+func (s *Site) clippedSum(ctx context.Context, in *SiteInput) (*SiteOutput, int, error) {
+	var rows []int // nil: every row
+	if s.priv.rate() < 1 {
+		rows = s.sample[:0]
+		for i := range s.n {
+			if s.sampled(i, in.Model, in.Round) {
+				rows = append(rows, i)
+			}
+		}
+		s.sample = rows
 	}
 	count := s.n
 	if rows != nil {
 		count = len(rows)
 	}
 	lay := s.lays[in.Model]
+	out := s.output(lay)
+	zeroOutput(out)
+	out.Round, out.Rows = in.Round, s.n
+	if count == 0 {
+		return out, 0, nil
+	}
 	pw := s.privateWork(min(runtime.GOMAXPROCS(0), count))
 	workers := len(pw.rows)
 	if pw.sums[in.Model] == nil {
@@ -127,6 +245,7 @@ func (s *Site) computePrivate(ctx context.Context, in *SiteInput) (*SiteOutput, 
 	}
 	sums := pw.sums[in.Model]
 	errs := make([]error, workers)
+	p := s.priv
 	parallel.ForEach(workers, workers, func(w int) {
 		rs, sum := pw.rows[w], sums[w]
 		zeroOutput(sum)
@@ -145,14 +264,31 @@ func (s *Site) computePrivate(ctx context.Context, in *SiteInput) (*SiteOutput, 
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	out := s.output(lay)
-	zeroOutput(out)
-	out.Round, out.Rows = in.Round, s.n
 	for _, sum := range sums {
 		addOutput(out, sum, 1)
 	}
+	return out, count, nil
+}
+
+// computePrivate is Compute under s.priv: each of the round's sampled rows
+// is computed alone, clipped and added, noise is added to the sum, and the
+// sum is divided by the sampling rate.
+func (s *Site) computePrivate(ctx context.Context, in *SiteInput) (*SiteOutput, error) {
+	p := s.priv
+	if p.Rand == nil {
+		r, err := NewNoiseSource()
+		if err != nil {
+			return nil, err
+		}
+		p.Rand = r
+	}
+	out, _, err := s.clippedSum(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	lay := s.lays[in.Model]
 	sd := p.Noise * p.Clip
 	if sd > 0 {
 		// Blocks in the layout's order, so that a seeded source gives the
@@ -172,8 +308,8 @@ func (s *Site) computePrivate(ctx context.Context, in *SiteInput) (*SiteOutput, 
 			}
 		}
 	}
-	if count < s.n {
-		scaleOutput(out, float64(s.n)/float64(count))
+	if q := p.rate(); q < 1 {
+		scaleOutput(out, 1/q)
 	}
 	out.Loss = 0
 	return out, nil
@@ -187,7 +323,7 @@ func (s *Site) privateWork(workers int) *privateWork {
 	}
 	pw := &privateWork{}
 	for range workers {
-		pw.rows = append(pw.rows, s.subSite(1, rowChunk))
+		pw.rows = append(pw.rows, s.subSite(1, 1<<63))
 	}
 	s.pw = pw
 	return pw
@@ -201,7 +337,7 @@ func (s *Site) loadRow(rs *Site, i int) {
 	if i < s.n0 {
 		rs.n0 = 1
 	}
-	rs.chunk = rowChunk + uint64(i)
+	rs.chunk = s.rowKeys[i]
 	rs.rowsChanged()
 }
 

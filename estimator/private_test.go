@@ -25,45 +25,50 @@ func flatOutput(o *SiteOutput, lay *layout) []float64 {
 }
 
 // TestPrivateClipsEachRow: without noise, a private site answers
-// Σ_i min(1, C/‖g_i‖)·g_i, with g_i the gradient a site holding row i alone
-// answers (built independently, by NewSite on that row): at a clip norm
-// above every row's norm it is the exact answer, and below it every row is
-// scaled to norm C. The latent model's noise draws follow the row's place
-// in the site, so for it only the bound is checked.
+// (1/q)·Σ_i min(1, C/‖g_i‖)·g_i over the rows its coins sample, with g_i
+// the gradient a private site holding row i alone answers (built
+// independently, by NewSite on that row, with the same key): at a clip
+// norm above every row's norm it is the exact answer, and below it every
+// row is scaled to norm C. A row's latent draws are keyed by the row, so
+// the latent model is checked as exactly as the others.
 func TestPrivateClipsEachRow(t *testing.T) {
 	const n = 9
+	key := [32]byte{7}
 	ctx := context.Background()
 	for _, sc := range gradSchemas {
 		for _, kind := range Kinds {
-			for _, batch := range []int{0, 4} {
-				t.Run(fmt.Sprintf("%s/%v/batch=%d", sc.name, kind, batch), func(t *testing.T) {
+			for _, rate := range []float64{0, 0.4} {
+				t.Run(fmt.Sprintf("%s/%v/rate=%g", sc.name, kind, rate), func(t *testing.T) {
 					cfg := gradConfig(Learned)
-					cfg.Method, cfg.Linear, cfg.BatchSize = Adam, 0.7, batch
+					cfg.Method, cfg.Linear = Adam, 0.7
 					setup, sites, data := toyFederation(t, 1, n, sc.schema, cfg)
 					site := sites[0]
 					lay := newLayout(kind, setup)
 					in := randomInput(lay, rand.New(rand.NewPCG(3, uint64(kind))))
 					in.Round = 5
-					rows := make([]int, n) // original rows of the round, all or the batch's
-					for i := range rows {
-						rows[i] = i
+					if err := site.SetPrivacy(&Privacy{Clip: 1, Rate: rate, Key: key}); err != nil {
+						t.Fatal(err)
 					}
-					if batch > 0 {
-						site.batch(kind, in.Round)
-						rows = rows[:0]
-						for _, k := range site.bt.idx {
-							for i, p := range site.pos {
-								if p == k {
-									rows = append(rows, i)
-								}
-							}
+					var rows []int // original rows of the round, all or the sample's
+					for i, p := range site.pos {
+						if site.sampled(p, kind, in.Round) {
+							rows = append(rows, i)
 						}
+					}
+					if len(rows) == 0 || (rate > 0 && len(rows) == n) {
+						t.Fatalf("%d of %d rows sampled at rate %g; pick another round", len(rows), n, rate)
 					}
 					var alone [][]float64
 					var norms []float64
 					for _, i := range rows {
 						one, err := NewSite(0, data[0].Subset([]int{i}), setup)
 						if err != nil {
+							t.Fatal(err)
+						}
+						if err := one.SetPrivacy(&Privacy{Clip: math.Inf(1), Key: key}); err == nil {
+							t.Fatal("an infinite clip norm was accepted")
+						}
+						if err := one.SetPrivacy(&Privacy{Clip: math.MaxFloat64, Key: key}); err != nil {
 							t.Fatal(err)
 						}
 						o, err := one.Compute(ctx, in)
@@ -73,12 +78,15 @@ func TestPrivateClipsEachRow(t *testing.T) {
 						alone = append(alone, flatOutput(o, lay))
 						norms = append(norms, outputNorm(o, lay))
 					}
-					scale := float64(n) / float64(len(rows))
+					scale := 1.0
+					if rate > 0 {
+						scale = 1 / rate
+					}
 					for _, c := range []struct {
 						name string
 						clip float64
 					}{{"above every row", 2 * floats.Max(norms)}, {"below every row", 0.5 * floats.Min(norms)}, {"between", (floats.Min(norms) + floats.Max(norms)) / 2}} {
-						if err := site.SetPrivacy(&Privacy{Clip: c.clip, Noise: 0}); err != nil {
+						if err := site.SetPrivacy(&Privacy{Clip: c.clip, Noise: 0, Rate: rate, Key: key}); err != nil {
 							t.Fatal(err)
 						}
 						out, err := site.Compute(ctx, in)
@@ -89,12 +97,6 @@ func TestPrivateClipsEachRow(t *testing.T) {
 							t.Errorf("%s: a private site released its loss %v", c.name, out.Loss)
 						}
 						got := flatOutput(out, lay)
-						if kind == Latent {
-							if nm := floats.Norm(got, 2); nm > scale*float64(len(rows))*c.clip*(1+1e-12) {
-								t.Errorf("%s: ‖answer‖ = %v above %d rows × clip %v", c.name, nm, len(rows), c.clip)
-							}
-							continue
-						}
 						want := make([]float64, len(got))
 						for r, g := range alone {
 							floats.AddScaled(want, scale*math.Min(1, c.clip/norms[r]), g)
@@ -204,5 +206,44 @@ func TestNewNoiseSourceDiffers(t *testing.T) {
 	}
 	if a.Uint64() == b.Uint64() {
 		t.Error("two sources seeded from crypto/rand drew the same number")
+	}
+}
+
+// TestRowKeysFollowTheRow: a row's key is the same wherever the row sits
+// among the site's rows, differs between the copies of a repeated row,
+// and changes with the site's secret key.
+func TestRowKeysFollowTheRow(t *testing.T) {
+	cfg := gradConfig(Learned)
+	cfg.Method = Adam
+	setup, _, data := toyFederation(t, 1, 8, gradSchemas[0].schema, cfg)
+	d := data[0].Subset([]int{0, 1, 2, 3, 4, 5, 6, 7, 3}) // row 3 twice
+	keysOf := func(d *Data, key [32]byte) map[uint64]int {
+		s, err := NewSite(0, d, setup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPrivacy(&Privacy{Clip: 1, Key: key}); err != nil {
+			t.Fatal(err)
+		}
+		out := map[uint64]int{}
+		for _, k := range s.rowKeys {
+			out[k]++
+		}
+		return out
+	}
+	a := keysOf(d, [32]byte{1})
+	if len(a) != d.Rows() {
+		t.Errorf("%d distinct keys for %d rows: the copies of a repeated row share one", len(a), d.Rows())
+	}
+	b := keysOf(d.Subset([]int{8, 7, 6, 5, 4, 3, 2, 1, 0}), [32]byte{1})
+	for k := range a {
+		if b[k] != 1 {
+			t.Errorf("key %x of the rows in one order is missing in another", k)
+		}
+	}
+	for k := range keysOf(d, [32]byte{2}) {
+		if a[k] != 0 {
+			t.Errorf("key %x is the same under another secret", k)
+		}
 	}
 }

@@ -56,6 +56,8 @@ type Site struct {
 	bt        *batches     // mini-batches (Config.BatchSize); nil until the first
 	priv      *Privacy     // nil: exact answers (see SetPrivacy)
 	pw        *privateWork // the private rounds' workspaces; nil until the first
+	rowKeys   []uint64     // under priv: each prepared row's key (see rowKeys)
+	sample    []int        // under priv: the current round's sampled rows
 }
 
 // NewSite prepares site index's rows for training under setup. Rows are
