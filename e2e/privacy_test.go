@@ -11,9 +11,10 @@ import (
 
 // TestPrivateFederation runs three sites, each differentially private with
 // a budget of its own, over grpc and over spool: the run completes, and
-// each site's crff_privacy shows one run, spending its run ε within 1%
-// (the noise is calibrated to it), at its δ, with the rest of its budget
-// remaining.
+// each site's crff_privacy shows the run's charges, one per model's
+// training rounds, spending its run ε within 1% (the noise is calibrated
+// to it), at its δ, with the rest of its budget remaining, under the
+// add/remove relation with the row count named as exact.
 func TestPrivateFederation(t *testing.T) {
 	const sites, rows = 3, 120
 	budgets := []struct{ eps, run, delta float64 }{{2, 0, 1e-5}, {8, 4, 1e-5}, {16, 1, 1e-6}}
@@ -48,31 +49,43 @@ func TestPrivateFederation(t *testing.T) {
 			run := checkSiteResults(t, dir, sites)
 			for k, bg := range budgets {
 				db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k+1)))
-				var got string
-				var eps, delta, spent, budget, remaining float64
-				var charges int
-				if err := db.QueryRow(`SELECT COUNT(*) FROM crff_privacy`).Scan(&charges); err != nil || charges != 1 {
-					t.Fatalf("site%d: %d rows in crff_privacy (%v), want 1", k+1, charges, err)
-				}
-				if err := db.QueryRow(`SELECT run, epsilon, delta, epsilon_spent, epsilon_budget, epsilon_remaining FROM crff_privacy`).
-					Scan(&got, &eps, &delta, &spent, &budget, &remaining); err != nil {
+				rows, err := db.Query(`SELECT run, step, epsilon, delta, epsilon_spent, epsilon_budget, epsilon_remaining, relation, exact FROM crff_privacy`)
+				if err != nil {
 					t.Fatalf("site%d: crff_privacy: %v", k+1, err)
+				}
+				var steps []string
+				var got, step, relation, exact string
+				var eps, delta, spent, budget, remaining float64
+				for rows.Next() {
+					if err := rows.Scan(&got, &step, &eps, &delta, &spent, &budget, &remaining, &relation, &exact); err != nil {
+						t.Fatalf("site%d: crff_privacy: %v", k+1, err)
+					}
+					steps = append(steps, step)
+					if got != run || relation != "add/remove, row count public" || exact != "row_count" || !(eps > 0 && eps <= spent) {
+						t.Errorf("site%d: crff_privacy step %s of run %s: ε %v of %v spent, relation %q, exact %q", k+1, step, got, eps, spent, relation, exact)
+					}
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				rows.Close()
+				if want := []string{"training propensity", "training outcome", "training latent"}; strings.Join(steps, ",") != strings.Join(want, ",") {
+					t.Errorf("site%d: crff_privacy steps %q, want %q", k+1, steps, want)
 				}
 				want := bg.run
 				if want == 0 {
 					want = bg.eps
 				}
-				if got != run || !(eps <= want && eps > 0.99*want) || delta != bg.delta || budget != bg.eps || !(spent <= want && spent > 0.99*want) ||
-					math.Abs(remaining-(bg.eps-spent)) > 1e-9 {
-					t.Errorf("site%d: crff_privacy run %s ε %v δ %v spent %v budget %v remaining %v; want run %s, ε %v, δ %v, budget %v",
-						k+1, got, eps, delta, spent, budget, remaining, run, want, bg.delta, bg.eps)
+				if delta != bg.delta || budget != bg.eps || !(spent <= want && spent > 0.99*want) || math.Abs(remaining-(bg.eps-spent)) > 1e-9 {
+					t.Errorf("site%d: crff_privacy δ %v spent %v budget %v remaining %v; want spent just under %v, δ %v, budget %v",
+						k+1, delta, spent, budget, remaining, want, bg.delta, bg.eps)
 				}
 				t.Logf("site%d: spent ε %.4f of %g (δ %g), %.4f remaining", k+1, spent, budget, delta, remaining)
 				// Every ATE of a private site is marked: its intervals do
 				// not cover the noise.
-				var rows, private int
-				if err := db.QueryRow(`SELECT count(*), total(private) FROM crff_ate`).Scan(&rows, &private); err != nil || rows == 0 || private != rows {
-					t.Errorf("site%d: %v of %d crff_ate rows marked private (%v), want all", k+1, private, rows, err)
+				var ates, private int
+				if err := db.QueryRow(`SELECT count(*), total(private) FROM crff_ate`).Scan(&ates, &private); err != nil || ates == 0 || private != ates {
+					t.Errorf("site%d: %v of %d crff_ate rows marked private (%v), want all", k+1, private, ates, err)
 				}
 				db.Close()
 			}

@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,19 +48,25 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 		}
 	}
 	for s, l := range ledgers {
-		if len(l.charges) != 1 {
-			t.Fatalf("site%d: %d charges, want 1", s+1, len(l.charges))
+		if len(l.charges) != len(estimator.Kinds) {
+			t.Fatalf("site%d: %d charges, want one per model", s+1, len(l.charges))
 		}
-		c, b := l.charges[0], budgets[s]
+		b := budgets[s]
 		run := b.RunEpsilon
 		if run == 0 {
 			run = b.Epsilon
 		}
-		if c.RunID != "run-1" || c.Rounds != cfg.Rounds || c.Steps != 3*cfg.Rounds || c.Delta != b.Delta || c.Clip != b.Clip || c.Budget != b.Epsilon {
-			t.Errorf("site%d: charge %+v, want run-1, %d rounds per model, δ %g, clip %g, budget %g", s+1, c, cfg.Rounds, b.Delta, b.Clip, b.Epsilon)
+		for k, c := range l.charges {
+			if want := TrainingStep(estimator.Kinds[k]); c.RunID != "run-1" || c.Step != want || c.Rounds != cfg.Rounds || c.Steps != cfg.Rounds || c.Q != 1 ||
+				c.Delta != b.Delta || c.Clip != b.Clip || c.Budget != b.Epsilon || c.Relation != Relation || !slices.Equal(c.Exact, []string{ExactRowCount}) {
+				t.Errorf("site%d: charge %+v, want run-1, %s, %d rounds, q 1, δ %g, clip %g, budget %g, the relation and the row count exact", s+1, c, want, cfg.Rounds, b.Delta, b.Clip, b.Epsilon)
+			}
+			if !(c.Noise > 0) || !(c.Epsilon > 0 && c.Epsilon < c.Total) && k > 0 {
+				t.Errorf("site%d: charge %d spends ε = %v of a total %v at noise %v", s+1, k, c.Epsilon, c.Total, c.Noise)
+			}
 		}
-		if !(c.Total <= run && c.Total > 0.99*run) || !(c.Noise > 0) {
-			t.Errorf("site%d: spent ε = %v at noise %v, want just under %v", s+1, c.Total, c.Noise, run)
+		if c := l.charges[len(l.charges)-1]; !(c.Total <= run && c.Total > 0.99*run) {
+			t.Errorf("site%d: spent ε = %v, want just under %v", s+1, c.Total, run)
 		}
 	}
 	for _, e := range sent.envelopes() {
@@ -93,7 +100,7 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 	} else {
 		checkRefusal(t, env[0], refusalBudget)
 	}
-	if len(ledgers[0].charges) != 1 {
+	if len(ledgers[0].charges) != len(estimator.Kinds) {
 		t.Errorf("the refused run was charged: %d charges", len(ledgers[0].charges))
 	}
 }

@@ -106,7 +106,7 @@ func (l Limits) check(cfg estimator.Config, rows int) error {
 // privacy the rounds its budget was charged for.
 func (s *site) roundLimit() int {
 	if s.charge != nil {
-		return s.charge.Rounds
+		return s.charge.rounds
 	}
 	return s.cfg.Limits.orDefault().Rounds
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/crffd/crffd/estimator"
@@ -20,49 +22,103 @@ const (
 	tPrivateSites = "privacy.sites"   // global-ate: how many of the run's sites were private
 )
 
+// Steps of a private run, as Charge.Step names them: one charge per
+// model's training rounds (TrainingStep), and one per aggregate the run
+// releases with noise.
+const (
+	StepMoments   = "moments"   // the hello's column sums and sums of squares
+	StepATE       = "ate"       // the doubly robust ATE's sums
+	StepSelection = "selection" // model selection's statistics and held-out losses
+)
+
+// TrainingStep returns the step name of the training rounds of model
+// kind, for example "training propensity".
+func TrainingStep(kind estimator.Kind) string { return "training " + kind.String() }
+
+// Relation is the neighbouring relation a private site's guarantee is
+// stated under: datasets that differ by one row added or removed, with
+// the site's row count public (SitePrivacy.Exact always names it).
+const Relation = "add/remove, row count public"
+
+// Aggregates a site may release exactly, as SitePrivacy.Exact names them.
+const (
+	ExactRowCount  = "row_count" // the row count: in the hello, every gradient and the ATE's sums; always exact
+	ExactMoments   = "moments"
+	ExactATE       = "ate"
+	ExactSelection = "selection"
+	ExactBalance   = "balance"
+)
+
+// exactNames are the names SitePrivacy.Exact accepts.
+var exactNames = []string{ExactRowCount, ExactMoments, ExactATE, ExactSelection, ExactBalance}
+
+// AggregateShare is the share of a run's ε a private site calibrates its
+// one-shot aggregates to (moments, ATE sums, selection statistics); the
+// training rounds get the rest. The run's charges are then composed by
+// Rényi DP, which spends at most the run's ε.
+const AggregateShare = 0.2
+
 // SitePrivacy is a site's differential privacy, under its own control:
 // other sites of the federation may choose other budgets, or none.
 //
-// A private site answers every training round with the Gaussian mechanism
-// on per-row clipped gradients (estimator.Privacy). Before a run starts it
-// calibrates the noise so that the run alone spends RunEpsilon at Delta
-// over the rounds it will answer (three models of
-// Config.RoundsFor(its rows) rounds each, without amplification by
-// subsampling), composes that with every run its Ledger holds by Rényi DP
-// (package privacy), and refuses the run (ErrBudget) when the total would
-// pass Epsilon. It answers no more rounds than it was charged for
-// (ErrLimit), and refuses runs it cannot answer privately: L-BFGS, whose
-// line search needs its losses, and model selection, whose statistics and
-// held-out losses are sums over rows without noise.
+// A private site answers every training round with the Poisson-subsampled
+// Gaussian mechanism on per-row clipped gradients (estimator.Privacy): each
+// row joins a round with probability q = B/n (B the run's batch size, n
+// the site's rows; q = 1 without mini-batches), by coins keyed by the row
+// under a secret of the site. Before a run starts it calibrates the noise
+// so that the run alone spends RunEpsilon at Delta over the rounds it will
+// answer (three models of Config.RoundsFor(its rows) rounds each) and the
+// aggregates it releases with noise, composes that with every charge its
+// Ledger holds by Rényi DP (package privacy), and refuses the run
+// (ErrBudget) when the total would pass Epsilon. It answers no more rounds
+// than it was charged for (ErrLimit), and refuses runs it cannot answer
+// privately: L-BFGS, whose line search needs its losses.
 //
-// What the guarantee covers: the training gradients, the part a
-// coordinator chooses the questions of and can ask for again and again.
-// The hello's moments, which set the pooled standardisation, and the ATE's
-// sums are released once per run without noise; each is a sum over at
-// least SiteConfig.MinArmRows rows per arm.
+// The guarantee is (ε, δ)-DP under Relation: the row count is released
+// exactly. Aggregates named in Exact are released without noise and are
+// not covered.
 type SitePrivacy struct {
 	Epsilon    float64 // the site's whole budget ε, over every run
 	Delta      float64 // δ of the budget and of every run
 	RunEpsilon float64 // ε one run spends; 0 spends Epsilon in one run
 	Clip       float64 // C: each row's gradient is clipped to L2 norm C
+	// Exact names the aggregates the site releases without noise (the
+	// Exact* names). It must name ExactRowCount; nil means just that.
+	Exact []string
 	// Ledger keeps the site's spending across runs and restarts; nil
 	// keeps it for this process alone.
 	Ledger Ledger
 }
 
-// Charge is what one run spends of a site's budget.
+// Charge is what one step of one run spends of a site's budget: Steps
+// Gaussian mechanisms of noise multiplier Noise, each on a Poisson sample
+// of rate Q of the site's rows.
 type Charge struct {
 	RunID  string
+	Step   string // TrainingStep(kind), or StepMoments, StepATE, StepSelection
 	At     time.Time
-	Rounds int     // per model: the most the site answers
-	Steps  int     // rounds over every model: the Gaussian mechanisms composed
+	Rounds int     // the most rounds of this step the site answers (1 for an aggregate)
+	Steps  int     // the Gaussian mechanisms composed
+	Q      float64 // the sampling rate of each; 1: every row
 	Noise  float64 // σ, the noise multiplier
 	Clip   float64
 	Delta  float64
-	// Epsilon is what this run spends alone (at most the run's ε: the
-	// noise is calibrated to it), Total what every run so far
-	// spends composed, this one included, and Budget the site's whole ε.
+	// Epsilon is what this step spends alone, Total what every charge so
+	// far spends composed, this one included, and Budget the site's whole ε.
 	Epsilon, Total, Budget float64
+	// Relation is the neighbouring relation the charge is stated under,
+	// and Exact the aggregates the run released without noise.
+	Relation string
+	Exact    []string
+}
+
+// q returns c's sampling rate; charges recorded before subsampling have
+// none and count as full passes.
+func (c Charge) q() float64 {
+	if c.Q == 0 {
+		return 1
+	}
+	return c.Q
 }
 
 // Remaining is the ε of the budget the charges up to c leave.
@@ -99,12 +155,65 @@ func (p *SitePrivacy) Check() error {
 	case !(p.Clip > 0) || math.IsInf(p.Clip, 1):
 		return fmt.Errorf("privacy: clip %v must be positive and finite", p.Clip)
 	}
+	if p.Exact == nil {
+		return nil
+	}
+	for _, e := range p.Exact {
+		if !slices.Contains(exactNames, e) {
+			return fmt.Errorf("privacy: exact names %q; the aggregates that may be released exactly are %s", e, strings.Join(exactNames, ", "))
+		}
+	}
+	if !slices.Contains(p.Exact, ExactRowCount) {
+		return fmt.Errorf("privacy: exact must name %s: the site's row count is sent exactly in every run (the hello, every gradient's scale, the ATE's sums), and the guarantee is stated with it public", ExactRowCount)
+	}
 	return nil
 }
 
-// chargePrivacy charges run the rounds cfg will ask of the site, before
-// the site computes anything from its rows, and keeps the charge for the
-// run: its noise, and its round limit.
+// exact returns the aggregates p releases exactly, sorted.
+func (p *SitePrivacy) exact() []string {
+	if p.Exact == nil {
+		return []string{ExactRowCount}
+	}
+	out := slices.Clone(p.Exact)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// IsExact reports whether p releases aggregate name without noise.
+func (p *SitePrivacy) IsExact(name string) bool { return slices.Contains(p.exact(), name) }
+
+// release is one aggregate a private run releases with noise: count
+// Gaussian mechanisms on sums over every row.
+type release struct {
+	step  string
+	count int
+}
+
+// runCharge is what a private site keeps of its run's charges.
+type runCharge struct {
+	rounds int     // the most rounds of each model the site answers
+	q      float64 // the training rounds' sampling rate
+	noise  float64 // σ of the training rounds
+	agg    float64 // σ of the aggregates; 0 when none is released with noise
+	clip   float64
+}
+
+// releases returns the aggregates the run releases with noise, beside its
+// training rounds.
+func (s *site) releases() []release { return nil }
+
+// samplingRate returns the Poisson rate of a private site's training
+// rounds under cfg: B/n with mini-batches of B below its n rows, else 1.
+func samplingRate(cfg estimator.Config, rows int) float64 {
+	if b := cfg.BatchSize; b > 0 && b < rows && cfg.Method == estimator.Adam {
+		return float64(b) / float64(rows)
+	}
+	return 1
+}
+
+// chargePrivacy charges run the rounds cfg will ask of the site and the
+// aggregates it will release, before the site computes anything from its
+// rows, and keeps the charge for the run: its noise, and its round limit.
 func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Config) error {
 	s.charge = nil
 	p := s.cfg.Privacy
@@ -126,44 +235,67 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 		}
 		p.Ledger = s.ledger
 	}
-	rounds := cfg.RoundsFor(s.cfg.Data.Rows())
+	rows := s.cfg.Data.Rows()
+	rounds := cfg.RoundsFor(rows)
+	q := samplingRate(cfg, rows)
 	steps := rounds * len(estimator.Kinds)
 	runEps := p.RunEpsilon
 	if runEps == 0 {
 		runEps = p.Epsilon
 	}
-	sigma, err := privacy.Calibrate(runEps, p.Delta, 1, steps)
+	rel := s.releases()
+	once := 0
+	for _, r := range rel {
+		once += r.count
+	}
+	rc := runCharge{rounds: rounds, q: q, clip: p.Clip}
+	var err error
+	if once == 0 {
+		rc.noise, err = privacy.Calibrate(runEps, p.Delta, q, steps)
+	} else {
+		rc.noise, err = privacy.Calibrate(runEps*(1-AggregateShare), p.Delta, q, steps)
+		if err == nil {
+			rc.agg, err = privacy.Calibrate(runEps*AggregateShare, p.Delta, 1, once)
+		}
+	}
 	if err != nil {
-		return fmt.Errorf("privacy: calibrating the noise of %d rounds: %w", steps, err)
+		return fmt.Errorf("privacy: calibrating the noise of %d rounds at sampling rate %.4g: %w", steps, q, err)
+	}
+	charges := make([]Charge, 0, len(estimator.Kinds)+len(rel))
+	exact := p.exact()
+	for _, k := range estimator.Kinds {
+		charges = append(charges, Charge{RunID: run, Step: TrainingStep(k), Rounds: rounds, Steps: rounds, Q: q, Noise: rc.noise})
+	}
+	for _, r := range rel {
+		charges = append(charges, Charge{RunID: run, Step: r.step, Rounds: 1, Steps: r.count, Q: 1, Noise: rc.agg})
+	}
+	// The two calibrations each spend their share; composed by RDP the
+	// run spends less than their sum, almost always below the run's ε.
+	// Where it does not, both noises grow until it does.
+	for range 200 {
+		alone, err := compose(nil, charges, p.Delta)
+		if err != nil {
+			return err
+		}
+		if alone <= runEps*(1+1e-9) {
+			break
+		}
+		rc.noise, rc.agg = rc.noise*1.01, rc.agg*1.01
+		for i := range charges {
+			charges[i].Noise *= 1.01
+		}
 	}
 	past, err := p.Ledger.Charges(ctx)
 	if err != nil {
 		return fmt.Errorf("privacy: read the ledger: %w", err)
 	}
-	var acc privacy.Accountant
-	for _, c := range past {
-		if err := acc.Add(1, c.Noise, c.Steps); err != nil {
-			return fmt.Errorf("privacy: the ledger's charge of run %s: %w", c.RunID, err)
-		}
-	}
 	before := 0.0
 	if len(past) > 0 {
-		if before, _, err = acc.Epsilon(p.Delta); err != nil {
+		if before, err = compose(past, nil, p.Delta); err != nil {
 			return err
 		}
 	}
-	var one privacy.Accountant
-	if err := one.Add(1, sigma, steps); err != nil {
-		return err
-	}
-	alone, _, err := one.Epsilon(p.Delta)
-	if err != nil {
-		return err
-	}
-	if err := acc.Add(1, sigma, steps); err != nil {
-		return err
-	}
-	total, _, err := acc.Epsilon(p.Delta)
+	total, err := compose(past, charges, p.Delta)
 	if err != nil {
 		return err
 	}
@@ -171,15 +303,41 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 		return fmt.Errorf("%w: run %s would spend ε = %.4g at δ = %g over %d rounds, bringing the site's total from ε = %.4g to %.4g, past its budget of ε = %.4g (%.4g left)",
 			ErrBudget, run, runEps, p.Delta, steps, before, total, p.Epsilon, math.Max(0, p.Epsilon-before))
 	}
-	c := Charge{RunID: run, At: time.Now().UTC(), Rounds: rounds, Steps: steps, Noise: sigma, Clip: p.Clip, Delta: p.Delta,
-		Epsilon: alone, Total: total, Budget: p.Epsilon}
-	if err := p.Ledger.Record(ctx, c); err != nil {
-		return fmt.Errorf("privacy: record the charge of run %s: %w", run, err)
+	now := time.Now().UTC()
+	for i := range charges {
+		c := &charges[i]
+		c.At, c.Clip, c.Delta, c.Budget, c.Relation, c.Exact = now, p.Clip, p.Delta, p.Epsilon, Relation, exact
+		if c.Epsilon, err = compose(nil, []Charge{*c}, p.Delta); err != nil {
+			return err
+		}
+		if c.Total, err = compose(past, charges[:i+1], p.Delta); err != nil {
+			return err
+		}
+		if err := p.Ledger.Record(ctx, *c); err != nil {
+			return fmt.Errorf("privacy: record the charge of run %s: %w", run, err)
+		}
 	}
-	s.charge = &c
+	s.charge = &rc
+	alone, err := compose(nil, charges, p.Delta)
+	if err != nil {
+		return err
+	}
 	s.log.Info("privacy budget charged", slog.String(wire.LogKeyRun, run), slog.Float64("epsilon", alone), slog.Float64("epsilon_total", total),
-		slog.Float64("epsilon_budget", p.Epsilon), slog.Float64("delta", p.Delta), slog.Int("rounds", steps), slog.Float64("noise", sigma))
+		slog.Float64("epsilon_budget", p.Epsilon), slog.Float64("delta", p.Delta), slog.Int("rounds", steps), slog.Float64("sampling_rate", q),
+		slog.Float64("noise", rc.noise), slog.Float64("aggregate_noise", rc.agg), slog.String("relation", Relation), slog.String("exact", strings.Join(exact, ",")))
 	return nil
+}
+
+// compose returns the ε at delta of the charges of a and b composed.
+func compose(a, b []Charge, delta float64) (float64, error) {
+	var acc privacy.Accountant
+	for _, c := range slices.Concat(a, b) {
+		if err := acc.Add(c.q(), c.Noise, c.Steps); err != nil {
+			return 0, fmt.Errorf("privacy: the charge of run %s (%s): %w", c.RunID, c.Step, err)
+		}
+	}
+	eps, _, err := acc.Epsilon(delta)
+	return eps, err
 }
 
 // privatize makes the site's training private under the run's charge.
@@ -187,5 +345,5 @@ func (s *site) privatize() error {
 	if s.charge == nil {
 		return nil
 	}
-	return s.train.SetPrivacy(&estimator.Privacy{Clip: s.charge.Clip, Noise: s.charge.Noise})
+	return s.train.SetPrivacy(&estimator.Privacy{Clip: s.charge.clip, Noise: s.charge.noise, Rate: s.charge.q})
 }

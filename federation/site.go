@@ -242,7 +242,7 @@ type site struct {
 	// charge is the run's privacy charge (nil without SiteConfig.Privacy);
 	// ledger keeps charges when SitePrivacy.Ledger is nil.
 	answered map[string]int
-	charge   *Charge
+	charge   *runCharge
 	ledger   *memoryLedger
 	// training is the model the site last answered a round of ("" for
 	// none), and since when, for the one INFO line it logs per model

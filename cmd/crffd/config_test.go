@@ -97,6 +97,12 @@ func TestConfigErrors(t *testing.T) {
 		{"privacy clip", func(t *testing.T) []string {
 			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  clip: 0\n")}
 		}, [2]string{}, "privacy: clip 0 must be positive"},
+		{"privacy exact without the row count", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  exact: [ate]\n")}
+		}, [2]string{}, "privacy: exact must name row_count"},
+		{"privacy exact unknown", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  exact: [row_count, gradients]\n")}
+		}, [2]string{}, `privacy: exact names "gradients"`},
 		{"limit below one", func(t *testing.T) []string {
 			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nlimits:\n  features: 0\n")}
 		}, [2]string{}, "limits.features 0: want at least 1"},

@@ -20,6 +20,7 @@ var privacySettings = func() []setting {
 		{"privacy.delta", 1e-5, "sites only: δ of the privacy budget and of every run"},
 		{"privacy.run_epsilon", 0.0, "sites only: the ε one run spends (the noise is calibrated to it); 0 spends the whole privacy.epsilon in one run"},
 		{"privacy.clip", 1.0, "sites only: the L2 norm each row's gradient is clipped to, in the model's standardised units"},
+		{"privacy.exact", []string{federation.ExactRowCount}, "sites only: the aggregates a private site releases without noise, listed in crff_privacy; row_count must be named (the guarantee is add/remove DP with the row count public); others: moments, ate, selection, balance"},
 		{"limits.features", l.Features, "sites only: the most random frequencies (model.features) a coordinator may ask for"},
 		{"limits.latent", l.Latent, "sites only: the most latent dimensions (model.latent)"},
 		{"limits.draws", l.Draws, "sites only: the most noise draws per row in the latent model"},
@@ -69,7 +70,7 @@ func (a *app) sitePrivacy() (*federation.SitePrivacy, error) {
 	}
 	p := &federation.SitePrivacy{
 		Epsilon: eps, Delta: a.v.GetFloat64("privacy.delta"), RunEpsilon: a.v.GetFloat64("privacy.run_epsilon"),
-		Clip: a.v.GetFloat64("privacy.clip"),
+		Clip: a.v.GetFloat64("privacy.clip"), Exact: a.v.GetStringSlice("privacy.exact"),
 	}
 	if err := p.Check(); err != nil {
 		return nil, err
@@ -87,13 +88,13 @@ func (l storeLedger) Charges(ctx context.Context) ([]federation.Charge, error) {
 	}
 	out := make([]federation.Charge, len(cs))
 	for i, c := range cs {
-		out[i] = federation.Charge{RunID: c.Run, At: c.At, Rounds: c.Rounds, Steps: c.Steps, Noise: c.Noise, Clip: c.Clip,
-			Delta: c.Delta, Epsilon: c.Epsilon, Total: c.Total, Budget: c.Budget}
+		out[i] = federation.Charge{RunID: c.Run, Step: c.Step, At: c.At, Rounds: c.Rounds, Steps: c.Steps, Q: c.Q, Noise: c.Noise, Clip: c.Clip,
+			Delta: c.Delta, Epsilon: c.Epsilon, Total: c.Total, Budget: c.Budget, Relation: c.Relation, Exact: c.Exact}
 	}
 	return out, nil
 }
 
 func (l storeLedger) Record(ctx context.Context, c federation.Charge) error {
-	return l.db.AppendPrivacyCharge(ctx, store.PrivacyCharge{Run: c.RunID, At: c.At, Rounds: c.Rounds, Steps: c.Steps, Noise: c.Noise,
-		Clip: c.Clip, Delta: c.Delta, Epsilon: c.Epsilon, Total: c.Total, Budget: c.Budget})
+	return l.db.AppendPrivacyCharge(ctx, store.PrivacyCharge{Run: c.RunID, Step: c.Step, At: c.At, Rounds: c.Rounds, Steps: c.Steps, Q: c.Q,
+		Noise: c.Noise, Clip: c.Clip, Delta: c.Delta, Epsilon: c.Epsilon, Total: c.Total, Budget: c.Budget, Relation: c.Relation, Exact: c.Exact})
 }
