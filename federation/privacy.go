@@ -199,8 +199,33 @@ type runCharge struct {
 }
 
 // releases returns the aggregates the run releases with noise, beside its
-// training rounds.
-func (s *site) releases() []release { return nil }
+// training rounds, in the order they are charged.
+func (s *site) releases() []release {
+	return slices.Concat(s.aggregateReleases(), s.selectionReleases())
+}
+
+// noiseAggregate adds the noise of one aggregate release to v: independent
+// N(0, (σ·sensitivity)²) on every coordinate, σ the run's aggregate noise
+// multiplier, where sensitivity bounds the L2 norm by which adding or
+// removing one row moves v. The noise comes from a ChaCha8 source seeded
+// from crypto/rand, which the coordinator cannot know.
+func (s *site) noiseAggregate(v []float64, sensitivity float64) error {
+	if s.charge == nil || s.charge.agg == 0 {
+		return fmt.Errorf("privacy: an aggregate released with noise was not charged")
+	}
+	if s.aggRand == nil {
+		r, err := estimator.NewNoiseSource()
+		if err != nil {
+			return err
+		}
+		s.aggRand = r
+	}
+	sd := s.charge.agg * sensitivity
+	for i := range v {
+		v[i] += sd * s.aggRand.NormFloat64()
+	}
+	return nil
+}
 
 // samplingRate returns the Poisson rate of a private site's training
 // rounds under cfg: B/n with mini-batches of B below its n rows, else 1.

@@ -243,6 +243,7 @@ type site struct {
 	// ledger keeps charges when SitePrivacy.Ledger is nil.
 	answered map[string]int
 	charge   *runCharge
+	aggRand  *rand.Rand // draws the aggregates' noise; nil until the first
 	ledger   *memoryLedger
 	// training is the model the site last answered a round of ("" for
 	// none), and since when, for the one INFO line it logs per model
