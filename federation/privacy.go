@@ -227,9 +227,9 @@ func (s *site) noiseAggregate(v []float64, sensitivity float64) error {
 	return nil
 }
 
-// samplingRate returns the Poisson rate of a private site's training
+// SamplingRate returns the Poisson rate of a private site's training
 // rounds under cfg: B/n with mini-batches of B below its n rows, else 1.
-func samplingRate(cfg estimator.Config, rows int) float64 {
+func SamplingRate(cfg estimator.Config, rows int) float64 {
 	if b := cfg.BatchSize; b > 0 && b < rows && cfg.Method == estimator.Adam {
 		return float64(b) / float64(rows)
 	}
@@ -262,7 +262,7 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 	}
 	rows := s.cfg.Data.Rows()
 	rounds := cfg.RoundsFor(rows)
-	q := samplingRate(cfg, rows)
+	q := SamplingRate(cfg, rows)
 	steps := rounds * len(estimator.Kinds)
 	runEps := p.RunEpsilon
 	if runEps == 0 {
