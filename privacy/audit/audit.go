@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"gonum.org/v1/gonum/floats"
 
@@ -47,8 +48,9 @@ func Bound(relation string) float64 {
 type Options struct {
 	Clip float64 // C; 0 means 1
 	// Rows is how many of the site's rows are removed and replaced in
-	// turn, sampled without replacement; 0 means 20, and a number above
-	// the site's rows means every row.
+	// turn: the first control and the first treated row, then rows
+	// sampled without replacement; 0 means 20, and a number above the
+	// site's rows means every row.
 	Rows int
 	// Rate is the Poisson sampling rate of the mini-batch mode: each row
 	// joins a round with this probability. 0 audits full batches alone.
@@ -115,7 +117,7 @@ func Run(ctx context.Context, data *estimator.Data, setup *estimator.Setup, opts
 		rates = append(rates, opts.Rate)
 	}
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x6175646974)) // "audit"
-	rows := rng.Perm(n)[:k]
+	rows := auditedRows(data, k, rng)
 	with := make([]int, k) // the row that replaces rows[r]
 	for r, i := range rows {
 		j := rng.IntN(n - 1)
@@ -181,6 +183,27 @@ func Run(ctx context.Context, data *estimator.Data, setup *estimator.Setup, opts
 		}
 	}
 	return out, nil
+}
+
+// auditedRows returns k of data's rows: the first control and the first
+// treated row, whose removal would shift every other row of its arm were a
+// row's terms keyed by its position, then rows drawn at random.
+func auditedRows(data *estimator.Data, k int, rng *rand.Rand) []int {
+	var rows []int
+	for _, arm := range []float64{0, 1} {
+		if i := slices.Index(data.W, arm); i >= 0 && len(rows) < k {
+			rows = append(rows, i)
+		}
+	}
+	for _, i := range rng.Perm(data.Rows()) {
+		if len(rows) == k {
+			break
+		}
+		if !slices.Contains(rows, i) {
+			rows = append(rows, i)
+		}
+	}
+	return rows
 }
 
 // neighbour returns data without row i, or with row i replaced by row j.
