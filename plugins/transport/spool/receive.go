@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -76,16 +77,9 @@ func (t *Transport) read(cfg transport.Config, id *certs.Identity, path, name st
 	if id != nil {
 		limit = int64(MaxFileBytes)
 	}
-	fi, err := os.Stat(path)
+	b, err := readLimited(path, limit)
 	if err != nil {
-		return nil, "stat: " + err.Error()
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Sprintf("%d bytes, more than %d", fi.Size(), limit)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "read: " + err.Error()
+		return nil, err.Error()
 	}
 	envelope, signer, reason := b, "", ""
 	switch {
@@ -121,6 +115,29 @@ func (t *Transport) read(cfg transport.Config, id *certs.Identity, path, name st
 	}
 	t.log.Debug("envelope received", slog.Any(transport.LogKeyEnvelope, e), slog.String(transport.LogKeyPath, path))
 	return e, ""
+}
+
+// readLimited reads the file at path, refusing one of more than limit
+// bytes without reading it all, even if it grows while being read.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("stat: %w", err)
+	} else if fi.Size() > limit {
+		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("more than %d bytes", limit)
+	}
+	return b, nil
 }
 
 // authenticate checks a signed file named name: its signature verifies
