@@ -18,6 +18,9 @@
 // authenticated by that certificate. The DNS and IP subject alternative
 // names only say where the holder can be reached, for TLS host name
 // verification of the coordinator; they play no part in identity.
+// Identity.Authenticate applies the checks of a handshake (the federation
+// CA, validity, role, name, revocation list) to a certificate presented
+// outside TLS, such as the signer of a spool file.
 //
 // # Files
 //

@@ -3,12 +3,17 @@ package e2e
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crffd/crffd/certs"
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/plugins/transport/spool"
 )
 
 // editFile replaces old by new in a file of dir, once each pair.
@@ -123,13 +128,7 @@ func TestFederationSecurity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		replay := filepath.Join(dir, "spool", "coordinator", fmt.Sprintf("%020d-site1-%010d.env", time.Now().UnixNano(), 9999999999))
-		if err := os.WriteFile(replay+".tmp", b, 0o640); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(replay+".tmp", replay); err != nil {
-			t.Fatal(err)
-		}
+		plantSpoolFile(t, filepath.Join(dir, "spool", "coordinator"), "site1", b)
 		coord.mustSucceed(t, 3*time.Minute)
 		for _, d := range ds {
 			d.mustSucceed(t, time.Minute)
@@ -140,6 +139,148 @@ func TestFederationSecurity(t *testing.T) {
 		}
 		checkSiteResults(t, dir, sites)
 	})
+}
+
+// plantSpoolFile writes b into a spool inbox as a file from sender, the
+// way a transport does (a dot file renamed), and returns its name.
+func plantSpoolFile(t *testing.T, inbox, sender string, b []byte) string {
+	t.Helper()
+	name := fmt.Sprintf("%020d-%s-%010d.env", time.Now().UnixNano(), sender, 9999999999)
+	tmp := filepath.Join(inbox, ".plant-"+name)
+	if err := os.WriteFile(tmp, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(inbox, name)); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestFederationForgedSpool is issue 31's acceptance for the spool: files
+// planted in the inboxes during a run without a valid key of the sender
+// they name (unsigned, signed with another CA's key or another site's,
+// tampered with after signing, or a site's signature on a coordinator's
+// file) are refused, moved to .rejected and logged with the reason, and
+// the run completes with the genuine files.
+func TestFederationForgedSpool(t *testing.T) {
+	const sites = 2
+	dir := sandbox(t, sites, 60, "spool")
+	other := filepath.Join(dir, "other")
+	crffd(t, nil, "certs", "init", "--dir", other).mustSucceed(t)
+	crffd(t, nil, "certs", "issue", "site1", "--dir", other).mustSucceed(t)
+	keyOf := func(certDir, name string) tls.Certificate {
+		t.Helper()
+		f := certs.FilesIn(certDir, name)
+		c, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var ds []*daemon
+	for k := 1; k <= sites; k++ {
+		ds = append(ds, startDaemon(t, fmt.Sprintf("site%d", k), "site", "--config", filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "--once"))
+	}
+	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
+	coordInbox, site2Inbox := filepath.Join(dir, "spool", "coordinator"), filepath.Join(dir, "spool", "site2")
+	// Genuine files to forge from, once a few rounds have passed.
+	var fromSite, fromCoord string
+	if !waitFor(2*time.Minute, func() bool {
+		a, _ := filepath.Glob(filepath.Join(coordInbox, ".archive", "*-site1-*.env"))
+		b, _ := filepath.Glob(filepath.Join(site2Inbox, ".archive", "*-coordinator-*.env"))
+		if len(a) >= 6 && len(b) >= 6 {
+			fromSite, fromCoord = a[len(a)-1], b[len(b)-1]
+			return true
+		}
+		return false
+	}) {
+		t.Fatalf("no archived envelopes:\n%s", coord.err.String())
+	}
+	// forge returns the envelope of a genuine file with its values
+	// inflated, as an attacker would send it, and the genuine file.
+	forge := func(path string) (forged, genuine []byte) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := spool.DecodeFile(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := wire.Unmarshal(f.Envelope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts []wire.Tensor
+		for _, x := range e.Tensors() {
+			v := make([]float64, len(x.Values))
+			for i := range v {
+				v[i] = x.Values[i]*1e6 + 1
+			}
+			ts = append(ts, wire.Tensor{Name: x.Name, Shape: x.Shape, Values: v})
+		}
+		fe, err := wire.New(e.Header, ts, e.DigestLists()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if forged, err = fe.Marshal(); err != nil {
+			t.Fatal(err)
+		}
+		return forged, b
+	}
+	sign := func(key tls.Certificate, envelope []byte) []byte {
+		t.Helper()
+		b, err := spool.SignFile(key, envelope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	forgedGradient, genuine := forge(fromSite)
+	tampered := append([]byte(nil), genuine...)
+	tampered[len(tampered)-1] ^= 1
+	forgedWeights, _ := forge(fromCoord)
+	type planted struct{ daemon, file, reason string }
+	var plants []planted
+	for _, p := range []struct {
+		inbox, sender string
+		file          []byte
+		reason        string
+	}{
+		{coordInbox, "site1", forgedGradient, "crffd-spool-signed-v1"},
+		{coordInbox, "site1", sign(keyOf(other, "site1"), forgedGradient), "not issued by the federation CA"},
+		{coordInbox, "site1", sign(keyOf(filepath.Join(dir, "certs", "site2"), "site2"), forgedGradient), "signed it"},
+		{coordInbox, "site1", tampered, "signature does not verify"},
+		{site2Inbox, "coordinator", sign(keyOf(filepath.Join(dir, "certs", "site1"), "site1"), forgedWeights), "site certificate, not a coordinator"},
+	} {
+		who := "coordinator"
+		if p.inbox == site2Inbox {
+			who = "site2"
+		}
+		plants = append(plants, planted{who, filepath.Join(p.inbox, ".rejected", plantSpoolFile(t, p.inbox, p.sender, p.file)), p.reason})
+		time.Sleep(time.Millisecond) // distinct time stamps
+	}
+	coord.mustSucceed(t, 3*time.Minute)
+	for _, d := range ds {
+		d.mustSucceed(t, time.Minute)
+	}
+	checkSiteResults(t, dir, sites)
+	logs := map[string]string{"coordinator": coord.err.String(), "site2": ds[1].err.String()}
+	for _, p := range plants {
+		if _, err := os.Stat(p.file); err != nil {
+			t.Errorf("forged file not in .rejected: %v", err)
+		}
+		line := ""
+		for _, l := range strings.Split(logs[p.daemon], "\n") {
+			if strings.Contains(l, "refused an envelope file") && strings.Contains(l, filepath.Base(p.file)) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, p.reason) {
+			t.Errorf("%s's log line for %s lacks %q: %q", p.daemon, filepath.Base(p.file), p.reason, line)
+		}
+	}
 }
 
 // TestFederationDeduplication is issue 5's de-duplication acceptance: 20

@@ -2,24 +2,37 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crffd/crffd/certs"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/plugins/transport"
 )
 
 // TestTransportSpool runs a coordinator and a site as spool transport
-// plugin processes sharing a temporary directory: envelopes arrive in
-// order both ways, and no file, partial or whole, is left behind.
+// plugin processes sharing a temporary directory, signing their files with
+// the federation's certificates: envelopes arrive in order both ways, and
+// no file, partial or whole, is left behind. Without certificate files the
+// plugin refuses to start unless told to run unsigned.
 func TestTransportSpool(t *testing.T) {
 	dir := t.TempDir()
+	pki := federationPKI(t)
 	opts := func() map[string]string { return map[string]string{"dir": dir, "poll": "10ms"} }
-	coord, _ := mustOpenTransport(t, "spool", transport.Config{Name: "coordinator", Role: transport.RoleCoordinator, Options: opts()})
-	site, _ := mustOpenTransport(t, "spool", transport.Config{Name: "site-a", Role: transport.RoleSite, Options: opts()})
+	config := func(name string, role transport.Role) transport.Config {
+		return transport.Config{Name: name, Role: role, CoordinatorName: "coordinator", TLS: certs.FilesIn(pki, name), Options: opts()}
+	}
+	unsigned := config("site-b", transport.RoleSite)
+	unsigned.TLS = certs.Files{}
+	if _, _, err := openTransport(t, "spool", unsigned); !errors.Is(err, transport.ErrConfig) || !strings.Contains(err.Error(), "federation.tls.ca") {
+		t.Errorf("spool without certificate files: %v, want ErrConfig naming federation.tls.ca", err)
+	}
+	coord, _ := mustOpenTransport(t, "spool", config("coordinator", transport.RoleCoordinator))
+	site, _ := mustOpenTransport(t, "spool", config("site-a", transport.RoleSite))
 	coordIn, siteIn := inbox(t, coord), inbox(t, site)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -24,8 +24,8 @@ import (
 var federationSettings = []setting{
 	{"federation.coordinator", "coordinator", "the coordinator's federation name (the common name of its certificate)"},
 	{"federation.address", "", "the coordinator's host:port: where the coordinator listens (port 0 picks one) and where sites dial; a site with an address or transport options takes part in a federation"},
-	{"federation.transport", "grpc", "transport plugin: crff-transport-<name> in plugin_dir (grpc: mutual TLS; spool: files in a shared directory)"},
-	{"federation.transport_options", map[string]string{}, "the transport's options, e.g. dir: SPOOL_DIR for spool, capture: FILE to record every envelope carried (paths are relative to the configuration file)"},
+	{"federation.transport", "grpc", "transport plugin: crff-transport-<name> in plugin_dir (grpc: mutual TLS; spool: files in a shared directory, each signed with the sender's certificate key)"},
+	{"federation.transport_options", map[string]string{}, "the transport's options, e.g. dir: SPOOL_DIR for spool (and unsigned: \"true\" to run it without certificates, trusting the folder's permissions alone), capture: FILE to record every envelope carried (paths are relative to the configuration file)"},
 	{"federation.tls.ca", "", "the federation CA certificate (ca.crt, from crffd certs init)"},
 	{"federation.tls.cert", "", "this daemon's certificate (NAME.crt, from crffd certs issue NAME)"},
 	{"federation.tls.key", "", "this daemon's private key (NAME.key)"},

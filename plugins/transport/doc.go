@@ -41,5 +41,6 @@
 // Two transports are built in: crff-transport-grpc (package grpcnet:
 // sites dial the coordinator over mutual TLS and hold a bidirectional
 // stream) and crff-transport-spool (package spool: envelopes as files in a
-// shared directory).
+// shared directory, each signed with the sender's certificate key). Both
+// authenticate senders with the certificates of Config.TLS.
 package transport

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crffd/crffd/certs"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/plugins/transport"
 )
@@ -21,6 +22,11 @@ const (
 	OptionDir     = "dir"
 	OptionPoll    = "poll"
 	OptionArchive = "archive"
+	// OptionUnsigned, when true, runs the transport without certificates:
+	// files are bare envelopes, neither signed nor checked, and only the
+	// folder's permissions say who wrote them. Without it the transport
+	// needs transport.Config.TLS.
+	OptionUnsigned = "unsigned"
 )
 
 // Defaults and file names.
@@ -46,8 +52,11 @@ type Transport struct {
 	poll    time.Duration
 	archive bool
 	capture *transport.Capture
-	stamp   int64  // last time stamp used in a file name
-	seq     uint64 // last sequence number used in a file name
+	// rel holds this daemon's certificate, key, federation CA and
+	// revocation list, following their files; nil with OptionUnsigned.
+	rel   *certs.Reloader
+	stamp int64  // last time stamp used in a file name
+	seq   uint64 // last sequence number used in a file name
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -60,14 +69,18 @@ func New(log *slog.Logger) *Transport {
 	return &Transport{log: log}
 }
 
-// Configure checks the options and creates this daemon's inbox.
+// Configure checks the options, loads the certificate files (unless
+// OptionUnsigned) and creates this daemon's inbox. The certificate must
+// name cfg.Name and be of cfg.Role; the files are followed from then on
+// (certs.Reloader), so that a renewed certificate signs the next file and
+// a new revocation list applies to the next file read.
 func (t *Transport) Configure(_ context.Context, cfg transport.Config) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cfg != nil {
 		return "", fmt.Errorf("spool transport: configured already: %w", transport.ErrConfig)
 	}
-	poll, archive := DefaultPoll, false
+	poll, archive, unsigned := DefaultPoll, false, false
 	for k, v := range cfg.Options {
 		var err error
 		switch k {
@@ -79,6 +92,8 @@ func (t *Transport) Configure(_ context.Context, cfg transport.Config) (string, 
 			}
 		case OptionArchive:
 			archive, err = strconv.ParseBool(v)
+		case OptionUnsigned:
+			unsigned, err = strconv.ParseBool(v)
 		default:
 			err = errors.New("unknown option")
 		}
@@ -93,6 +108,18 @@ func (t *Transport) Configure(_ context.Context, cfg transport.Config) (string, 
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return "", fmt.Errorf("spool transport: %s=%q is not a directory: %w", OptionDir, dir, transport.ErrConfig)
 	}
+	var rel *certs.Reloader
+	if unsigned {
+		if cfg.TLS != (certs.Files{}) {
+			return "", fmt.Errorf("spool transport: option %s=true, but certificate files are given (transport.Config.TLS, federation.tls): "+
+				"drop the option to sign and check every file, or the files to run unsigned: %w", OptionUnsigned, transport.ErrConfig)
+		}
+	} else {
+		var err error
+		if rel, err = t.loadIdentity(cfg); err != nil {
+			return "", err
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(dir, cfg.Name), dirMode); err != nil {
 		return "", fmt.Errorf("spool transport: create inbox: %w: %w", transport.ErrConfig, err)
 	}
@@ -100,8 +127,78 @@ func (t *Transport) Configure(_ context.Context, cfg transport.Config) (string, 
 	if err != nil {
 		return "", err
 	}
-	t.cfg, t.dir, t.poll, t.archive, t.capture = &cfg, dir, poll, archive, capture
+	if unsigned {
+		t.log.Warn("spool transport runs unsigned: files are neither signed nor checked, and only the folder's permissions say who wrote them",
+			slog.String(transport.LogKeyPath, dir))
+	}
+	t.cfg, t.dir, t.poll, t.archive, t.capture, t.rel = &cfg, dir, poll, archive, capture, rel
 	return "", nil
+}
+
+// loadIdentity loads the daemon's certificate files and checks that the
+// certificate is this daemon's, of its role.
+func (t *Transport) loadIdentity(cfg transport.Config) (*certs.Reloader, error) {
+	for _, f := range []struct{ path, field, key string }{
+		{cfg.TLS.CA, "CA", "federation.tls.ca"},
+		{cfg.TLS.Cert, "Cert", "federation.tls.cert"},
+		{cfg.TLS.Key, "Key", "federation.tls.key"},
+	} {
+		if f.path == "" {
+			return nil, fmt.Errorf("spool transport: no TLS.%s file (%s): the spool signs every file with the daemon's key and checks "+
+				"every file it reads against the federation CA; give the daemon's certificate files, or set option %s=true to trust "+
+				"the folder's permissions alone: %w", f.field, f.key, OptionUnsigned, transport.ErrConfig)
+		}
+	}
+	rel, err := certs.NewReloader(cfg.TLS, func(id *certs.Identity, err error) { logReload(t.log, cfg.TLS, id, err) })
+	if err != nil {
+		return nil, fmt.Errorf("spool transport: %w: %w", transport.ErrConfig, err)
+	}
+	id := rel.Identity()
+	if id.Name != cfg.Name {
+		return nil, fmt.Errorf("spool transport: certificate %s names %q, but this daemon is configured as %q: %w",
+			cfg.TLS.Cert, id.Name, cfg.Name, transport.ErrConfig)
+	}
+	if err := id.Can(certRole(cfg.Role)); err != nil {
+		return nil, fmt.Errorf("spool transport: %s: %w: %w", cfg.TLS.Cert, transport.ErrConfig, err)
+	}
+	if cfg.Role == transport.RoleSite && cfg.CoordinatorName == "" {
+		return nil, fmt.Errorf("spool transport: no coordinator name: a site must know whose signature to accept: %w", transport.ErrConfig)
+	}
+	return rel, nil
+}
+
+// certRole returns the certificate role of a daemon role.
+func certRole(r transport.Role) certs.Role {
+	if r == transport.RoleCoordinator {
+		return certs.RoleCoordinator
+	}
+	return certs.RoleSite
+}
+
+// logReload logs what the certs.Reloader reports: at level warn, which the
+// daemon shows, a certificate now in use, and at level error files that
+// cannot be used.
+func logReload(log *slog.Logger, f certs.Files, id *certs.Identity, err error) {
+	if err != nil {
+		log.Error("certificate files changed but cannot be used; the previous certificate stays in use until they are fixed",
+			slog.String(transport.LogKeyPath, f.Cert), slog.String(transport.LogKeyError, err.Error()))
+		return
+	}
+	log.Warn("certificate files changed: using the new certificate", slog.String(transport.LogKeyPath, f.Cert),
+		slog.String(transport.LogKeySerial, id.Leaf.SerialNumber.Text(16)),
+		slog.String(transport.LogKeyExpires, id.Leaf.NotAfter.UTC().Format(time.RFC3339)))
+}
+
+// identity returns the daemon's current certificate material, or nil when
+// the transport runs unsigned.
+func (t *Transport) identity() *certs.Identity {
+	t.mu.Lock()
+	rel := t.rel
+	t.mu.Unlock()
+	if rel == nil {
+		return nil
+	}
+	return rel.Identity()
 }
 
 func (t *Transport) config() (transport.Config, error) {
@@ -169,13 +266,19 @@ func (t *Transport) Send(ctx context.Context, e *wire.Envelope) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", transport.ErrEnvelope, err)
 	}
+	file := b
+	if id := t.identity(); id != nil {
+		if file, err = SignFile(id.Certificate, b); err != nil {
+			return fmt.Errorf("spool transport: to %q: %w", e.Recipient, err)
+		}
+	}
 	inbox := filepath.Join(t.dir, e.Recipient) // a federation name is a safe path element
 	if err := os.MkdirAll(inbox, dirMode); err != nil {
 		return fmt.Errorf("spool transport: inbox of %q: %w: %w", e.Recipient, transport.ErrUnavailable, err)
 	}
 	stamp, seq := t.next()
 	final := filepath.Join(inbox, fileName(stamp, e.Sender, seq))
-	if err := writeAtomic(inbox, final, b); err != nil {
+	if err := writeAtomic(inbox, final, file); err != nil {
 		return fmt.Errorf("spool transport: deliver to %q: %w: %w", e.Recipient, transport.ErrUnavailable, err)
 	}
 	if err := t.capture.Record(transport.Sent, b); err != nil {
