@@ -46,8 +46,8 @@ func (c *coordinator) train(ctx context.Context) error {
 				return err
 			}
 			for s := range outs {
-				if outs[s], err = decodeGradient(setup, kind, s, got[s][wire.KindGradient], ins[s].Round); err != nil {
-					return fmt.Errorf("site %s: %w", c.cfg.Sites[s], err)
+				if outs[s], err = decodeGradient(setup, kind, s, got[s][wire.KindGradient], ins[s].Round, c.siteRows(s)); err != nil {
+					return &SitesError{Sites: []string{c.cfg.Sites[s]}, Err: fmt.Errorf("site %s: %w", c.cfg.Sites[s], err)}
 				}
 			}
 			if _, err := co.Update(outs); err != nil {
@@ -94,8 +94,19 @@ func (c *coordinator) save(ctx context.Context) error {
 	return nil
 }
 
-// decodeGradient reads a site's gradient envelope.
-func decodeGradient(setup *estimator.Setup, kind estimator.Kind, site int, e *wire.Envelope, round int) (*estimator.SiteOutput, error) {
+// siteRows returns the rows site s kept after de-duplication (its hello's
+// count, less the rows the verdict left out): the most any of its answers
+// may sum over.
+func (c *coordinator) siteRows(s int) int {
+	if s < len(c.st.Rows) {
+		return c.st.Rows[s]
+	}
+	return 1 << 52 // a state saved before the count was kept: what integer allows
+}
+
+// decodeGradient reads a site's gradient envelope, computed over at most
+// most rows (coordinator.siteRows).
+func decodeGradient(setup *estimator.Setup, kind estimator.Kind, site int, e *wire.Envelope, round, most int) (*estimator.SiteOutput, error) {
 	g, err := matrices(e, pGrads)
 	if err != nil {
 		return nil, err
@@ -111,6 +122,11 @@ func decodeGradient(setup *estimator.Setup, kind estimator.Kind, site int, e *wi
 	rows, err := integer(e, tRows)
 	if err != nil {
 		return nil, err
+	}
+	// The rows set how many rounds the model trains for with
+	// mini-batches (estimator.Config.RoundsFor).
+	if rows > most {
+		return nil, fmt.Errorf("%w: %s gradient over %d rows, more than the site's %d", ErrProtocol, kind, rows, most)
 	}
 	return &estimator.SiteOutput{Model: kind, Round: round, Site: site, Rows: rows, Loss: loss, Grads: g, Shared: sh}, nil
 }
