@@ -35,9 +35,7 @@ func (c *coordinator) train(ctx context.Context) error {
 			c.step++
 			env := make([]*wire.Envelope, m)
 			for s, in := range ins {
-				ts := append(wire.Matrices(pWeights, in.Weights), wire.Vectors(pShared, in.Shared)...)
-				ts = append(ts, wire.Scalar(tRound, float64(in.Round)), wire.Scalar(tNoise, float64(in.Noise)))
-				if env[s], err = c.envelope(c.cfg.Sites[s], model, wire.KindWeights, ts); err != nil {
+				if env[s], err = c.weightsFor(s, model, in); err != nil {
 					return err
 				}
 			}
@@ -82,6 +80,14 @@ func (c *coordinator) train(ctx context.Context) error {
 			slog.Duration("took", took.Round(time.Millisecond)), slog.Duration("per_round", perRound.Round(10*time.Microsecond)))
 	}
 	return nil
+}
+
+// weightsFor is the weights envelope of a training round of model (its
+// envelope name, modelName) to site s at the current step.
+func (c *coordinator) weightsFor(s int, model string, in *estimator.SiteInput) (*wire.Envelope, error) {
+	ts := append(wire.Matrices(pWeights, in.Weights), wire.Vectors(pShared, in.Shared)...)
+	ts = append(ts, wire.Scalar(tRound, float64(in.Round)), wire.Scalar(tNoise, float64(in.Noise)))
+	return c.envelope(c.cfg.Sites[s], model, wire.KindWeights, ts)
 }
 
 func (c *coordinator) save(ctx context.Context) error {

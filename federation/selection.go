@@ -422,11 +422,7 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	}
 	st := c.st.Selected
 	c.step++
-	ts := candidateTensors(st.Candidates)
-	for i, est := range st.Estimators {
-		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pCand, i), est)...)
-	}
-	out, err := c.finalEnvelopes(append(ts, wire.Scalar(tSelectStage, 2))...)
+	out, err := c.finalEnvelopes(st.lossTensors()...)
 	if err != nil {
 		return err
 	}
@@ -480,6 +476,16 @@ func (c *coordinator) finalEnvelopes(extra ...wire.Tensor) ([]*wire.Envelope, er
 		out[s] = e
 	}
 	return out, nil
+}
+
+// lossTensors are what the final weights of stage 2 add: the candidates
+// and their estimators, whose held-out losses the sites answer.
+func (st *SelectState) lossTensors() []wire.Tensor {
+	ts := candidateTensors(st.Candidates)
+	for i, est := range st.Estimators {
+		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pCand, i), est)...)
+	}
+	return append(ts, wire.Scalar(tSelectStage, 2))
 }
 
 // choiceTensors are what the final weights of the ATE step add when the run
