@@ -246,9 +246,9 @@ func script(t testing.TB, build ...func() (*wire.Envelope, error)) []*wire.Envel
 	return out
 }
 
-// runScripted runs site cfg on the script of envelopes and returns its
-// error and what it sent. The site must end before ctx does.
-func runScripted(ctx context.Context, t *testing.T, cfg SiteConfig, es []*wire.Envelope) (error, []*wire.Envelope) {
+// runScripted runs site cfg on the script of envelopes and returns what
+// it sent and its error. The site must end before ctx does.
+func runScripted(ctx context.Context, t *testing.T, cfg SiteConfig, es []*wire.Envelope) ([]*wire.Envelope, error) {
 	t.Helper()
 	conn, err := newScriptConn(es)
 	if err != nil {
@@ -258,7 +258,7 @@ func runScripted(ctx context.Context, t *testing.T, cfg SiteConfig, es []*wire.E
 	if ctx.Err() != nil {
 		t.Fatalf("site still running when the test's time ran out: %v", err)
 	}
-	return err, conn.envelopes()
+	return conn.envelopes(), err
 }
 
 // TestSiteRefusesCountsBeyondItsLimits: a count in a coordinator's
@@ -340,7 +340,7 @@ func TestSiteRefusesCountsBeyondItsLimits(t *testing.T) {
 					sc.Identities = append(sc.Identities, IdentityHMAC([]byte("s"), []string{fmt.Sprint(i)}))
 				}
 			}
-			err, sent := runScripted(ctx, t, sc, tc.script())
+			sent, err := runScripted(ctx, t, sc, tc.script())
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("site: %v, want %v saying %q", err, tc.want, tc.msg)
 			}
