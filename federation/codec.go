@@ -124,6 +124,12 @@ func (r refusal) String() string {
 	return fmt.Sprintf("for a reason this coordinator does not know (code %d)", int(r))
 }
 
+// MaxCovariates is the most covariates a run may have: a coordinator
+// refuses a site's hello with more, before it allocates anything for them
+// (it draws base frequencies for every covariate). It is twice the columns
+// SQLite allows a site's table by default.
+const MaxCovariates = 4096
+
 // Tensor and digest-list names. They are part of the protocol.
 const (
 	tSiteIndex     = "site.index"

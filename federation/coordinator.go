@@ -389,6 +389,9 @@ func (c *coordinator) run(ctx context.Context) (*Result, error) {
 		if len(c.st.Trained) != c.st.Kind || c.st.Kind > c.st.models() {
 			return nil, fmt.Errorf("checkpoint of run %s is inconsistent: %d models trained, model %d in training", c.st.RunID, len(c.st.Trained), c.st.Kind)
 		}
+		if err := c.st.checkResumable(len(c.cfg.Sites), c.cfg.Config); err != nil {
+			return nil, fmt.Errorf("checkpoint of run %s: %w", c.st.RunID, err)
+		}
 		if f := c.st.Finish; f != nil {
 			if c.st.Kind != c.st.models() {
 				return nil, fmt.Errorf("checkpoint of run %s is inconsistent: finishing with model %d in training", c.st.RunID, c.st.Kind)

@@ -162,8 +162,13 @@ func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
 	}
 	f := &FinishState{LocalATE: make([]float64, m), AIPW: make([]inference.Sums, m), Clipped: make([]int, m), Done: make([]bool, m)}
 	for s, name := range c.cfg.Sites {
-		if f.LocalATE[s], f.AIPW[s], f.Clipped[s], err = decodeLocal(got[s][wire.KindATE]); err != nil {
-			return nil, fmt.Errorf("site %s: %w", name, err)
+		if f.LocalATE[s], f.AIPW[s], f.Clipped[s], err = decodeLocal(got[s][wire.KindATE]); err == nil && f.AIPW[s].N > c.siteRows(s) {
+			// The sites are sent the sum of the counts, which must stay
+			// a count they read.
+			err = fmt.Errorf("%w: local ATE over %d rows, more than the site's %d", ErrProtocol, f.AIPW[s].N, c.siteRows(s))
+		}
+		if err != nil {
+			return nil, &SitesError{Sites: []string{name}, Err: fmt.Errorf("site %s: %w", name, err)}
 		}
 	}
 	return f, nil

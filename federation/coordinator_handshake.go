@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 
 	"github.com/crffd/crffd/estimator"
@@ -35,7 +36,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 		h := got[s][wire.KindHello]
 		schema, cols, mo, omega, err := decodeHello(h)
 		if err != nil {
-			return fmt.Errorf("site %s: %w", name, err)
+			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("site %s: %w", name, err)}
 		}
 		if s == 0 {
 			c.st.Schema, ref, fp = schema, cols, omega
@@ -202,6 +203,10 @@ func decodeHello(e *wire.Envelope) (estimator.Schema, wire.DigestList, estimator
 	if err != nil {
 		return schema, wire.DigestList{}, mo, fp, err
 	}
+	// The covariates size the base frequencies the coordinator draws.
+	if len(bin) > MaxCovariates {
+		return schema, wire.DigestList{}, mo, fp, fmt.Errorf("%w: hello of %d covariates, more than the protocol's %d", ErrProtocol, len(bin), MaxCovariates)
+	}
 	schema.Binary = make([]bool, len(bin))
 	for j, v := range bin {
 		schema.Binary[j] = v != 0
@@ -226,6 +231,9 @@ func decodeHello(e *wire.Envelope) (estimator.Schema, wire.DigestList, estimator
 	lg, err := vector(e, tMomentsLog, 3)
 	if err != nil {
 		return schema, cols, mo, fp, err
+	}
+	if p := lg[0]; p < 0 || p != math.Trunc(p) || p > float64(mo.N) {
+		return schema, cols, mo, fp, fmt.Errorf("%w: hello counts %v positive outcomes of %d rows", ErrProtocol, p, mo.N)
 	}
 	mo.Positive, mo.LogSum, mo.LogSumSq = int(lg[0]), lg[1], lg[2]
 	om, ok := e.DigestList(dOmega0)

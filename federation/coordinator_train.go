@@ -35,9 +35,7 @@ func (c *coordinator) train(ctx context.Context) error {
 			c.step++
 			env := make([]*wire.Envelope, m)
 			for s, in := range ins {
-				ts := append(wire.Matrices(pWeights, in.Weights), wire.Vectors(pShared, in.Shared)...)
-				ts = append(ts, wire.Scalar(tRound, float64(in.Round)), wire.Scalar(tNoise, float64(in.Noise)))
-				if env[s], err = c.envelope(c.cfg.Sites[s], model, wire.KindWeights, ts); err != nil {
+				if env[s], err = c.weightsFor(s, model, in); err != nil {
 					return err
 				}
 			}
@@ -46,8 +44,8 @@ func (c *coordinator) train(ctx context.Context) error {
 				return err
 			}
 			for s := range outs {
-				if outs[s], err = decodeGradient(setup, kind, s, got[s][wire.KindGradient], ins[s].Round); err != nil {
-					return fmt.Errorf("site %s: %w", c.cfg.Sites[s], err)
+				if outs[s], err = decodeGradient(setup, kind, s, got[s][wire.KindGradient], ins[s].Round, c.siteRows(s)); err != nil {
+					return &SitesError{Sites: []string{c.cfg.Sites[s]}, Err: fmt.Errorf("site %s: %w", c.cfg.Sites[s], err)}
 				}
 			}
 			if _, err := co.Update(outs); err != nil {
@@ -84,6 +82,14 @@ func (c *coordinator) train(ctx context.Context) error {
 	return nil
 }
 
+// weightsFor is the weights envelope of a training round of model (its
+// envelope name, modelName) to site s at the current step.
+func (c *coordinator) weightsFor(s int, model string, in *estimator.SiteInput) (*wire.Envelope, error) {
+	ts := append(wire.Matrices(pWeights, in.Weights), wire.Vectors(pShared, in.Shared)...)
+	ts = append(ts, wire.Scalar(tRound, float64(in.Round)), wire.Scalar(tNoise, float64(in.Noise)))
+	return c.envelope(c.cfg.Sites[s], model, wire.KindWeights, ts)
+}
+
 func (c *coordinator) save(ctx context.Context) error {
 	if c.cfg.Checkpoints == nil {
 		return nil
@@ -94,8 +100,19 @@ func (c *coordinator) save(ctx context.Context) error {
 	return nil
 }
 
-// decodeGradient reads a site's gradient envelope.
-func decodeGradient(setup *estimator.Setup, kind estimator.Kind, site int, e *wire.Envelope, round int) (*estimator.SiteOutput, error) {
+// siteRows returns the rows site s kept after de-duplication (its hello's
+// count, less the rows the verdict left out): the most any of its answers
+// may sum over.
+func (c *coordinator) siteRows(s int) int {
+	if s < len(c.st.Rows) {
+		return c.st.Rows[s]
+	}
+	return 1 << 52 // a state saved before the count was kept: what integer allows
+}
+
+// decodeGradient reads a site's gradient envelope, computed over at most
+// most rows (coordinator.siteRows).
+func decodeGradient(setup *estimator.Setup, kind estimator.Kind, site int, e *wire.Envelope, round, most int) (*estimator.SiteOutput, error) {
 	g, err := matrices(e, pGrads)
 	if err != nil {
 		return nil, err
@@ -111,6 +128,11 @@ func decodeGradient(setup *estimator.Setup, kind estimator.Kind, site int, e *wi
 	rows, err := integer(e, tRows)
 	if err != nil {
 		return nil, err
+	}
+	// The rows set how many rounds the model trains for with
+	// mini-batches (estimator.Config.RoundsFor).
+	if rows > most {
+		return nil, fmt.Errorf("%w: %s gradient over %d rows, more than the site's %d", ErrProtocol, kind, rows, most)
 	}
 	return &estimator.SiteOutput{Model: kind, Round: round, Site: site, Rows: rows, Loss: loss, Grads: g, Shared: sh}, nil
 }

@@ -83,6 +83,26 @@
 // global-ate step (a site rejoining there with another row count), where it
 // takes a done of any status for the site's confirmation.
 //
+// # Counts from peers
+//
+// Every count an envelope or a checkpoint carries that sizes an
+// allocation or a loop is checked before anything is allocated for it.
+// A site checks a run's hello against its Limits: the configuration's
+// sizes, the site count (Limits.Sites), the kernels (Limits.Kernels), and
+// later model selection's candidates (Limits.Candidates) and an ensemble's
+// members; it refuses with ErrLimit, and the reason code tells the
+// coordinator, or with ErrProtocol for a verdict that leaves out more rows
+// than it has or a weight block of the wrong shape. The errors name the
+// count and the limit. A coordinator refuses a site whose hello has more
+// than MaxCovariates covariates, and whose answers count more rows than
+// the site kept (a gradient's rows set how many rounds a model with
+// mini-batches trains) or hold statistics of another feature count, with a
+// SitesError naming it; it checks a checkpoint's sites, covariates, sizes
+// and indices before it resumes. Package wire bounds every envelope
+// (wire.MaxEnvelopeBytes, wire.MaxTensors) and refuses values that are
+// not finite. FuzzSite and FuzzCoordinator drive both roles with hostile
+// envelopes.
+//
 // # Crashes
 //
 // The coordinator saves a State (what the handshake agreed, the finished

@@ -101,8 +101,24 @@ func kernelTensors(run string, names []string) []wire.Tensor {
 }
 
 // decodeKernels reads the kernels a hello names: the run's ("" when it
-// names none) and the further ones, in order of their index.
-func decodeKernels(e *wire.Envelope) (string, []string, error) {
+// names none) and the further ones, in order of their index. A hello that
+// names more than most kernels (Limits.Kernels, the site's own included) is
+// refused before they are read.
+func decodeKernels(e *wire.Envelope, most int) (string, []string, error) {
+	// The run's kernels: those named, and the site's own when the hello
+	// does not name the run's (index 0).
+	kernels := 1
+	for _, t := range e.Tensors() {
+		if strings.HasPrefix(t.Name, tKernelPrefix) {
+			if v, err := t.Scalar(); err == nil && v == 0 {
+				kernels--
+			}
+			kernels++
+		}
+	}
+	if kernels > most {
+		return "", nil, overLimit("kernel count", kernels, most, "kernels")
+	}
 	byIndex := map[int]string{}
 	for _, t := range e.Tensors() {
 		name, ok := strings.CutPrefix(t.Name, tKernelPrefix)
@@ -118,7 +134,7 @@ func decodeKernels(e *wire.Envelope) (string, []string, error) {
 		}
 		byIndex[int(v)] = name
 	}
-	run, named := byIndex[0]
+	run, own := byIndex[0]
 	delete(byIndex, 0)
 	names := make([]string, len(byIndex))
 	for j := range names {
@@ -128,7 +144,7 @@ func decodeKernels(e *wire.Envelope) (string, []string, error) {
 		}
 		names[j] = name
 	}
-	if !named {
+	if !own {
 		run = ""
 	}
 	return run, names, nil
@@ -158,7 +174,7 @@ func (s *site) openKernels(ctx context.Context, run string, names []string) ([]e
 		return nil, nil, fmt.Errorf("%w: further kernels in a run that selects no model", ErrProtocol)
 	}
 	if most := s.cfg.Limits.orDefault().Kernels; len(names)+1 > most {
-		return nil, nil, fmt.Errorf("%w: the run chooses among %d kernels, more than the %d this site trains (limits.kernels)", ErrLimit, len(names)+1, most)
+		return nil, nil, overLimit("kernel count", len(names)+1, most, "kernels")
 	}
 	if s.cfg.Kernels == nil {
 		return nil, nil, fmt.Errorf("%w: the run chooses among the kernels %s and %s, and site %s trains its own alone (kernel.name auto at the site trains the kernels it has)",

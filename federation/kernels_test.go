@@ -240,11 +240,11 @@ func TestDecodeKernels(t *testing.T) {
 		}
 		return e
 	}
-	run, names, err := decodeKernels(hello(kernelTensors("gaussian", []string{"matern(nu=0.5)", "laplacian"})...))
+	run, names, err := decodeKernels(hello(kernelTensors("gaussian", []string{"matern(nu=0.5)", "laplacian"})...), 8)
 	if err != nil || run != "gaussian" || !slices.Equal(names, []string{"matern(nu=0.5)", "laplacian"}) {
 		t.Errorf("round trip: %q, %v, %v", run, names, err)
 	}
-	if run, names, err := decodeKernels(hello()); err != nil || run != "" || len(names) != 0 {
+	if run, names, err := decodeKernels(hello(), 8); err != nil || run != "" || len(names) != 0 {
 		t.Errorf("no kernels: %q, %v, %v", run, names, err)
 	}
 	for _, bad := range [][]wire.Tensor{
@@ -256,7 +256,7 @@ func TestDecodeKernels(t *testing.T) {
 		{wire.Scalar(tKernelPrefix, 1)},
 		{wire.Vector(tKernelPrefix+"a", []float64{1, 2})},
 	} {
-		if _, _, err := decodeKernels(hello(bad...)); !errors.Is(err, ErrProtocol) {
+		if _, _, err := decodeKernels(hello(bad...), 8); !errors.Is(err, ErrProtocol) {
 			t.Errorf("%v: %v, want ErrProtocol", bad, err)
 		}
 	}

@@ -22,7 +22,13 @@ var ErrBudget = errors.New("beyond the site's privacy budget")
 // configuration of a run's hello against them before it computes anything
 // from its rows, and counts the rounds it answers, so that a coordinator
 // cannot size the site's allocations, nor ask for as many gradients as it
-// likes. Zero fields take DefaultLimits' values.
+// likes. Every count an envelope carries that sizes what the site
+// allocates or loops over is checked against one of them, or against the
+// site's own rows, before the site allocates: the sites of a run (Sites),
+// the kernels (Kernels), model selection's candidates (Candidates) and an
+// ensemble's members, the rows a dedup-verdict leaves out, and the shape
+// of every weight block (the run's configuration, checked here, sets
+// them). Zero fields take DefaultLimits' values.
 type Limits struct {
 	Features int // most random frequencies D per feature map
 	Latent   int // most latent dimensions dz
@@ -43,6 +49,13 @@ type Limits struct {
 	// asks three models of each, every one a new set of gradients of the
 	// site's rows.
 	Kernels int
+	// Sites is the most sites a run may have: the site keeps every
+	// site's name and its row of each model's transfer matrix.
+	Sites int
+	// Candidates is the most candidates of model selection the site
+	// scores in a run: it holds each candidate's CATE of every kept
+	// row, and sums over every pair of candidates.
+	Candidates int
 	// Transfers are the transfer modes the site takes part in; empty
 	// allows all three.
 	Transfers []estimator.Transfer
@@ -52,9 +65,11 @@ type Limits struct {
 // leaves a field zero. They are far above the defaults and every
 // configuration of the benchmarks, and low enough that no allocation they
 // permit exhausts a site's memory: D ≤ 4096 and dz ≤ 512 give weight
-// blocks of at most 8192×512.
+// blocks of at most 8192×512, and 64 candidates a run of 8 kernels and
+// 23 ridge penalties, whose CATEs take 512 bytes per kept row.
 func DefaultLimits() Limits {
-	return Limits{Features: 4096, Latent: 512, Draws: 64, Samples: 10000, MHSteps: 1000, Folds: 20, Rounds: 100000, MinBatch: 256, Kernels: 8}
+	return Limits{Features: 4096, Latent: 512, Draws: 64, Samples: 10000, MHSteps: 1000, Folds: 20, Rounds: 100000, MinBatch: 256, Kernels: 8,
+		Sites: 1000, Candidates: 64}
 }
 
 // orDefault returns l with each zero field set to DefaultLimits' value.
@@ -63,6 +78,7 @@ func (l Limits) orDefault() Limits {
 	for _, f := range []struct{ v, d *int }{
 		{&l.Features, &d.Features}, {&l.Latent, &d.Latent}, {&l.Draws, &d.Draws}, {&l.Samples, &d.Samples},
 		{&l.MHSteps, &d.MHSteps}, {&l.Folds, &d.Folds}, {&l.Rounds, &d.Rounds}, {&l.MinBatch, &d.MinBatch}, {&l.Kernels, &d.Kernels},
+		{&l.Sites, &d.Sites}, {&l.Candidates, &d.Candidates},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.d
@@ -98,6 +114,13 @@ func (l Limits) check(cfg estimator.Config, rows int) error {
 		return fmt.Errorf("%w: %s", ErrLimit, strings.Join(over, ", "))
 	}
 	return nil
+}
+
+// overLimit is the ErrLimit error of a run that asks for n of what, more
+// than the most that the site's limits.<key> allows. It names the count
+// and the limit, as check does for the configuration.
+func overLimit(what string, n, most int, key string) error {
+	return fmt.Errorf("%w: %s %d > %d (limits.%s)", ErrLimit, what, n, most, key)
 }
 
 // roundLimit returns the most rounds of one model the site answers in a

@@ -162,9 +162,10 @@ func statsTensors(st selection.Stats) []wire.Tensor {
 	return ts
 }
 
-// decodeStats reads a stats envelope; dr says whether it must hold the
-// DR-learner's statistics.
-func decodeStats(e *wire.Envelope, dr bool) (selection.Stats, error) {
+// decodeStats reads a stats envelope over features features (the reference
+// model's outcome features, which size the pooled statistics); dr says
+// whether it must hold the DR-learner's statistics.
+func decodeStats(e *wire.Envelope, dr bool, features int) (selection.Stats, error) {
 	var st selection.Stats
 	for i, name := range statsNames {
 		if i == 2 && !dr {
@@ -176,6 +177,9 @@ func decodeStats(e *wire.Envelope, dr bool) (selection.Stats, error) {
 			return st, err
 		}
 		n := len(featSum)
+		if n != features {
+			return st, fmt.Errorf("%w: %s statistics of %d features, the model has %d", ErrProtocol, name, n, features)
+		}
 		r := &estimator.RidgeStats{P: n, FeatSum: featSum}
 		if r.N, err = scalar(e, p+"n"); err != nil {
 			return st, err
@@ -188,9 +192,6 @@ func decodeStats(e *wire.Envelope, dr bool) (selection.Stats, error) {
 		}
 		if r.Moment, err = vector(e, p+"moment", n); err != nil {
 			return st, err
-		}
-		if i > 0 && n != st.Arms[0].P {
-			return st, fmt.Errorf("%w: stats of %d and %d features", ErrProtocol, st.Arms[0].P, n)
 		}
 		if i < 2 {
 			st.Arms[i] = r
@@ -264,6 +265,10 @@ func decodeEnsemble(e *wire.Envelope, cands []selection.Candidate) (selection.Es
 	if len(members) == 0 {
 		return est, fmt.Errorf("%w: an ensemble without members", ErrProtocol)
 	}
+	if len(members) >= len(cands) {
+		// The ensemble is a candidate itself, and no member.
+		return est, fmt.Errorf("%w: an ensemble of %d members among %d candidates", ErrProtocol, len(members), len(cands))
+	}
 	for j, v := range members {
 		i := int(v)
 		if v != math.Trunc(v) || i < 0 || i >= len(cands) || cands[i].Kind == selection.KindEnsemble || cands[i].Member {
@@ -292,11 +297,16 @@ func candidateTensors(cands []selection.Candidate) []wire.Tensor {
 }
 
 // decodeCandidates reads the candidates' kinds, penalties and kernels,
-// naming them with kernels, the names of the run's kernels by index.
-func decodeCandidates(e *wire.Envelope, kernels []string) ([]selection.Candidate, error) {
+// naming them with kernels, the names of the run's kernels by index. More
+// than most candidates (Limits.Candidates) are refused before anything is
+// allocated for them.
+func decodeCandidates(e *wire.Envelope, kernels []string, most int) ([]selection.Candidate, error) {
 	kinds, err := vector(e, tCandKind, -1)
 	if err != nil {
 		return nil, err
+	}
+	if len(kinds) > most {
+		return nil, overLimit("candidate count", len(kinds), most, "candidates")
 	}
 	ridge, err := vector(e, tCandRidge, len(kinds))
 	if err != nil {
@@ -333,8 +343,9 @@ func siteSumsTensors(s selection.SiteSums) []wire.Tensor {
 		wire.Vector(tCentreCATE, s.Centre.CATE)}
 }
 
-// decodeSiteSums reads a site's answer to stage 2 for c candidates.
-func decodeSiteSums(e *wire.Envelope, c int) (selection.SiteSums, error) {
+// decodeSiteSums reads a site's answer to stage 2 for c candidates, from
+// a site of rows kept rows, which bound its counts.
+func decodeSiteSums(e *wire.Envelope, c, rows int) (selection.SiteSums, error) {
 	out := selection.SiteSums{Pairs: selection.Pairs{C: c}}
 	var err error
 	for _, f := range []struct {
@@ -347,6 +358,9 @@ func decodeSiteSums(e *wire.Envelope, c int) (selection.SiteSums, error) {
 		}
 		if f.count && (*f.v < 0 || *f.v != math.Trunc(*f.v)) {
 			return out, fmt.Errorf("%w: %s %v is not a count", ErrProtocol, f.name, *f.v)
+		}
+		if f.count && *f.v > float64(rows) {
+			return out, fmt.Errorf("%w: %s %v is more than the site's %d rows", ErrProtocol, f.name, *f.v, rows)
 		}
 	}
 	if out.Pairs.Loss, err = vector(e, tPairLoss, c*c); err != nil {
@@ -382,13 +396,14 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 		ridge := selection.Penalties(sel.Ridge)
 		if len(ridge) > 0 && (sel.wants(selection.KindTLearner) || dr) {
 			var pooled selection.Stats
+			features := (&estimator.Model{Setup: c.setups[0]}).OutcomeFeatureCount()
 			for s, name := range c.cfg.Sites {
-				site, err := decodeStats(got[s][wire.KindStats], dr)
+				site, err := decodeStats(got[s][wire.KindStats], dr, features)
 				if err == nil {
 					err = pooled.Add(site)
 				}
 				if err != nil {
-					return fmt.Errorf("site %s: %w", name, err)
+					return &SitesError{Sites: []string{name}, Err: fmt.Errorf("site %s: %w", name, err)}
 				}
 			}
 			cands, ests, err := selection.RidgeCandidates(pooled, ridge, sel.Kinds)
@@ -407,11 +422,7 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	}
 	st := c.st.Selected
 	c.step++
-	ts := candidateTensors(st.Candidates)
-	for i, est := range st.Estimators {
-		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pCand, i), est)...)
-	}
-	out, err := c.finalEnvelopes(append(ts, wire.Scalar(tSelectStage, 2))...)
+	out, err := c.finalEnvelopes(st.lossTensors()...)
 	if err != nil {
 		return err
 	}
@@ -422,12 +433,12 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	var pairs selection.Pairs
 	centres := make([]selection.Centre, len(c.cfg.Sites))
 	for s, name := range c.cfg.Sites {
-		site, err := decodeSiteSums(got[s][wire.KindLosses], len(st.Candidates))
+		site, err := decodeSiteSums(got[s][wire.KindLosses], len(st.Candidates), c.siteRows(s))
 		if err == nil {
 			err = pairs.Add(site.Pairs)
 		}
 		if err != nil {
-			return fmt.Errorf("site %s: %w", name, err)
+			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("site %s: %w", name, err)}
 		}
 		centres[s] = site.Centre
 	}
@@ -465,6 +476,16 @@ func (c *coordinator) finalEnvelopes(extra ...wire.Tensor) ([]*wire.Envelope, er
 		out[s] = e
 	}
 	return out, nil
+}
+
+// lossTensors are what the final weights of stage 2 add: the candidates
+// and their estimators, whose held-out losses the sites answer.
+func (st *SelectState) lossTensors() []wire.Tensor {
+	ts := candidateTensors(st.Candidates)
+	for i, est := range st.Estimators {
+		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pCand, i), est)...)
+	}
+	return append(ts, wire.Scalar(tSelectStage, 2))
 }
 
 // choiceTensors are what the final weights of the ATE step add when the run
@@ -516,7 +537,7 @@ func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 // losses answers stage 2: each candidate's loss sums over the site's
 // held-out rows.
 func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, error) {
-	cands, err := decodeCandidates(e, s.res.Kernels)
+	cands, err := decodeCandidates(e, s.res.Kernels, s.cfg.Limits.orDefault().Candidates)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +568,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 
 // choice reads the choice that stage 3 carries.
 func (s *site) choice(e *wire.Envelope) (*SiteSelection, error) {
-	cands, err := decodeCandidates(e, s.res.Kernels)
+	cands, err := decodeCandidates(e, s.res.Kernels, s.cfg.Limits.orDefault().Candidates)
 	if err != nil {
 		return nil, err
 	}

@@ -296,12 +296,8 @@ func (e *RunError) Unwrap() error { return e.Err }
 // refused in answer to the first hello, so that the coordinator hears of
 // it rather than waiting out its retries.
 func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	s := &site{cfg: cfg, conn: conn, log: log, instance: float64(rand.Uint64N(1<<52) + 1)}
-	if err := s.useRows(SiteRows{cfg.Data, cfg.Schema, cfg.Columns, cfg.Identities}); err != nil {
+	s, err := newSite(cfg, conn)
+	if err != nil {
 		return nil, err
 	}
 	for {
@@ -321,6 +317,19 @@ func RunSite(ctx context.Context, cfg SiteConfig, conn Conn) (*SiteResult, error
 			}
 		}
 	}
+}
+
+// newSite returns the state of a site that has seen no envelope yet.
+func newSite(cfg SiteConfig, conn Conn) (*site, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &site{cfg: cfg, conn: conn, log: log, instance: float64(rand.Uint64N(1<<52) + 1)}
+	if err := s.useRows(SiteRows{cfg.Data, cfg.Schema, cfg.Columns, cfg.Identities}); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // refreshRows takes the rows SiteConfig.Rows returns for the run now

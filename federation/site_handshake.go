@@ -62,6 +62,10 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if idx >= m {
 		return nil, fmt.Errorf("%w: site index %d of %d", ErrProtocol, idx, m)
 	}
+	// The count sizes the list of peers, and every model's row of Λ.
+	if most := s.cfg.Limits.orDefault().Sites; m > most {
+		return nil, overLimit("site count", m, most, "sites")
+	}
 	s.peers = make([]string, m)
 	for _, t := range e.Tensors() {
 		name, ok := strings.CutPrefix(t.Name, tPeerPrefix)
@@ -91,7 +95,7 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err := s.chargePrivacy(ctx, e.RunID, cfg); err != nil {
 		return nil, err
 	}
-	run, extra, err := decodeKernels(e)
+	run, extra, err := decodeKernels(e, s.cfg.Limits.orDefault().Kernels)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +186,10 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 	if s.cfg.Identities == nil && len(drop) > 0 {
 		return fmt.Errorf("%w: dedup-verdict of run %s leaves out %d rows of site %s, which sent no identity hashes",
 			ErrProtocol, e.RunID, len(drop), s.cfg.Name)
+	}
+	if len(drop) > n {
+		return fmt.Errorf("%w: dedup-verdict of run %s leaves out %d rows of site %s, which has %d",
+			ErrProtocol, e.RunID, len(drop), s.cfg.Name, n)
 	}
 	dropped := make([]bool, n)
 	for _, v := range drop {

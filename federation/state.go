@@ -104,6 +104,51 @@ func (f *FinishState) check(m int) error {
 	return nil
 }
 
+// checkResumable returns an error unless st, loaded from a checkpoint, can
+// be resumed by a coordinator of m sites configured with own: every count
+// it holds that sizes what the coordinator allocates or indexes is checked
+// before the coordinator allocates. The covariates are bounded by
+// MaxCovariates, and D, dz and the L-BFGS memory by the larger of own's
+// and the defaults (DefaultLimits, estimator.DefaultConfig): the
+// checkpoint is the coordinator's own, saved under an earlier
+// configuration.
+func (st *State) checkResumable(m int, own estimator.Config) error {
+	def, defCfg := DefaultLimits(), estimator.DefaultConfig()
+	for _, c := range []struct {
+		name    string
+		v, most int
+	}{
+		{"covariates", len(st.Schema.Binary), MaxCovariates},
+		{"features", st.Config.Features, max(own.Features, def.Features)},
+		{"latent", st.Config.Latent, max(own.Latent, def.Latent)},
+		{"store", st.Config.Store, max(own.Store, defCfg.Store)},
+	} {
+		if c.v > c.most {
+			return fmt.Errorf("%s %d > %d", c.name, c.v, c.most)
+		}
+	}
+	if cp := st.Checkpoint; cp != nil && (cp.Sites != m || cp.Model != estimator.Kinds[st.Kind%len(estimator.Kinds)]) {
+		return fmt.Errorf("the %v model in training has %d sites, want the %v model of %d", cp.Model, cp.Sites, estimator.Kinds[st.Kind%len(estimator.Kinds)], m)
+	}
+	for i, t := range st.Trained {
+		if t == nil || len(t.Weights) != m || t.Lambda == nil {
+			return fmt.Errorf("trained model %d lacks the weights or transfer matrix of %d sites", i, m)
+		}
+		if r, c := t.Lambda.Dims(); r != m || c != m {
+			return fmt.Errorf("trained model %d has a %d×%d transfer matrix, want %d×%d", i, r, c, m, m)
+		}
+	}
+	if sel := st.Selected; sel != nil {
+		if len(sel.Candidates) != len(sel.Estimators) {
+			return fmt.Errorf("model selection of %d candidates and %d estimators", len(sel.Candidates), len(sel.Estimators))
+		}
+		if sel.Scored && (sel.Chosen < 0 || sel.Chosen >= len(sel.Candidates)) {
+			return fmt.Errorf("model selection chose candidate %d of %d", sel.Chosen, len(sel.Candidates))
+		}
+	}
+	return nil
+}
+
 // Checkpointer stores a coordinator's State.
 type Checkpointer interface {
 	// Save replaces the stored state with st.

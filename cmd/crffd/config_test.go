@@ -490,7 +490,7 @@ func TestTransportConfigBindsTheCoordinator(t *testing.T) {
 func TestPrivacyAndLimitsSettings(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "site.yaml")
-	body := "privacy:\n  epsilon: 8\n  run_epsilon: 2\n  delta: 1e-6\n  clip: 0.5\nlimits:\n  min_batch: 64\n  rounds: 500\n  kernels: 3\n  transfers: [learned, none]\nfederation:\n  tls:\n    ca: tls/ca.crt\n    crl: tls/revoked.crl\n"
+	body := "privacy:\n  epsilon: 8\n  run_epsilon: 2\n  delta: 1e-6\n  clip: 0.5\nlimits:\n  min_batch: 64\n  rounds: 500\n  kernels: 3\n  sites: 20\n  candidates: 30\n  transfers: [learned, none]\nfederation:\n  tls:\n    ca: tls/ca.crt\n    crl: tls/revoked.crl\n"
 	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +503,8 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 		t.Errorf("privacy from the file: %+v, %v", p, err)
 	}
 	l, err := a.siteLimits()
-	if err != nil || l.MinBatch != 64 || l.Rounds != 500 || l.Kernels != 3 || len(l.Transfers) != 2 || l.Features != federation.DefaultLimits().Features {
+	if err != nil || l.MinBatch != 64 || l.Rounds != 500 || l.Kernels != 3 || l.Sites != 20 || l.Candidates != 30 || len(l.Transfers) != 2 ||
+		l.Features != federation.DefaultLimits().Features {
 		t.Errorf("limits from the file: %+v, %v", l, err)
 	}
 	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "tls", "revoked.crl") {
@@ -514,12 +515,15 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 	t.Setenv("CRFFD_PRIVACY_CLIP", "2")
 	t.Setenv("CRFFD_LIMITS_MIN_BATCH", "1024")
 	t.Setenv("CRFFD_LIMITS_KERNELS", "5")
+	t.Setenv("CRFFD_LIMITS_SITES", "50")
+	t.Setenv("CRFFD_LIMITS_CANDIDATES", "100")
 	t.Setenv("CRFFD_LIMITS_TRANSFERS", "full")
 	t.Setenv("CRFFD_FEDERATION_TLS_CRL", "other.crl")
 	if p, err := a.sitePrivacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 {
 		t.Errorf("privacy from the environment: %+v, %v", p, err)
 	}
-	if l, err := a.siteLimits(); err != nil || l.MinBatch != 1024 || l.Kernels != 5 || len(l.Transfers) != 1 || l.Transfers[0] != estimator.FullTransfer {
+	if l, err := a.siteLimits(); err != nil || l.MinBatch != 1024 || l.Kernels != 5 || l.Sites != 50 || l.Candidates != 100 ||
+		len(l.Transfers) != 1 || l.Transfers[0] != estimator.FullTransfer {
 		t.Errorf("limits from the environment: %+v, %v", l, err)
 	}
 	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "other.crl") {

@@ -30,6 +30,8 @@ var privacySettings = func() []setting {
 		{"limits.rounds", l.Rounds, "sites only: the most rounds of one model the site answers in a run, and the largest model.rounds it accepts"},
 		{"limits.min_batch", l.MinBatch, "sites only: the smallest mini-batch (model.batch_size) the site computes a round on; a batch of one row would put that row's gradient on the wire"},
 		{"limits.kernels", l.Kernels, "sites only: the most kernels whose models the site trains in one run, its own included (a coordinator's kernel.name auto asks three models of each; the site needs kernel.name auto to train more than one)"},
+		{"limits.sites", l.Sites, "sites only: the most sites a run may have (the site keeps every site's name and its row of each model's transfer matrix)"},
+		{"limits.candidates", l.Candidates, "sites only: the most candidates of model selection the site scores in a run (it holds each candidate's CATE of every row)"},
 		{"limits.transfers", []string{}, "sites only: the transfer modes (learned, none, full) the site takes part in; empty allows all"},
 	}
 }()
@@ -40,13 +42,14 @@ func (a *app) siteLimits() (federation.Limits, error) {
 		Features: a.v.GetInt("limits.features"), Latent: a.v.GetInt("limits.latent"), Draws: a.v.GetInt("limits.draws"),
 		Samples: a.v.GetInt("limits.samples"), MHSteps: a.v.GetInt("limits.mh_steps"), Folds: a.v.GetInt("limits.folds"),
 		Rounds: a.v.GetInt("limits.rounds"), MinBatch: a.v.GetInt("limits.min_batch"), Kernels: a.v.GetInt("limits.kernels"),
+		Sites: a.v.GetInt("limits.sites"), Candidates: a.v.GetInt("limits.candidates"),
 	}
 	for _, f := range []struct {
 		key string
 		v   int
 	}{{"limits.features", l.Features}, {"limits.latent", l.Latent}, {"limits.draws", l.Draws}, {"limits.samples", l.Samples},
 		{"limits.mh_steps", l.MHSteps}, {"limits.folds", l.Folds}, {"limits.rounds", l.Rounds}, {"limits.min_batch", l.MinBatch},
-		{"limits.kernels", l.Kernels}} {
+		{"limits.kernels", l.Kernels}, {"limits.sites", l.Sites}, {"limits.candidates", l.Candidates}} {
 		if f.v < 1 {
 			return l, fmt.Errorf("%s %d: want at least 1", f.key, f.v)
 		}
