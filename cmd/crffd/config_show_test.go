@@ -95,6 +95,9 @@ func TestEveryKeyThroughEveryLayer(t *testing.T) {
 				}
 			}
 			def := cast.ToString(s.Default)
+			if v, ok := s.Default.([]string); ok {
+				def = strings.Join(v, ",")
+			}
 			if secretKeys[s.Key] {
 				def, wantFile, wantEnv = "(empty)", "(set)", "(set)"
 			}
