@@ -198,6 +198,14 @@ func decodeStats(e *wire.Envelope, dr bool) (selection.Stats, error) {
 			st.DR = r
 		}
 	}
+	v, err := noiseVariances(e, tStatsNoise, len(st.Noise))
+	if err != nil {
+		return st, err
+	}
+	copy(st.Noise[:], v)
+	if !dr {
+		st.Noise[2] = 0
+	}
 	return st, nil
 }
 
@@ -317,8 +325,10 @@ func decodeCandidates(e *wire.Envelope, kernels []string) ([]selection.Candidate
 			return nil, fmt.Errorf("%w: candidate %d of unknown kind %v", ErrProtocol, c, k)
 		}
 		kind := kindCodes[int(k)]
+		// The ensemble is listed with its first member's kernel
+		// (selection.Ensembled), which may be a further kernel's.
 		kn := kernel[c]
-		if kn != math.Trunc(kn) || kn < 0 || int(kn) >= len(kernels) || (kn != 0 && kind != selection.KindLatent && kind != selection.KindOutcome) {
+		if kn != math.Trunc(kn) || kn < 0 || int(kn) >= len(kernels) || (kn != 0 && kind != selection.KindLatent && kind != selection.KindOutcome && kind != selection.KindEnsemble) {
 			return nil, fmt.Errorf("%w: candidate %d (%s) of kernel %v, in a run of %d kernels", ErrProtocol, c, kind, kn, len(kernels))
 		}
 		out[c] = selection.Candidate{Name: selection.CandidateName(kind, kernels[int(kn)], ridge[c]), Kind: kind, Ridge: ridge[c], Kernel: int(kn)}
@@ -355,8 +365,15 @@ func decodeSiteSums(e *wire.Envelope, c int) (selection.SiteSums, error) {
 	if out.Pairs.Res, err = vector(e, tPairRes, c*c); err != nil {
 		return out, err
 	}
-	out.Centre.CATE, err = vector(e, tCentreCATE, c)
-	return out, err
+	if out.Centre.CATE, err = vector(e, tCentreCATE, c); err != nil {
+		return out, err
+	}
+	v, err := noiseVariances(e, tLossNoise, 5)
+	if err != nil || v == nil {
+		return out, err
+	}
+	out.Pairs.ResVar, out.Pairs.LossVar, out.Centre.PsiVar, out.Centre.PsiSqVar, out.Centre.CATEVar = v[0], v[1], v[2], v[3], v[4]
+	return out, nil
 }
 
 // selectModel runs model selection's two steps, stats and losses, unless a
@@ -392,10 +409,18 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 				}
 			}
 			cands, ests, err := selection.RidgeCandidates(pooled, ridge, sel.Kinds)
-			if err != nil {
+			switch {
+			case err != nil && pooled.Noise != [3]float64{}:
+				// Private sites' noise can leave too little of the sums
+				// to solve (a noised row count below one): the run
+				// chooses among the other candidates.
+				c.log.Warn("ridge candidates left out: the private sites' noised statistics cannot be solved",
+					slog.String(wire.LogKeyRun, c.st.RunID), slog.String(LogKeyReason, err.Error()))
+			case err != nil:
 				return err
+			default:
+				st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
 			}
-			st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
 		}
 		if len(st.Candidates) == 0 {
 			return fmt.Errorf("federation: no candidate of kinds %v", sel.Kinds)
@@ -502,11 +527,18 @@ func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	if err != nil {
 		return nil, err
 	}
-	st, err := selection.SiteStats(ctx, model, s.res.Index, s.trainRows, dr != 0)
+	var ts []wire.Tensor
+	if s.noisySelection() {
+		ts, err = s.privateStats(ctx, model, dr != 0)
+	} else {
+		var st selection.Stats
+		st, err = selection.SiteStats(ctx, model, s.res.Index, s.trainRows, dr != 0)
+		ts = statsTensors(st)
+	}
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.reply(e, wire.KindStats, statsTensors(st))
+	out, err := s.reply(e, wire.KindStats, ts)
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +561,14 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		models[i] = s.res.Models[cand.Kernel]
 	}
 	sums := selection.SiteSums{Pairs: selection.NewPairs(len(ests)), Centre: selection.Centre{CATE: make([]float64, len(ests))}}
-	if len(s.res.Held) > 0 {
+	var ts []wire.Tensor
+	switch {
+	case len(s.res.Held) > 0 && s.noisySelection():
+		if sums, err = s.privateLosses(ctx, ests, models); err != nil {
+			return nil, err
+		}
+		ts = append(ts, lossNoiseTensor(sums))
+	case len(s.res.Held) > 0:
 		nu, err := s.nuisance(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("validation pseudo-outcomes: %w", err)
@@ -538,7 +577,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 			return nil, err
 		}
 	}
-	out, err := s.reply(e, wire.KindLosses, siteSumsTensors(sums))
+	out, err := s.reply(e, wire.KindLosses, append(siteSumsTensors(sums), ts...))
 	if err != nil {
 		return nil, err
 	}

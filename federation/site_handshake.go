@@ -87,12 +87,12 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err := s.cfg.Limits.check(cfg, s.cfg.Data.Rows()); err != nil {
 		return nil, err
 	}
-	// A rejoining process is charged again: its round count starts over.
-	if err := s.chargePrivacy(ctx, e.RunID, cfg); err != nil {
-		return nil, err
-	}
 	run, extra, err := decodeKernels(e)
 	if err != nil {
+		return nil, err
+	}
+	// A rejoining process is charged again: its round count starts over.
+	if err := s.chargePrivacy(ctx, e.RunID, cfg, extra); err != nil {
 		return nil, err
 	}
 	spectra, names, err := s.openKernels(ctx, run, extra)
@@ -242,6 +242,9 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 // hold rows out within the bound trains on all its kept rows and adds
 // nothing to the validation losses; it says so in its log.
 func (s *site) holdout() (*estimator.Data, []int, error) {
+	if s.cfg.Privacy != nil {
+		return s.keyedHoldout() // privacy_selection.go
+	}
 	held, err := selection.SiteHoldout(s.kept.W, s.share, s.cfgE.Seed, s.cfg.minArmRows())
 	if err != nil {
 		return nil, nil, err

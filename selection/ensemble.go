@@ -16,6 +16,10 @@ type Pairs struct {
 	C         int
 	N         float64
 	Loss, Res []float64
+	// ResVar and LossVar are the variances of the noise on each entry of
+	// Res and of Loss, 0 for exact sums (a private site's SiteSums.Noise
+	// sets them); they add over sites.
+	ResVar, LossVar float64
 }
 
 // NewPairs returns zero Pairs of c candidates.
@@ -32,6 +36,8 @@ func (p *Pairs) Add(o Pairs) error {
 		return fmt.Errorf("%w: pair sums of %d and %d candidates", ErrInput, p.C, o.C)
 	}
 	p.N += o.N
+	p.ResVar += o.ResVar
+	p.LossVar += o.LossVar
 	for i := range p.Loss {
 		p.Loss[i] += o.Loss[i]
 		p.Res[i] += o.Res[i]
@@ -53,9 +59,10 @@ func (p Pairs) Sums(ref int) ([]Sums, error) {
 	out := make([]Sums, c)
 	for a := range out {
 		aa := a*c + a
-		out[a] = Sums{N: p.N, Loss: p.Res[aa], LossSq: p.Loss[aa], Diff: p.Res[aa] - p.Res[r]}
+		out[a] = Sums{N: p.N, Loss: p.Res[aa], LossSq: p.Loss[aa], Diff: p.Res[aa] - p.Res[r], LossNoise: p.ResVar}
 		if a != ref {
 			out[a].DiffSq = p.Loss[aa] - 2*p.Loss[a*c+ref] + p.Loss[r]
+			out[a].DiffNoise = 2 * p.ResVar
 		}
 	}
 	return out, nil
@@ -101,6 +108,10 @@ func PairSums(psi []float64, cates [][]float64) (Pairs, error) {
 type Centre struct {
 	N, Psi, PsiSq float64
 	CATE          []float64
+	// PsiVar, PsiSqVar and CATEVar are the variances of the noise on Psi,
+	// PsiSq and each entry of CATE, 0 for exact sums (a private site's
+	// SiteSums.Noise sets them). N is a row count, always exact.
+	PsiVar, PsiSqVar, CATEVar float64
 }
 
 // CentreSums returns the Centre of rows with pseudo-outcomes psi, where
@@ -189,7 +200,7 @@ func Combine(pairs Pairs, centres []Centre, z float64) (Ensemble, error) {
 		return Ensemble{}, err
 	}
 	for a, d := range diffs {
-		if a == e.Best || d.Diff/n <= z*meanSE(d.Diff, d.DiffSq, n) {
+		if a == e.Best || d.Diff/n <= z*noisySE(meanSE(d.Diff, d.DiffSq, n), d.DiffNoise, n) {
 			e.Members = append(e.Members, a)
 		}
 	}
@@ -242,8 +253,9 @@ func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
 			}
 			tau += ce.CATE[a]
 		}
-		se := meanSE(ce.Psi, ce.PsiSq, ce.N)
-		g[s], v[s] = (ce.Psi-tau/float64(len(members)))/ce.N, se*se
+		k := float64(len(members))
+		se := noisySE(meanSE(ce.Psi, ce.PsiSq, ce.N), ce.PsiVar+ce.CATEVar/k, ce.N)
+		g[s], v[s] = (ce.Psi-tau/k)/ce.N, se*se
 		if !(v[s] > 0) {
 			continue
 		}
