@@ -195,9 +195,12 @@ func TestPrivateSitesSelectAModel(t *testing.T) {
 				t.Errorf("site%d: selection charge %+v", s+1, c)
 			}
 		}
-		want := wantTrain
+		want, exact := wantTrain, []string{ExactRowCount, ExactSelection}
 		if s < 2 {
-			want = append(slices.Clone(wantTrain), StepSelection)
+			want, exact = append(slices.Clone(wantTrain), StepSelection), []string{ExactRowCount}
+		}
+		if got := l.charges[0].Exact; !slices.Equal(got, exact) {
+			t.Errorf("site%d: charges list %v as exact, want %v", s+1, got, exact)
 		}
 		if !slices.Equal(steps, want) {
 			t.Errorf("site%d: charges %v, want %v", s+1, steps, want)
