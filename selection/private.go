@@ -27,8 +27,9 @@ import (
 //   - ψ comes from the run's own models (estimator.Model.Nuisance), trained
 //     under differential privacy, not from nuisances cross-fitted on the
 //     site's rows, which every row would move;
-//   - a latent candidate's CATE is computed row by row (RowwiseLatent), so
-//     that a row's Monte Carlo draws do not depend on its position;
+//   - a latent candidate's CATE is computed at a position the row's values
+//     give (RowwiseLatent), so that its Monte Carlo draws do not depend on
+//     where the row sits among the others;
 //   - each row's outcome features are clipped to an L2 norm, and outcomes,
 //     pseudo-outcomes and candidate CATEs to intervals (PrivateClip).
 //
@@ -152,25 +153,73 @@ func KeyedHoldout(d *estimator.Data, share float64, key []byte, minArm int) ([]i
 	return held, nil
 }
 
-// RowwiseLatent returns m's latent CATE of each row of d at site computed
-// alone, as the one row of its data, so that its Monte Carlo draws are
-// those of position 0 whatever the other rows: a row's CATE depends on
-// the row alone. workers rows are computed at once (0: GOMAXPROCS).
+// latentSlots is the number of positions RowwiseLatent places rows at.
+const latentSlots = 64
+
+// RowwiseLatent returns m's latent CATE of each row of d at site, such
+// that a row's CATE depends on the row alone. estimator.Model.Effects
+// draws a row's Monte Carlo samples from a stream keyed by its position,
+// which another row's removal would shift, so here each row has a slot
+// in [0, latentSlots) given by a hash of its values, and is computed at
+// that position in a batch of latentSlots rows: the b-th row of each
+// slot goes into batch b, and a slot no row fills holds a copy of a row
+// whose result is discarded. Its draws are then those of its slot
+// whatever the other rows. workers batches are computed at once (0:
+// GOMAXPROCS).
 func RowwiseLatent(ctx context.Context, m *estimator.Model, site int, d *estimator.Data, workers int) ([]float64, error) {
 	n := d.Rows()
 	out := make([]float64, n)
-	errs := make([]error, n)
-	parallel.ForEach(n, workers, func(i int) {
-		if ctx.Err() != nil {
-			errs[i] = ctx.Err()
+	if n == 0 {
+		return out, nil
+	}
+	_, dx := d.X.Dims()
+	buckets := make([][]int, latentSlots)
+	buf := make([]byte, 0, 8*(dx+2))
+	for i := range n {
+		b := buf[:0]
+		for _, v := range d.X.RawRowView(i) {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.W[i]))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Y[i]))
+		h := sha256.Sum256(b)
+		slot := binary.LittleEndian.Uint64(h[:8]) % latentSlots
+		buckets[slot] = append(buckets[slot], i)
+	}
+	batches := 0
+	for _, bk := range buckets {
+		batches = max(batches, len(bk))
+	}
+	errs := make([]error, batches)
+	parallel.ForEach(batches, workers, func(bt int) {
+		if err := ctx.Err(); err != nil {
+			errs[bt] = err
 			return
 		}
-		eff, err := m.Effects(ctx, site, d.Subset([]int{i}))
+		rows := make([]int, latentSlots)
+		filler := -1
+		for slot, bk := range buckets {
+			if bt < len(bk) {
+				rows[slot], filler = bk[bt], bk[bt]
+			} else {
+				rows[slot] = -1
+			}
+		}
+		for slot, r := range rows {
+			if r < 0 {
+				rows[slot] = filler
+			}
+		}
+		eff, err := m.Effects(ctx, site, d.Subset(rows))
 		if err != nil {
-			errs[i] = fmt.Errorf("row %d: %w", i, err)
+			errs[bt] = fmt.Errorf("latent CATE: %w", err)
 			return
 		}
-		out[i] = eff.CATE[0]
+		for slot, bk := range buckets {
+			if bt < len(bk) {
+				out[bk[bt]] = eff.CATE[slot]
+			}
+		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -352,7 +401,7 @@ func NoiseStats(st *Stats, clip PrivateClip, add AddNoise) error {
 // are d and held-out rows the positions val, before any noise. nu are
 // the run's own models' nuisances of every row of d (not cross-fitted),
 // ψ and every candidate's CATE are clipped to ±clip.Psi, and a latent
-// candidate's CATE is computed row by row (RowwiseLatent). The
+// candidate's CATE is computed by RowwiseLatent. The
 // candidates' CATEs are computed workers at a time (0: GOMAXPROCS).
 func PrivateSiteLosses(ctx context.Context, nu inference.Nuisance, site int, d *estimator.Data, val []int, ests []Estimator, models []*estimator.Model, clip PrivateClip, workers int) (SiteSums, error) {
 	if len(models) != len(ests) || len(ests) == 0 {
