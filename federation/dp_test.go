@@ -228,3 +228,47 @@ func TestPrivateSitesSelectAModel(t *testing.T) {
 		t.Errorf("site1 sent %d stats and %d losses, want one each", stats, losses)
 	}
 }
+
+// TestNoisedSelectionAnsweredOnce: a private site draws the noise of each
+// selection stage once per run. The same request (a resumed coordinator
+// asking again) gets the same tensors, with no new noise drawn; a request
+// for something else (other candidates) is refused, since averaging fresh
+// noise over repeated requests would undo it; a new run answers anew.
+func TestNoisedSelectionAnsweredOnce(t *testing.T) {
+	s := &site{}
+	env := func(run string, ts ...wire.Tensor) *wire.Envelope {
+		e, err := wire.New(wire.Header{RunID: run, Kind: wire.KindWeights, Sender: "coord", Recipient: "site1"}, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	calls := 0
+	answer := func() ([]wire.Tensor, error) {
+		calls++
+		return []wire.Tensor{wire.Scalar("answer", float64(calls))}, nil
+	}
+	stage2 := func(run string, kinds ...float64) *wire.Envelope {
+		return env(run, wire.Scalar(tSelectStage, 2), wire.Vector(tCandKind, kinds), wire.Scalar("latent.weights", float64(len(kinds))))
+	}
+	for _, tc := range []struct {
+		name  string
+		e     *wire.Envelope
+		stage int
+		calls int     // answers computed so far
+		got   float64 // the answer returned
+		err   error
+	}{
+		{"first", stage2("r1", 0, 1), 2, 1, 1, nil},
+		{"asked again", stage2("r1", 0, 1), 2, 1, 1, nil},
+		{"other candidates", stage2("r1", 0, 1, 3), 2, 1, 0, ErrLimit},
+		{"stage 1", env("r1", wire.Scalar(tSelectStage, 1), wire.Scalar(tSelectDR, 1)), 1, 2, 2, nil},
+		{"stage 1 without the DR-learner", env("r1", wire.Scalar(tSelectStage, 1), wire.Scalar(tSelectDR, 0)), 1, 2, 0, ErrLimit},
+		{"a new run", stage2("r2", 0, 1, 3), 2, 3, 3, nil},
+	} {
+		ts, err := s.noisedOnce(tc.e, tc.stage, answer)
+		if !errors.Is(err, tc.err) || calls != tc.calls || (err == nil && ts[0].Values[0] != tc.got) {
+			t.Errorf("%s: %v, %v after %d answers; want %v, %v after %d", tc.name, ts, err, calls, tc.got, tc.err, tc.calls)
+		}
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"crypto/hmac"
 	crand "crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/crffd/crffd/estimator"
@@ -103,6 +105,63 @@ func (s *site) keyedHoldout() (*estimator.Data, []int, error) {
 		return nil, nil, err
 	}
 	return s.kept.Subset(train), held, nil
+}
+
+// noisedAnswers are the noised answers a private site gave to model
+// selection's stages in a run, with a digest of each request.
+type noisedAnswers struct {
+	run     string
+	answers map[int]noisedAnswer
+}
+
+type noisedAnswer struct {
+	request [sha256.Size]byte
+	tensors []wire.Tensor
+}
+
+// selectionRequest returns a digest of the tensors of e that say what a
+// selection stage asks for (the stage, the DR flag, the candidates and
+// their estimators), not the final weights, which it also carries.
+func selectionRequest(e *wire.Envelope) [sha256.Size]byte {
+	h := sha256.New()
+	for _, t := range e.Tensors() {
+		if !strings.HasPrefix(t.Name, "selection.") && !strings.HasPrefix(t.Name, "candidates.") && !strings.HasPrefix(t.Name, pCand) {
+			continue
+		}
+		h.Write([]byte(t.Name))
+		h.Write([]byte{0})
+		for _, v := range t.Values {
+			h.Write(binary.LittleEndian.AppendUint64(nil, math.Float64bits(v)))
+		}
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// noisedOnce answers selection stage stage of e with answer, the first
+// time the run asks it: each noised answer is charged once, so a stage
+// asked again is answered with the same tensors (a resumed coordinator
+// asks again), and one asked again for something else (other candidates,
+// or the DR-learner's statistics when they were not asked for) is
+// refused. Averaging fresh noise over repeated requests would undo it.
+func (s *site) noisedOnce(e *wire.Envelope, stage int, answer func() ([]wire.Tensor, error)) ([]wire.Tensor, error) {
+	if s.noised == nil || s.noised.run != e.RunID {
+		s.noised = &noisedAnswers{run: e.RunID, answers: map[int]noisedAnswer{}}
+	}
+	req := selectionRequest(e)
+	if a, ok := s.noised.answers[stage]; ok {
+		if a.request != req {
+			return nil, fmt.Errorf("%w: a private site answers each step of model selection once per run, and stage %d was asked again for something else", ErrLimit, stage)
+		}
+		return a.tensors, nil
+	}
+	ts, err := answer()
+	if err != nil {
+		return nil, err
+	}
+	s.noised.answers[stage] = noisedAnswer{request: req, tensors: ts}
+	return ts, nil
 }
 
 // addNoise is the selection.AddNoise of the run's aggregate noise.

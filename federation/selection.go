@@ -529,7 +529,7 @@ func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	}
 	var ts []wire.Tensor
 	if s.noisySelection() {
-		ts, err = s.privateStats(ctx, model, dr != 0)
+		ts, err = s.noisedOnce(e, 1, func() ([]wire.Tensor, error) { return s.privateStats(ctx, model, dr != 0) })
 	} else {
 		var st selection.Stats
 		st, err = selection.SiteStats(ctx, model, s.res.Index, s.trainRows, dr != 0)
@@ -561,14 +561,24 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		models[i] = s.res.Models[cand.Kernel]
 	}
 	sums := selection.SiteSums{Pairs: selection.NewPairs(len(ests)), Centre: selection.Centre{CATE: make([]float64, len(ests))}}
-	var ts []wire.Tensor
-	switch {
-	case len(s.res.Held) > 0 && s.noisySelection():
-		if sums, err = s.privateLosses(ctx, ests, models); err != nil {
+	if len(s.res.Held) > 0 && s.noisySelection() {
+		ts, err := s.noisedOnce(e, 2, func() ([]wire.Tensor, error) {
+			sums, err := s.privateLosses(ctx, ests, models)
+			if err != nil {
+				return nil, err
+			}
+			return append(siteSumsTensors(sums), lossNoiseTensor(sums)), nil
+		})
+		if err != nil {
 			return nil, err
 		}
-		ts = append(ts, lossNoiseTensor(sums))
-	case len(s.res.Held) > 0:
+		out, err := s.reply(e, wire.KindLosses, ts)
+		if err != nil {
+			return nil, err
+		}
+		return []*wire.Envelope{out}, nil
+	}
+	if len(s.res.Held) > 0 {
 		nu, err := s.nuisance(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("validation pseudo-outcomes: %w", err)
@@ -577,7 +587,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 			return nil, err
 		}
 	}
-	out, err := s.reply(e, wire.KindLosses, append(siteSumsTensors(sums), ts...))
+	out, err := s.reply(e, wire.KindLosses, siteSumsTensors(sums))
 	if err != nil {
 		return nil, err
 	}
