@@ -272,3 +272,29 @@ func TestNoisedSelectionAnsweredOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivateSiteRefusedForKernelsSpendsNothing: a private site that
+// cannot train a kernel the run chooses among refuses the run before it
+// is charged.
+func TestPrivateSiteRefusedForKernelsSpendsNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFed(40, 40)
+	ledger := &memoryLedger{}
+	f.cfgs[0].Privacy = &SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Ledger: ledger}
+	f.cfgs[1].Kernels = kernelsOf(testKernels())
+	sites := f.start(ctx)
+	cc := f.coordinator(testConfig())
+	cc.Config.Method = estimator.Adam
+	cc.Selection, cc.Extra = Selection{Share: 0.25, Kernel: "gaussian"}, testKernels()[:1]
+	if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); !errors.Is(err, ErrSiteRefused) {
+		t.Errorf("coordinator: %v, want ErrSiteRefused", err)
+	}
+	if r := <-sites[0]; !errors.Is(r.err, ErrNoKernel) {
+		t.Errorf("site1: %v, want ErrNoKernel", r.err)
+	}
+	<-sites[1]
+	if len(ledger.charges) != 0 {
+		t.Errorf("the refused run was charged: %d charges", len(ledger.charges))
+	}
+}

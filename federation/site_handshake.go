@@ -91,12 +91,14 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err != nil {
 		return nil, err
 	}
-	// A rejoining process is charged again: its round count starts over.
-	if err := s.chargePrivacy(ctx, e.RunID, cfg, extra); err != nil {
-		return nil, err
-	}
 	spectra, names, err := s.openKernels(ctx, run, extra)
 	if err != nil {
+		return nil, err
+	}
+	// A rejoining process is charged again: its round count starts over.
+	// Charged once the kernels are open, so that a run refused for them
+	// spends nothing, and for every kernel's training (privacy.go).
+	if err := s.chargePrivacy(ctx, e.RunID, cfg, extra); err != nil {
 		return nil, err
 	}
 	mo := s.cfg.Data.Moments()
