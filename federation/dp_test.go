@@ -219,7 +219,7 @@ func TestPrivateSitesSelectAModel(t *testing.T) {
 			}
 		case wire.KindLosses:
 			losses++
-			if v, err := noiseVariances(e, tLossNoise, 5); err != nil || len(v) != 5 || !(v[0] > 0) {
+			if v, err := noiseVariances(e, tLossNoise, 4); err != nil || len(v) != 4 || !(v[0] > 0) {
 				t.Errorf("site1's losses carry noise variances %v (%v)", v, err)
 			}
 		}

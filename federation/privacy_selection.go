@@ -35,7 +35,7 @@ import (
 // noise it added.
 const (
 	tStatsNoise = "stats.noise"  // stats: per Gram entry of arm0, arm1 and dr
-	tLossNoise  = "losses.noise" // losses: per entry of pair_res, pair_loss; of centre.psi, centre.psisq, each centre.cate
+	tLossNoise  = "losses.noise" // losses: per entry of pair_res, pair_loss, centre.res, centre.ressq
 )
 
 // selectionReleases returns the noised releases of model selection's
@@ -213,7 +213,7 @@ func (s *site) privateLosses(ctx context.Context, ests []selection.Estimator, mo
 
 // lossNoiseTensor is what a private site adds to its losses answer.
 func lossNoiseTensor(s selection.SiteSums) wire.Tensor {
-	return wire.Vector(tLossNoise, []float64{s.Pairs.ResVar, s.Pairs.LossVar, s.Centre.PsiVar, s.Centre.PsiSqVar, s.Centre.CATEVar})
+	return wire.Vector(tLossNoise, []float64{s.Pairs.ResVar, s.Pairs.LossVar, s.Centre.ResVar, s.Centre.ResSqVar})
 }
 
 // noiseVariances reads the optional tensor name of n variances, each

@@ -144,6 +144,8 @@ const (
 	tCentrePsi    = "centre.psi"
 	tCentrePsiSq  = "centre.psisq"
 	tCentreCATE   = "centre.cate"
+	tCentreRes    = "centre.res"   // losses, from a private site: each candidate's Σ(ψ − τ̂) over all its rows, clipped
+	tCentreResSq  = "centre.ressq" // and Σ(ψ − τ̂)²
 )
 
 // statsNames are the ridge statistics' names on the wire, as Stats holds them.
@@ -338,9 +340,13 @@ func decodeCandidates(e *wire.Envelope, kernels []string) ([]selection.Candidate
 
 // siteSumsTensors encodes a site's answer to stage 2.
 func siteSumsTensors(s selection.SiteSums) []wire.Tensor {
-	return []wire.Tensor{wire.Scalar(tLossN, s.Pairs.N), wire.Vector(tPairLoss, s.Pairs.Loss), wire.Vector(tPairRes, s.Pairs.Res),
+	ts := []wire.Tensor{wire.Scalar(tLossN, s.Pairs.N), wire.Vector(tPairLoss, s.Pairs.Loss), wire.Vector(tPairRes, s.Pairs.Res),
 		wire.Scalar(tCentreN, s.Centre.N), wire.Scalar(tCentrePsi, s.Centre.Psi), wire.Scalar(tCentrePsiSq, s.Centre.PsiSq),
 		wire.Vector(tCentreCATE, s.Centre.CATE)}
+	if s.Centre.Res != nil {
+		ts = append(ts, wire.Vector(tCentreRes, s.Centre.Res), wire.Vector(tCentreResSq, s.Centre.ResSq))
+	}
+	return ts
 }
 
 // decodeSiteSums reads a site's answer to stage 2 for c candidates.
@@ -368,11 +374,20 @@ func decodeSiteSums(e *wire.Envelope, c int) (selection.SiteSums, error) {
 	if out.Centre.CATE, err = vector(e, tCentreCATE, c); err != nil {
 		return out, err
 	}
-	v, err := noiseVariances(e, tLossNoise, 5)
+	// A private site's centring sums are of its clipped residuals.
+	if _, ok := e.Tensor(tCentreRes); ok {
+		if out.Centre.Res, err = vector(e, tCentreRes, c); err != nil {
+			return out, err
+		}
+		if out.Centre.ResSq, err = vector(e, tCentreResSq, c); err != nil {
+			return out, err
+		}
+	}
+	v, err := noiseVariances(e, tLossNoise, 4)
 	if err != nil || v == nil {
 		return out, err
 	}
-	out.Pairs.ResVar, out.Pairs.LossVar, out.Centre.PsiVar, out.Centre.PsiSqVar, out.Centre.CATEVar = v[0], v[1], v[2], v[3], v[4]
+	out.Pairs.ResVar, out.Pairs.LossVar, out.Centre.ResVar, out.Centre.ResSqVar = v[0], v[1], v[2], v[3]
 	return out, nil
 }
 

@@ -105,13 +105,18 @@ func PairSums(psi []float64, cates [][]float64) (Pairs, error) {
 // Centre are a site's sums that re-centre the chosen CATE on its doubly
 // robust ATE, over all of its rows: n, Σψ, Σψ² and, per candidate, Σ τ̂_c.
 // Combine takes them site by site (Recentre).
+//
+// A private site (PrivateSiteLosses) sends instead, per candidate, the
+// sums Res of its clipped residuals ψ − τ̂_c over its rows and ResSq of
+// their squares, whose noise has variances ResVar and ResSqVar per entry;
+// Psi, PsiSq and CATE are then 0. N is a row count, always exact.
 type Centre struct {
 	N, Psi, PsiSq float64
 	CATE          []float64
-	// PsiVar, PsiSqVar and CATEVar are the variances of the noise on Psi,
-	// PsiSq and each entry of CATE, 0 for exact sums (a private site's
-	// SiteSums.Noise sets them). N is a row count, always exact.
-	PsiVar, PsiSqVar, CATEVar float64
+	Res, ResSq    []float64
+	// ResVar and ResSqVar are the variances of the noise on each entry
+	// of Res and ResSq.
+	ResVar, ResSqVar float64
 }
 
 // CentreSums returns the Centre of rows with pseudo-outcomes psi, where
@@ -213,7 +218,7 @@ func Combine(pairs Pairs, centres []Centre, z float64) (Ensemble, error) {
 	}
 	e.Loss = res / (k * k * n)
 	for s, ce := range centres {
-		if ce.N > 0 && len(ce.CATE) != c {
+		if ce.N > 0 && (len(ce.CATE) != c || (ce.Res != nil && (len(ce.Res) != c || len(ce.ResSq) != c))) {
 			return Ensemble{}, fmt.Errorf("%w: site %d: centring sums of %d candidates, want %d", ErrInput, s, len(ce.CATE), c)
 		}
 	}
@@ -246,16 +251,23 @@ func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
 		if ce.N < 2 {
 			continue
 		}
-		var tau float64
+		var tau, res, resSq float64
 		for _, a := range members {
-			if a < 0 || a >= len(ce.CATE) {
+			if a < 0 || a >= len(ce.CATE) || (ce.Res != nil && a >= len(ce.Res)) {
 				return nil, 0, fmt.Errorf("%w: site %d: centring sums of %d candidates, member %d", ErrInput, s, len(ce.CATE), a)
 			}
 			tau += ce.CATE[a]
+			if ce.Res != nil {
+				res, resSq = res+ce.Res[a], resSq+ce.ResSq[a]
+			}
 		}
 		k := float64(len(members))
-		se := noisySE(meanSE(ce.Psi, ce.PsiSq, ce.N), ce.PsiVar+ce.CATEVar/k, ce.N)
-		g[s], v[s] = (ce.Psi-tau/k)/ce.N, se*se
+		if ce.Res != nil {
+			g[s], v[s] = residualGap(res/k, resSq/k, ce.N, ce.ResVar/k)
+		} else {
+			se := meanSE(ce.Psi, ce.PsiSq, ce.N)
+			g[s], v[s] = (ce.Psi-tau/k)/ce.N, se*se
+		}
 		if !(v[s] > 0) {
 			continue
 		}
@@ -298,6 +310,18 @@ func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
 		}
 	}
 	return out, math.Sqrt(t2), nil
+}
+
+// residualGap returns a private site's gap, the mean of ψ − τ̄ over its n
+// rows, and its variance, from the members' mean sum of residuals r, the
+// mean of their sums of squares r2 (no less than the sum of squares of
+// the mean residual, so the variance errs large), and the variance
+// noise of the noise on r.
+func residualGap(r, r2, n, noise float64) (gap, variance float64) {
+	gap = r / n
+	sd := math.Sqrt(math.Max(0, (r2-n*gap*gap)/(n-1)) / n)
+	se := noisySE(sd, noise, n)
+	return gap, se * se
 }
 
 // Has reports whether candidate c is a member.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -30,12 +31,16 @@ import (
 //   - a latent candidate's CATE is computed at a position the row's values
 //     give (RowwiseLatent), so that its Monte Carlo draws do not depend on
 //     where the row sits among the others;
-//   - each row's outcome features are clipped to an L2 norm, and outcomes,
-//     pseudo-outcomes and candidate CATEs to intervals (PrivateClip).
+//   - each row's outcome features are clipped to an L2 norm, outcomes and
+//     pseudo-outcomes to intervals, and each candidate's residual ψ − τ̂
+//     to an interval about 0 (PrivateClip): the losses and the centring
+//     sums are sums of residuals, whose clipping biases them little when
+//     the candidates are near ψ's mean, as clipping ψ itself about 0 would
+//     when the effect is large.
 //
 // NoiseStats and SiteSums.Noise release the pieces through a callback
 // that adds the noise, and record its variance where the coordinator
-// needs it (Stats.Noise, Pairs.ResVar, Centre.PsiVar, …).
+// needs it (Stats.Noise, Pairs.ResVar, Centre.ResVar, …).
 
 // Bounds of a private selection's clipping, in units of the pooled
 // outcome standard deviation (estimator.Scaler.YSD).
@@ -43,9 +48,12 @@ const (
 	// PrivateYBound is the half-width of the interval about the pooled
 	// outcome mean that the T-learner's outcomes are clipped to.
 	PrivateYBound = 3.0
-	// PrivatePsiBound is the half-width of the interval about 0 that
-	// pseudo-outcomes ψ and candidate CATEs are clipped to.
+	// PrivatePsiBound is the half-width of the interval about 0 that the
+	// DR-learner's pseudo-outcomes ψ are clipped to.
 	PrivatePsiBound = 3.0
+	// PrivateResidualBound is the half-width of the interval about 0 that
+	// each candidate's residual ψ − τ̂ is clipped to.
+	PrivateResidualBound = 4.0
 	// PrivateLinearSlack bounds the linear part of a row's outcome
 	// features: rows whose standardised covariates have a mean square of
 	// at most this are not clipped.
@@ -57,24 +65,26 @@ const (
 // SiteSums.Noise release.
 const (
 	StatsPieces = 7 // per arm (in parallel) n, Σφ, Σy, ΦᵀΦ, Φᵀy; and Σψ, Φᵀψ
-	LossPieces  = 5 // Σe_a·e_b, Σl_a·l_b; and Σψ, Σψ², Σ τ̂_c
+	LossPieces  = 4 // Σe_a·e_b, Σl_a·l_b over the held-out rows; Σe_c, Σe_c² over all rows
 )
 
 // PrivateClip are the clipping bounds of a private selection: a row's
-// outcome features to L2 norm Features, its outcome to YCentre ± Y, and
-// pseudo-outcomes and candidate CATEs to ±Psi.
+// outcome features to L2 norm Features, its outcome to YCentre ± Y, its
+// pseudo-outcome (the DR-learner's target) to ±Psi, and a candidate's
+// residual ψ − τ̂ to ±Residual.
 type PrivateClip struct {
 	Features   float64
 	YCentre, Y float64
 	Psi        float64
+	Residual   float64
 }
 
 // NewPrivateClip returns the bounds for model m: features to
 // √(1 + PrivateLinearSlack·γ²) (the random features have norm 1, the
 // linear part γ/√d·u of standardised covariates u), outcomes to the pooled
-// mean ± PrivateYBound standard deviations, and ψ and CATEs to
-// ± PrivatePsiBound standard deviations. They depend on the setup alone,
-// which the federation agreed on before training.
+// mean ± PrivateYBound standard deviations, ψ to ± PrivatePsiBound and
+// residuals to ± PrivateResidualBound standard deviations. They depend on
+// the setup alone, which the federation agreed on before training.
 func NewPrivateClip(m *estimator.Model) (PrivateClip, error) {
 	if m == nil || m.Setup == nil {
 		return PrivateClip{}, fmt.Errorf("%w: no model", ErrInput)
@@ -85,7 +95,8 @@ func NewPrivateClip(m *estimator.Model) (PrivateClip, error) {
 		sd = 1
 	}
 	g := math.Max(0, m.Setup.Config.Linear)
-	return PrivateClip{Features: math.Sqrt(1 + PrivateLinearSlack*g*g), YCentre: sc.YMean, Y: PrivateYBound * sd, Psi: PrivatePsiBound * sd}, nil
+	return PrivateClip{Features: math.Sqrt(1 + PrivateLinearSlack*g*g), YCentre: sc.YMean, Y: PrivateYBound * sd, Psi: PrivatePsiBound * sd,
+		Residual: PrivateResidualBound * sd}, nil
 }
 
 // Sensitivity of each piece, in the order NoiseStats releases them.
@@ -95,14 +106,14 @@ func (c PrivateClip) statsSensitivity() [StatsPieces]float64 {
 }
 
 // lossSensitivity returns the sensitivity of each piece SiteSums.Noise
-// releases for k candidates: a residual e = ψ − τ̂ is within ±2Ψ and a loss
-// within [0, 4Ψ²], so one row moves the upper triangle of Σ e·eᵀ by at
-// most ‖e‖² ≤ k(2Ψ)², that of Σ l·lᵀ by ‖l‖² ≤ k(2Ψ)⁴, Σψ by Ψ, Σψ² by Ψ²
-// and the k sums of CATEs by √k·Ψ.
+// releases for k candidates: each of a row's k residuals e is within ±E
+// and its loss l = e² within [0, E²], so one row moves the upper triangle
+// of Σ e·eᵀ by at most ‖e‖² ≤ kE², that of Σ l·lᵀ by ‖l‖² ≤ kE⁴, the k
+// sums Σe_c by √k·E and the k sums Σe_c² by √k·E².
 func (c PrivateClip) lossSensitivity(k int) [LossPieces]float64 {
-	e := 2 * c.Psi
+	e := c.Residual
 	kf := float64(k)
-	return [LossPieces]float64{kf * e * e, kf * e * e * e * e, c.Psi, c.Psi * c.Psi, math.Sqrt(kf) * c.Psi}
+	return [LossPieces]float64{kf * e * e, kf * e * e * e * e, math.Sqrt(kf) * e, math.Sqrt(kf) * e * e}
 }
 
 // AddNoise adds a Gaussian mechanism's noise to v, whose L2 sensitivity is
@@ -400,22 +411,24 @@ func NoiseStats(st *Stats, clip PrivateClip, add AddNoise) error {
 // candidates ests (ests[c] computed from models[c]) at site, whose rows
 // are d and held-out rows the positions val, before any noise. nu are
 // the run's own models' nuisances of every row of d (not cross-fitted),
-// ψ and every candidate's CATE are clipped to ±clip.Psi, and a latent
-// candidate's CATE is computed by RowwiseLatent. The
-// candidates' CATEs are computed workers at a time (0: GOMAXPROCS).
+// and a latent candidate's CATE is computed by RowwiseLatent. Every row's
+// residual e_c = ψ − τ̂_c of each candidate is clipped to ±clip.Residual;
+// the Pairs are those of the clipped residuals over the held-out rows
+// (Σ e_a·e_b, and Σ e_a²·e_b²), and the Centre holds, over every row,
+// each candidate's Σe_c and Σe_c² (Centre.Res, Centre.ResSq) in place of
+// Σψ, Σψ² and Σ τ̂_c, which it leaves 0. The candidates' CATEs are
+// computed workers at a time (0: GOMAXPROCS).
 func PrivateSiteLosses(ctx context.Context, nu inference.Nuisance, site int, d *estimator.Data, val []int, ests []Estimator, models []*estimator.Model, clip PrivateClip, workers int) (SiteSums, error) {
-	if len(models) != len(ests) || len(ests) == 0 {
-		return SiteSums{}, fmt.Errorf("%w: %d candidates and %d models", ErrInput, len(ests), len(models))
+	k := len(ests)
+	if len(models) != k || k == 0 {
+		return SiteSums{}, fmt.Errorf("%w: %d candidates and %d models", ErrInput, k, len(models))
 	}
-	all, _, err := inference.Scores(d.W, d.Y, nu, inference.DefaultClip)
+	psi, _, err := inference.Scores(d.W, d.Y, nu, inference.DefaultClip)
 	if err != nil {
 		return SiteSums{}, fmt.Errorf("validation pseudo-outcomes: %w", err)
 	}
-	for i, v := range all {
-		all[i] = clipTo(v, 0, clip.Psi)
-	}
 	latent := map[*estimator.Model][]float64{}
-	cates := make([][]float64, len(ests))
+	res := make([][]float64, k) // by candidate, then row
 	for c, e := range ests {
 		var lat []float64
 		if e.Kind == KindLatent || e.Kind == "" {
@@ -430,50 +443,58 @@ func PrivateSiteLosses(ctx context.Context, nu inference.Nuisance, site int, d *
 		if err != nil {
 			return SiteSums{}, fmt.Errorf("candidate %d (%s): %w", c, e.Kind, err)
 		}
-		cates[c] = make([]float64, len(tau))
+		if len(tau) != len(psi) {
+			return SiteSums{}, fmt.Errorf("%w: candidate %d has %d CATEs for %d rows", ErrInput, c, len(tau), len(psi))
+		}
+		res[c] = make([]float64, len(tau))
 		for i, v := range tau {
-			cates[c][i] = clipTo(v, 0, clip.Psi)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return SiteSums{}, fmt.Errorf("%w: candidate %d: a CATE of %v", ErrInput, c, v)
+			}
+			res[c][i] = clipTo(psi[i]-v, 0, clip.Residual)
 		}
 	}
-	psi := make([]float64, len(val))
-	held := make([][]float64, len(ests))
-	for c := range held {
-		held[c] = make([]float64, len(val))
-	}
-	for j, i := range val {
-		if i < 0 || i >= len(all) {
-			return SiteSums{}, fmt.Errorf("%w: validation row %d of %d", ErrInput, i, len(all))
+	out := SiteSums{Pairs: NewPairs(k), Centre: Centre{N: float64(d.Rows()), CATE: make([]float64, k), Res: make([]float64, k), ResSq: make([]float64, k)}}
+	out.Pairs.N = float64(len(val))
+	e := make([]float64, k)
+	for _, i := range val {
+		if i < 0 || i >= len(psi) {
+			return SiteSums{}, fmt.Errorf("%w: validation row %d of %d", ErrInput, i, len(psi))
 		}
-		psi[j] = all[i]
-		for c := range held {
-			held[c][j] = cates[c][i]
+		for c := range e {
+			e[c] = res[c][i]
+		}
+		for a := range k {
+			for b := range k {
+				out.Pairs.Res[a*k+b] += e[a] * e[b]
+				out.Pairs.Loss[a*k+b] += e[a] * e[a] * e[b] * e[b]
+			}
 		}
 	}
-	var out SiteSums
-	if out.Pairs, err = PairSums(psi, held); err != nil {
-		return SiteSums{}, err
-	}
-	if out.Centre, err = CentreSums(all, cates); err != nil {
-		return SiteSums{}, err
+	for c, r := range res {
+		for _, v := range r {
+			out.Centre.Res[c] += v
+			out.Centre.ResSq[c] += v * v
+		}
 	}
 	return out, nil
 }
 
 // Noise releases s, the sums of PrivateSiteLosses under clip, through
 // add: LossPieces Gaussian mechanisms, on the upper triangles of the pair
-// sums Σ e_a·e_b and Σ l_a·l_b, and on the centring sums Σψ, Σψ² and
-// Σ τ̂_c, of the sensitivities lossSensitivity gives for s's candidates.
-// The counts (held-out rows, and all the site's rows) are left exact: they
+// sums Σ e_a·e_b and Σ l_a·l_b, and on the centring sums Σe_c and Σe_c²,
+// of the sensitivities lossSensitivity gives for s's candidates. The
+// counts (held-out rows, and all the site's rows) are left exact: they
 // are row counts, public. The noise variances go into s.Pairs' ResVar
-// and LossVar and s.Centre's PsiVar, PsiSqVar and CATEVar, for the
-// coordinator's standard errors.
+// and LossVar and s.Centre's ResVar and ResSqVar, for the coordinator's
+// standard errors.
 func (s *SiteSums) Noise(clip PrivateClip, add AddNoise) error {
 	k := s.Pairs.C
-	if k == 0 || len(s.Pairs.Res) != k*k || len(s.Pairs.Loss) != k*k || len(s.Centre.CATE) != k {
-		return fmt.Errorf("%w: sums of %d candidates", ErrInput, k)
+	if k == 0 || len(s.Pairs.Res) != k*k || len(s.Pairs.Loss) != k*k || len(s.Centre.Res) != k || len(s.Centre.ResSq) != k {
+		return fmt.Errorf("%w: private sums of %d candidates", ErrInput, k)
 	}
 	sens := clip.lossSensitivity(k)
-	pieces := [][]float64{upper(s.Pairs.Res, k), upper(s.Pairs.Loss, k), {s.Centre.Psi}, {s.Centre.PsiSq}, append([]float64{}, s.Centre.CATE...)}
+	pieces := [][]float64{upper(s.Pairs.Res, k), upper(s.Pairs.Loss, k), slices.Clone(s.Centre.Res), slices.Clone(s.Centre.ResSq)}
 	vars := make([]float64, len(pieces))
 	for i, v := range pieces {
 		sd, err := add(v, sens[i])
@@ -484,9 +505,9 @@ func (s *SiteSums) Noise(clip PrivateClip, add AddNoise) error {
 	}
 	setUpper(s.Pairs.Res, pieces[0], k)
 	setUpper(s.Pairs.Loss, pieces[1], k)
-	s.Centre.Psi, s.Centre.PsiSq = pieces[2][0], pieces[3][0]
-	copy(s.Centre.CATE, pieces[4])
+	copy(s.Centre.Res, pieces[2])
+	copy(s.Centre.ResSq, pieces[3])
 	s.Pairs.ResVar, s.Pairs.LossVar = vars[0], vars[1]
-	s.Centre.PsiVar, s.Centre.PsiSqVar, s.Centre.CATEVar = vars[2], vars[3], vars[4]
+	s.Centre.ResVar, s.Centre.ResSqVar = vars[2], vars[3]
 	return nil
 }

@@ -180,7 +180,7 @@ func TestPrivateSelectionSensitivity(t *testing.T) {
 		t.Fatal(err)
 	}
 	statsNames := []string{"n", "Σφ", "Σy", "ΦᵀΦ", "Φᵀy", "Σψ", "Φᵀψ"}
-	lossNames := []string{"Σe·e", "Σl·l", "Σψ (centre)", "Σψ² (centre)", "Σ τ̂"}
+	lossNames := []string{"Σe·e", "Σl·l", "Σe (centre)", "Σe² (centre)"}
 	for _, tc := range []struct {
 		name    string
 		clip    PrivateClip
@@ -189,8 +189,8 @@ func TestPrivateSelectionSensitivity(t *testing.T) {
 		exceeds []string
 	}{
 		{"clipped", clip, true, nil, nil},
-		{"unclipped", PrivateClip{Features: 1e9, YCentre: clip.YCentre, Y: 1e9, Psi: 1e9}, false, outliers,
-			[]string{"Σφ", "Σy", "ΦᵀΦ", "Φᵀy", "Σψ", "Φᵀψ", "Σe·e", "Σl·l", "Σψ (centre)", "Σψ² (centre)", "Σ τ̂"}},
+		{"unclipped", PrivateClip{Features: 1e9, YCentre: clip.YCentre, Y: 1e9, Psi: 1e9, Residual: 1e9}, false, outliers,
+			[]string{"Σφ", "Σy", "ΦᵀΦ", "Φᵀy", "Σψ", "Φᵀψ", "Σe·e", "Σl·l", "Σe (centre)", "Σe² (centre)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stats, losses := worst(t, f, tc.clip, tc.rows)
@@ -342,6 +342,60 @@ func TestRowwiseLatent(t *testing.T) {
 			}
 			if less[j] != v {
 				t.Errorf("without row %d, row %d's latent CATE %v, was %v", r, i, less[j], v)
+			}
+		}
+	}
+}
+
+// TestRecentreResiduals: a private site's centring sums of residuals give
+// the gap that Σψ and Σ τ̂ give when nothing is clipped, with a variance
+// no smaller than that of the mean of ψ − τ̄ (the members' mean sum of
+// squares bounds that of their mean residual); the noise's variance adds
+// to it.
+func TestRecentreResiduals(t *testing.T) {
+	psi := []float64{1, 3, -2, 4, 0.5, 2, 6, -1}
+	cates := [][]float64{{1, 1, 1, 1, 1, 1, 1, 1}, {0, 2, -1, 3, 1, 2, 4, 0}, {2, 2, 0, 2, 2, 2, 2, 2}}
+	exact, err := CentreSums(psi, cates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Centre{N: exact.N, CATE: make([]float64, 3), Res: make([]float64, 3), ResSq: make([]float64, 3)}
+	for c, tau := range cates {
+		for i, v := range psi {
+			res.Res[c] += v - tau[i]
+			res.ResSq[c] += (v - tau[i]) * (v - tau[i])
+		}
+	}
+	noisy := res
+	noisy.ResVar = 4
+	n := float64(len(psi))
+	for _, members := range [][]int{{0}, {1, 2}, {0, 1, 2}} {
+		want, _, err := Recentre([]Centre{exact}, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The variance of the mean of ψ − τ̄ over the rows.
+		var s1, s2 float64
+		for i, v := range psi {
+			var tau float64
+			for _, m := range members {
+				tau += cates[m][i]
+			}
+			r := v - tau/float64(len(members))
+			s1, s2 = s1+r, s2+r*r
+		}
+		least := (s2 - s1*s1/n) / (n - 1) / n
+		for _, tc := range []struct {
+			name  string
+			ce    Centre
+			noise float64 // the noise's variance on the mean
+		}{{"residuals", res, 0}, {"noisy residuals", noisy, 4 / float64(len(members)) / (n * n)}} {
+			got, _, err := Recentre([]Centre{tc.ce}, members)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(got[0].Gap-want[0].Gap) > 1e-12 || got[0].GapSE*got[0].GapSE < least+tc.noise-1e-12 {
+				t.Errorf("members %v, %s: gap %v, variance %v; want %v, at least %v", members, tc.name, got[0].Gap, got[0].GapSE*got[0].GapSE, want[0].Gap, least+tc.noise)
 			}
 		}
 	}
