@@ -34,9 +34,9 @@ import (
 //   - each row's outcome features are clipped to an L2 norm, outcomes and
 //     pseudo-outcomes to intervals, and each candidate's residual ψ − τ̂
 //     to an interval about 0 (PrivateClip): the losses and the centring
-//     sums are sums of residuals, whose clipping biases them little when
-//     the candidates are near ψ's mean, as clipping ψ itself about 0 would
-//     when the effect is large.
+//     sums are sums of residuals, which clipping biases little when the
+//     candidates are near ψ, while clipping ψ itself about 0 would bias
+//     them whenever the effect is large.
 //
 // NoiseStats and SiteSums.Noise release the pieces through a callback
 // that adds the noise, and record its variance where the coordinator
