@@ -26,8 +26,8 @@ func TestPrivateFederation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A private site refuses model selection, whose statistics are
-			// not private.
+			// No model selection: this test counts the training charges
+			// alone (TestPrivateFederationDefaults selects a model).
 			s := strings.Replace(string(b), "  samples: 20\n", "  samples: 20\n  estimator: latent\n", 1)
 			if err := os.WriteFile(coord, []byte(s), 0o644); err != nil {
 				t.Fatal(err)
@@ -87,6 +87,78 @@ func TestPrivateFederation(t *testing.T) {
 				if err := db.QueryRow(`SELECT count(*), total(private) FROM crff_ate`).Scan(&ates, &private); err != nil || ates == 0 || private != ates {
 					t.Errorf("site%d: %v of %d crff_ate rows marked private (%v), want all", k+1, private, ates, err)
 				}
+				db.Close()
+			}
+		})
+	}
+}
+
+// TestPrivateFederationDefaults is issue 31's acceptance: three sites of
+// crffd simulate --federation with privacy.epsilon: 4 at every site and
+// the coordinator's defaults (model.estimator auto: model selection)
+// complete a run over grpc and over spool. Each site's crff_privacy lists
+// every charge, the three models' training rounds and model selection's
+// noised sums, spending at most ε = 4; crff_model_selection shows the
+// chosen estimator. (The sandbox shrinks the model, as every federation
+// test's does, to keep the test short.)
+func TestPrivateFederationDefaults(t *testing.T) {
+	const sites, rows = 3, 200
+	for _, tr := range []string{"grpc", "spool"} {
+		t.Run(tr, func(t *testing.T) {
+			dir := sandbox(t, sites, rows, tr)
+			for k := 1; k <= sites; k++ {
+				f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = fmt.Fprint(f, "privacy:\n  epsilon: 4\n")
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			runFederation(t, dir, sites, tr == "grpc")
+			run := checkSiteResults(t, dir, sites)
+			want := []string{"training propensity", "training outcome", "training latent", "selection"}
+			for k := 1; k <= sites; k++ {
+				db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
+				rs, err := db.Query(`SELECT run, step, epsilon, epsilon_spent, epsilon_budget, mechanisms, sampling_rate, noise_multiplier, relation, exact FROM crff_privacy`)
+				if err != nil {
+					t.Fatalf("site%d: crff_privacy: %v", k, err)
+				}
+				var steps []string
+				var spent float64
+				for rs.Next() {
+					var got, step, relation, exact string
+					var eps, budget, q, noise float64
+					var mech int
+					if err := rs.Scan(&got, &step, &eps, &spent, &budget, &mech, &q, &noise, &relation, &exact); err != nil {
+						t.Fatalf("site%d: crff_privacy: %v", k, err)
+					}
+					steps = append(steps, step)
+					t.Logf("site%d crff_privacy: %-20s ε %.4f, spent %.4f of %g, %d mechanisms at q %g, noise %.3f, %s, exact %s", k, step, eps, spent, budget, mech, q, noise, relation, exact)
+					if got != run || budget != 4 || !(eps > 0) || !(noise > 0) || exact != "row_count" {
+						t.Errorf("site%d: crff_privacy %s of run %s: ε %v, budget %v, noise %v, exact %q", k, step, got, eps, budget, noise, exact)
+					}
+				}
+				if err := rs.Err(); err != nil {
+					t.Fatal(err)
+				}
+				rs.Close()
+				if strings.Join(steps, ",") != strings.Join(want, ",") {
+					t.Errorf("site%d: crff_privacy steps %q, want %q", k, steps, want)
+				}
+				if !(spent > 0 && spent <= 4*(1+1e-9)) {
+					t.Errorf("site%d: spent ε = %v, want at most 4", k, spent)
+				}
+				var chosen string
+				var cands int
+				if err := db.QueryRow(`SELECT (SELECT candidate FROM crff_model_selection WHERE chosen = 1 AND run = ?), (SELECT count(*) FROM crff_model_selection WHERE run = ?)`, run, run).Scan(&chosen, &cands); err != nil || chosen == "" {
+					t.Errorf("site%d: no chosen estimator in crff_model_selection (%v)", k, err)
+				}
+				t.Logf("site%d: chose %s of %d candidates", k, chosen, cands)
 				db.Close()
 			}
 		})

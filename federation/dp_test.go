@@ -10,6 +10,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/selection"
 )
 
 // TestPrivateSitesSpendTheirBudgets: three sites, two private with budgets
@@ -106,8 +107,8 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 }
 
 // TestPrivateSiteRefusesWhatItCannotAnswerPrivately: L-BFGS needs the
-// losses a private site withholds, and model selection's statistics are
-// not private.
+// losses a private site withholds. (Model selection is no longer refused:
+// TestPrivateSitesSelectAModel.)
 func TestPrivateSiteRefusesWhatItCannotAnswerPrivately(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -117,10 +118,10 @@ func TestPrivateSiteRefusesWhatItCannotAnswerPrivately(t *testing.T) {
 		msg  string
 	}{
 		{"lbfgs", func(c *CoordinatorConfig) { c.Config.Method = estimator.LBFGS }, "model.method: adam"},
-		{"model selection", func(c *CoordinatorConfig) {
-			c.Config.Method = estimator.Adam
+		{"lbfgs with model selection", func(c *CoordinatorConfig) {
+			c.Config.Method = estimator.LBFGS
 			c.Selection = Selection{Share: 0.2}
-		}, "model.estimator: latent"},
+		}, "model.method: adam"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFed(40, 40)
@@ -136,5 +137,164 @@ func TestPrivateSiteRefusesWhatItCannotAnswerPrivately(t *testing.T) {
 			}
 			<-sites[1]
 		})
+	}
+}
+
+// TestPrivateSitesSelectAModel: with every site private and model
+// selection on, among two kernels, the run completes and reports a chosen
+// estimator. Each site charges every training step of both kernels (six)
+// and one StepSelection of StatsPieces + LossPieces mechanisms, within
+// its run ε, and tells the coordinator its noise, which the scores'
+// standard errors include. A site that names selection in Exact charges
+// no selection step and sends exact sums.
+func TestPrivateSitesSelectAModel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := testConfig()
+	cfg.Method = estimator.Adam
+	extra := testKernels()[:1]
+	f := newFed(120, 150, 130)
+	ledgers := []*memoryLedger{{}, {}, {}}
+	for s := range f.cfgs {
+		f.cfgs[s].Privacy = &SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Ledger: ledgers[s]}
+		f.cfgs[s].Kernels, f.cfgs[s].KernelName = kernelsOf(extra), "gaussian"
+	}
+	f.cfgs[2].Privacy.Exact = []string{ExactRowCount, ExactSelection}
+	sent := f.recordSent("site1")
+	sites := f.start(ctx)
+	cc := f.coordinator(cfg)
+	cc.Selection = Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
+	cc.Extra = extra
+	res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+	if err != nil {
+		cancel()
+		for s, c := range sites {
+			t.Logf("site%d: %v", s+1, (<-c).err)
+		}
+		t.Fatal(err)
+	}
+	waitSites(t, sites)
+	if res.Selection == nil || !res.Selection.Scored {
+		t.Fatalf("no selection: %+v", res.Selection)
+	}
+	won := res.Selection.Candidates[res.Selection.Chosen]
+	t.Logf("chose %s of %d candidates (members %v)", won.Name, len(res.Selection.Candidates), res.Selection.Ensemble.Members)
+	// The noise enters the standard errors: no candidate's SE is 0.
+	for _, c := range res.Selection.Candidates[:len(res.Selection.Candidates)-1] {
+		if !(c.SE > 0) {
+			t.Errorf("candidate %s: SE %v, want one with the noise", c.Name, c.SE)
+		}
+	}
+	wantTrain := []string{"training propensity", "training outcome", "training latent",
+		"training propensity (wide)", "training outcome (wide)", "training latent (wide)"}
+	for s, l := range ledgers {
+		var steps []string
+		for _, c := range l.charges {
+			steps = append(steps, c.Step)
+			if c.Step == StepSelection && (c.Steps != selection.StatsPieces+selection.LossPieces || c.Q != 1 || c.Rounds != 1 || !(c.Noise > 0)) {
+				t.Errorf("site%d: selection charge %+v", s+1, c)
+			}
+		}
+		want, exact := wantTrain, []string{ExactRowCount, ExactSelection}
+		if s < 2 {
+			want, exact = append(slices.Clone(wantTrain), StepSelection), []string{ExactRowCount}
+		}
+		if got := l.charges[0].Exact; !slices.Equal(got, exact) {
+			t.Errorf("site%d: charges list %v as exact, want %v", s+1, got, exact)
+		}
+		if !slices.Equal(steps, want) {
+			t.Errorf("site%d: charges %v, want %v", s+1, steps, want)
+		}
+		if last := l.charges[len(l.charges)-1]; !(last.Total <= 4*(1+1e-9)) {
+			t.Errorf("site%d: spent ε = %v of 4", s+1, last.Total)
+		}
+	}
+	var stats, losses int
+	for _, e := range sent.envelopes() {
+		switch e.Kind {
+		case wire.KindStats:
+			stats++
+			if v, err := noiseVariances(e, tStatsNoise, 3); err != nil || len(v) != 3 || !(v[0] > 0) {
+				t.Errorf("site1's stats carry noise variances %v (%v)", v, err)
+			}
+		case wire.KindLosses:
+			losses++
+			if v, err := noiseVariances(e, tLossNoise, 4); err != nil || len(v) != 4 || !(v[0] > 0) {
+				t.Errorf("site1's losses carry noise variances %v (%v)", v, err)
+			}
+		}
+	}
+	if stats != 1 || losses != 1 {
+		t.Errorf("site1 sent %d stats and %d losses, want one each", stats, losses)
+	}
+}
+
+// TestNoisedSelectionAnsweredOnce: a private site draws the noise of each
+// selection stage once per run. The same request (a resumed coordinator
+// asking again) gets the same tensors, with no new noise drawn; a request
+// for something else (other candidates) is refused, since averaging fresh
+// noise over repeated requests would undo it; a new run answers anew.
+func TestNoisedSelectionAnsweredOnce(t *testing.T) {
+	s := &site{}
+	env := func(run string, ts ...wire.Tensor) *wire.Envelope {
+		e, err := wire.New(wire.Header{RunID: run, Kind: wire.KindWeights, Sender: "coord", Recipient: "site1"}, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	calls := 0
+	answer := func() ([]wire.Tensor, error) {
+		calls++
+		return []wire.Tensor{wire.Scalar("answer", float64(calls))}, nil
+	}
+	stage2 := func(run string, kinds ...float64) *wire.Envelope {
+		return env(run, wire.Scalar(tSelectStage, 2), wire.Vector(tCandKind, kinds), wire.Scalar("latent.weights", float64(len(kinds))))
+	}
+	for _, tc := range []struct {
+		name  string
+		e     *wire.Envelope
+		stage int
+		calls int     // answers computed so far
+		got   float64 // the answer returned
+		err   error
+	}{
+		{"first", stage2("r1", 0, 1), 2, 1, 1, nil},
+		{"asked again", stage2("r1", 0, 1), 2, 1, 1, nil},
+		{"other candidates", stage2("r1", 0, 1, 3), 2, 1, 0, ErrLimit},
+		{"stage 1", env("r1", wire.Scalar(tSelectStage, 1), wire.Scalar(tSelectDR, 1)), 1, 2, 2, nil},
+		{"stage 1 without the DR-learner", env("r1", wire.Scalar(tSelectStage, 1), wire.Scalar(tSelectDR, 0)), 1, 2, 0, ErrLimit},
+		{"a new run", stage2("r2", 0, 1, 3), 2, 3, 3, nil},
+	} {
+		ts, err := s.noisedOnce(tc.e, tc.stage, answer)
+		if !errors.Is(err, tc.err) || calls != tc.calls || (err == nil && ts[0].Values[0] != tc.got) {
+			t.Errorf("%s: %v, %v after %d answers; want %v, %v after %d", tc.name, ts, err, calls, tc.got, tc.err, tc.calls)
+		}
+	}
+}
+
+// TestPrivateSiteRefusedForKernelsSpendsNothing: a private site that
+// cannot train a kernel the run chooses among refuses the run before it
+// is charged.
+func TestPrivateSiteRefusedForKernelsSpendsNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFed(40, 40)
+	ledger := &memoryLedger{}
+	f.cfgs[0].Privacy = &SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Ledger: ledger}
+	f.cfgs[1].Kernels = kernelsOf(testKernels())
+	sites := f.start(ctx)
+	cc := f.coordinator(testConfig())
+	cc.Config.Method = estimator.Adam
+	cc.Selection, cc.Extra = Selection{Share: 0.25, Kernel: "gaussian"}, testKernels()[:1]
+	if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); !errors.Is(err, ErrSiteRefused) {
+		t.Errorf("coordinator: %v, want ErrSiteRefused", err)
+	}
+	if r := <-sites[0]; !errors.Is(r.err, ErrNoKernel) {
+		t.Errorf("site1: %v, want ErrNoKernel", r.err)
+	}
+	<-sites[1]
+	if len(ledger.charges) != 0 {
+		t.Errorf("the refused run was charged: %d charges", len(ledger.charges))
 	}
 }

@@ -239,7 +239,9 @@ func SamplingRate(cfg estimator.Config, rows int) float64 {
 // chargePrivacy charges run the rounds cfg will ask of the site and the
 // aggregates it will release, before the site computes anything from its
 // rows, and keeps the charge for the run: its noise, and its round limit.
-func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Config) error {
+// further are the further kernels the run chooses among (decodeKernels),
+// each of whose three models the site trains for as many rounds.
+func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Config, further []string) error {
 	s.charge = nil
 	p := s.cfg.Privacy
 	if p == nil {
@@ -251,8 +253,6 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 	switch {
 	case cfg.Method != estimator.Adam:
 		return fmt.Errorf("%w: a private site does not release its losses, which %v's line search needs (model.method: adam)", ErrLimit, cfg.Method)
-	case s.share > 0:
-		return fmt.Errorf("%w: model selection's statistics and held-out losses are not private; a private site takes part in runs that select no model (model.estimator: latent)", ErrLimit)
 	}
 	if p.Ledger == nil {
 		if s.ledger == nil {
@@ -263,7 +263,11 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 	rows := s.cfg.Data.Rows()
 	rounds := cfg.RoundsFor(rows)
 	q := SamplingRate(cfg, rows)
-	steps := rounds * len(estimator.Kinds)
+	// Kernels (selection): each further kernel's three models are
+	// trained for as many rounds as the run's own, and charged as steps
+	// of their own (trainingSteps).
+	train := trainingSteps(further)
+	steps := rounds * len(train)
 	runEps := p.RunEpsilon
 	if runEps == 0 {
 		runEps = p.Epsilon
@@ -286,10 +290,10 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 	if err != nil {
 		return fmt.Errorf("privacy: calibrating the noise of %d rounds at sampling rate %.4g: %w", steps, q, err)
 	}
-	charges := make([]Charge, 0, len(estimator.Kinds)+len(rel))
+	charges := make([]Charge, 0, len(train)+len(rel))
 	exact := p.exact()
-	for _, k := range estimator.Kinds {
-		charges = append(charges, Charge{RunID: run, Step: TrainingStep(k), Rounds: rounds, Steps: rounds, Q: q, Noise: rc.noise})
+	for _, step := range train {
+		charges = append(charges, Charge{RunID: run, Step: step, Rounds: rounds, Steps: rounds, Q: q, Noise: rc.noise})
 	}
 	for _, r := range rel {
 		charges = append(charges, Charge{RunID: run, Step: r.step, Rounds: 1, Steps: r.count, Q: 1, Noise: rc.agg})
@@ -351,6 +355,20 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 		slog.Float64("epsilon_budget", p.Epsilon), slog.Float64("delta", p.Delta), slog.Int("rounds", steps), slog.Float64("sampling_rate", q),
 		slog.Float64("noise", rc.noise), slog.Float64("aggregate_noise", rc.agg), slog.String("relation", Relation), slog.String("exact", strings.Join(exact, ",")))
 	return nil
+}
+
+// trainingSteps returns the step names of a run's training rounds: each
+// model of the run's kernel (TrainingStep), then each model of every
+// further kernel, named for people as the site's loss names it
+// ("training latent (laplacian)").
+func trainingSteps(further []string) []string {
+	var steps []string
+	for k := range 1 + len(further) {
+		for _, kind := range estimator.Kinds {
+			steps = append(steps, "training "+modelLabel(kind, k, further))
+		}
+	}
+	return steps
 }
 
 // compose returns the ε at delta of the charges of a and b composed.

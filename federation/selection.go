@@ -144,6 +144,8 @@ const (
 	tCentrePsi    = "centre.psi"
 	tCentrePsiSq  = "centre.psisq"
 	tCentreCATE   = "centre.cate"
+	tCentreRes    = "centre.res"   // losses, from a private site: each candidate's Σ(ψ − τ̂) over all its rows, clipped
+	tCentreResSq  = "centre.ressq" // and Σ(ψ − τ̂)²
 )
 
 // statsNames are the ridge statistics' names on the wire, as Stats holds them.
@@ -198,6 +200,14 @@ func decodeStats(e *wire.Envelope, dr bool, features int) (selection.Stats, erro
 		} else {
 			st.DR = r
 		}
+	}
+	v, err := noiseVariances(e, tStatsNoise, len(st.Noise))
+	if err != nil {
+		return st, err
+	}
+	copy(st.Noise[:], v)
+	if !dr {
+		st.Noise[2] = 0
 	}
 	return st, nil
 }
@@ -327,8 +337,10 @@ func decodeCandidates(e *wire.Envelope, kernels []string, most int) ([]selection
 			return nil, fmt.Errorf("%w: candidate %d of unknown kind %v", ErrProtocol, c, k)
 		}
 		kind := kindCodes[int(k)]
+		// The ensemble is listed with its first member's kernel
+		// (selection.Ensembled), which may be a further kernel's.
 		kn := kernel[c]
-		if kn != math.Trunc(kn) || kn < 0 || int(kn) >= len(kernels) || (kn != 0 && kind != selection.KindLatent && kind != selection.KindOutcome) {
+		if kn != math.Trunc(kn) || kn < 0 || int(kn) >= len(kernels) || (kn != 0 && kind != selection.KindLatent && kind != selection.KindOutcome && kind != selection.KindEnsemble) {
 			return nil, fmt.Errorf("%w: candidate %d (%s) of kernel %v, in a run of %d kernels", ErrProtocol, c, kind, kn, len(kernels))
 		}
 		out[c] = selection.Candidate{Name: selection.CandidateName(kind, kernels[int(kn)], ridge[c]), Kind: kind, Ridge: ridge[c], Kernel: int(kn)}
@@ -338,9 +350,13 @@ func decodeCandidates(e *wire.Envelope, kernels []string, most int) ([]selection
 
 // siteSumsTensors encodes a site's answer to stage 2.
 func siteSumsTensors(s selection.SiteSums) []wire.Tensor {
-	return []wire.Tensor{wire.Scalar(tLossN, s.Pairs.N), wire.Vector(tPairLoss, s.Pairs.Loss), wire.Vector(tPairRes, s.Pairs.Res),
+	ts := []wire.Tensor{wire.Scalar(tLossN, s.Pairs.N), wire.Vector(tPairLoss, s.Pairs.Loss), wire.Vector(tPairRes, s.Pairs.Res),
 		wire.Scalar(tCentreN, s.Centre.N), wire.Scalar(tCentrePsi, s.Centre.Psi), wire.Scalar(tCentrePsiSq, s.Centre.PsiSq),
 		wire.Vector(tCentreCATE, s.Centre.CATE)}
+	if s.Centre.Res != nil {
+		ts = append(ts, wire.Vector(tCentreRes, s.Centre.Res), wire.Vector(tCentreResSq, s.Centre.ResSq))
+	}
+	return ts
 }
 
 // decodeSiteSums reads a site's answer to stage 2 for c candidates, from
@@ -369,8 +385,24 @@ func decodeSiteSums(e *wire.Envelope, c, rows int) (selection.SiteSums, error) {
 	if out.Pairs.Res, err = vector(e, tPairRes, c*c); err != nil {
 		return out, err
 	}
-	out.Centre.CATE, err = vector(e, tCentreCATE, c)
-	return out, err
+	if out.Centre.CATE, err = vector(e, tCentreCATE, c); err != nil {
+		return out, err
+	}
+	// A private site's centring sums are of its clipped residuals.
+	if _, ok := e.Tensor(tCentreRes); ok {
+		if out.Centre.Res, err = vector(e, tCentreRes, c); err != nil {
+			return out, err
+		}
+		if out.Centre.ResSq, err = vector(e, tCentreResSq, c); err != nil {
+			return out, err
+		}
+	}
+	v, err := noiseVariances(e, tLossNoise, 4)
+	if err != nil || v == nil {
+		return out, err
+	}
+	out.Pairs.ResVar, out.Pairs.LossVar, out.Centre.ResVar, out.Centre.ResSqVar = v[0], v[1], v[2], v[3]
+	return out, nil
 }
 
 // selectModel runs model selection's two steps, stats and losses, unless a
@@ -407,10 +439,18 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 				}
 			}
 			cands, ests, err := selection.RidgeCandidates(pooled, ridge, sel.Kinds)
-			if err != nil {
+			switch {
+			case err != nil && pooled.Noise != [3]float64{}:
+				// Private sites' noise can leave too little of the sums
+				// to solve (a noised row count below one): the run
+				// chooses among the other candidates.
+				c.log.Warn("ridge candidates left out: the private sites' noised statistics cannot be solved",
+					slog.String(wire.LogKeyRun, c.st.RunID), slog.String(LogKeyReason, err.Error()))
+			case err != nil:
 				return err
+			default:
+				st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
 			}
-			st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
 		}
 		if len(st.Candidates) == 0 {
 			return fmt.Errorf("federation: no candidate of kinds %v", sel.Kinds)
@@ -523,11 +563,18 @@ func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	if err != nil {
 		return nil, err
 	}
-	st, err := selection.SiteStats(ctx, model, s.res.Index, s.trainRows, dr != 0)
+	var ts []wire.Tensor
+	if s.noisySelection() {
+		ts, err = s.noisedOnce(e, 1, func() ([]wire.Tensor, error) { return s.privateStats(ctx, model, dr != 0) })
+	} else {
+		var st selection.Stats
+		st, err = selection.SiteStats(ctx, model, s.res.Index, s.trainRows, dr != 0)
+		ts = statsTensors(st)
+	}
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.reply(e, wire.KindStats, statsTensors(st))
+	out, err := s.reply(e, wire.KindStats, ts)
 	if err != nil {
 		return nil, err
 	}
@@ -550,6 +597,23 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		models[i] = s.res.Models[cand.Kernel]
 	}
 	sums := selection.SiteSums{Pairs: selection.NewPairs(len(ests)), Centre: selection.Centre{CATE: make([]float64, len(ests))}}
+	if len(s.res.Held) > 0 && s.noisySelection() {
+		ts, err := s.noisedOnce(e, 2, func() ([]wire.Tensor, error) {
+			sums, err := s.privateLosses(ctx, ests, models)
+			if err != nil {
+				return nil, err
+			}
+			return append(siteSumsTensors(sums), lossNoiseTensor(sums)), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out, err := s.reply(e, wire.KindLosses, ts)
+		if err != nil {
+			return nil, err
+		}
+		return []*wire.Envelope{out}, nil
+	}
 	if len(s.res.Held) > 0 {
 		nu, err := s.nuisance(ctx)
 		if err != nil {

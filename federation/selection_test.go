@@ -350,3 +350,38 @@ func interruptSelection(ctx context.Context, t *testing.T, sel Selection, extra 
 		waitSites(t, sites)
 	})
 }
+
+// TestDecodeCandidatesKernels: a site reads the candidates' kernels; the
+// ensemble is listed with its first member's kernel (selection.Ensembled),
+// a further kernel's when the best candidates are all of it, which the
+// site took for a protocol violation before. Only latent, outcome and the
+// ensemble may name a further kernel.
+func TestDecodeCandidatesKernels(t *testing.T) {
+	kernels := []string{"gaussian", "wide"}
+	for _, tc := range []struct {
+		name  string
+		cands []selection.Candidate
+		ok    bool
+	}{
+		{"ensemble of a further kernel", []selection.Candidate{{Kind: selection.KindLatent}, {Kind: selection.KindLatent, Kernel: 1}, {Kind: selection.KindEnsemble, Kernel: 1}}, true},
+		{"outcome of a further kernel", []selection.Candidate{{Kind: selection.KindOutcome, Kernel: 1}}, true},
+		{"dr of a further kernel", []selection.Candidate{{Kind: selection.KindDR, Ridge: 1, Kernel: 1}}, false},
+		{"a kernel beyond the run's", []selection.Candidate{{Kind: selection.KindEnsemble, Kernel: 2}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := wire.New(wire.Header{RunID: "r", Kind: wire.KindWeights, Sender: "coord", Recipient: "site1"}, candidateTensors(tc.cands))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeCandidates(e, kernels, DefaultLimits().Candidates)
+			if (err == nil) != tc.ok {
+				t.Fatalf("decode: %v, want ok %v", err, tc.ok)
+			}
+			for c := range got {
+				if got[c].Kernel != tc.cands[c].Kernel || got[c].Kind != tc.cands[c].Kind {
+					t.Errorf("candidate %d: %+v, sent %+v", c, got[c], tc.cands[c])
+				}
+			}
+		})
+	}
+}

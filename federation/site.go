@@ -243,7 +243,8 @@ type site struct {
 	// ledger keeps charges when SitePrivacy.Ledger is nil.
 	answered map[string]int
 	charge   *runCharge
-	aggRand  *rand.Rand // draws the aggregates' noise; nil until the first
+	aggRand  *rand.Rand     // draws the aggregates' noise; nil until the first
+	noised   *noisedAnswers // model selection's noised answers of the run (privacy_selection.go)
 	ledger   *memoryLedger
 	// training is the model the site last answered a round of ("" for
 	// none), and since when, for the one INFO line it logs per model

@@ -91,16 +91,18 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err := s.cfg.Limits.check(cfg, s.cfg.Data.Rows()); err != nil {
 		return nil, err
 	}
-	// A rejoining process is charged again: its round count starts over.
-	if err := s.chargePrivacy(ctx, e.RunID, cfg); err != nil {
-		return nil, err
-	}
 	run, extra, err := decodeKernels(e, s.cfg.Limits.orDefault().Kernels)
 	if err != nil {
 		return nil, err
 	}
 	spectra, names, err := s.openKernels(ctx, run, extra)
 	if err != nil {
+		return nil, err
+	}
+	// A rejoining process is charged again: its round count starts over.
+	// Charged once the kernels are open, so that a run refused for them
+	// spends nothing, and for every kernel's training (privacy.go).
+	if err := s.chargePrivacy(ctx, e.RunID, cfg, extra); err != nil {
 		return nil, err
 	}
 	mo := s.cfg.Data.Moments()
@@ -250,6 +252,9 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 // hold rows out within the bound trains on all its kept rows and adds
 // nothing to the validation losses; it says so in its log.
 func (s *site) holdout() (*estimator.Data, []int, error) {
+	if s.cfg.Privacy != nil {
+		return s.keyedHoldout() // privacy_selection.go
+	}
 	held, err := selection.SiteHoldout(s.kept.W, s.share, s.cfgE.Seed, s.cfg.minArmRows())
 	if err != nil {
 		return nil, nil, err

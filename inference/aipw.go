@@ -55,7 +55,9 @@ func Scores(w, y []float64, nu Nuisance, clip float64) (psi []float64, clipped i
 	for i := range n {
 		e, m0, m1 := nu.Propensity[i], nu.Mu0[i], nu.Mu1[i]
 		if !finite(e) || e < 0 || e > 1 || !finite(m0) || !finite(m1) || !finite(y[i]) {
-			return nil, 0, fmt.Errorf("%w: row %d: propensity %v, outcome means %v and %v, outcome %v", ErrInput, i, e, m0, m1, y[i])
+			// The outcome is a record value: the error says only whether
+			// it is finite.
+			return nil, 0, fmt.Errorf("%w: row %d: propensity %v, outcome means %v and %v, outcome finite %v", ErrInput, i, e, m0, m1, finite(y[i]))
 		}
 		if IsClipped(e, clip) {
 			e = min(max(e, clip), 1-clip)
@@ -67,7 +69,7 @@ func Scores(w, y []float64, nu Nuisance, clip float64) (psi []float64, clipped i
 		case 0:
 			psi[i] = m1 - m0 - (y[i]-m0)/(1-e)
 		default:
-			return nil, 0, fmt.Errorf("%w: row %d: treatment %v is not 0 or 1", ErrInput, i, w[i])
+			return nil, 0, fmt.Errorf("%w: row %d: treatment is not 0 or 1", ErrInput, i)
 		}
 		if !finite(psi[i]) {
 			return nil, 0, fmt.Errorf("%w: row %d: score is %v", ErrInput, i, psi[i])

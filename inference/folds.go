@@ -20,7 +20,7 @@ func Folds(w []float64, k int, seed uint64) ([]int, error) {
 	var arms [2][]int
 	for i, v := range w {
 		if v != 0 && v != 1 {
-			return nil, fmt.Errorf("%w: row %d: treatment %v is not 0 or 1", ErrInput, i, v)
+			return nil, fmt.Errorf("%w: row %d: treatment is not 0 or 1", ErrInput, i)
 		}
 		arms[int(v)] = append(arms[int(v)], i)
 	}

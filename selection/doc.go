@@ -61,4 +61,12 @@
 // solves into the ridge candidates at the coordinator; then each site's
 // SiteLosses (SiteSums), whose Pairs Pairs.Add pools and whose Centres
 // Decide takes site by site.
+//
+// A differentially private site computes its parts otherwise (private.go):
+// KeyedHoldout, PrivateSiteStats and PrivateSiteLosses give sums whose
+// every term depends on its row alone and is clipped, NoiseStats and
+// SiteSums.Noise add the Gaussian noise, and the noise's variances travel
+// with the sums (Stats.Noise, Pairs.ResVar, Centre.ResVar), so that
+// RidgeCandidates raises the penalty of a noised Gram matrix, and the
+// scores' standard errors and the ensemble's shifts include the noise.
 package selection

@@ -16,6 +16,10 @@ type Pairs struct {
 	C         int
 	N         float64
 	Loss, Res []float64
+	// ResVar and LossVar are the variances of the noise on each entry of
+	// Res and of Loss, 0 for exact sums (a private site's SiteSums.Noise
+	// sets them); they add over sites.
+	ResVar, LossVar float64
 }
 
 // NewPairs returns zero Pairs of c candidates.
@@ -32,6 +36,8 @@ func (p *Pairs) Add(o Pairs) error {
 		return fmt.Errorf("%w: pair sums of %d and %d candidates", ErrInput, p.C, o.C)
 	}
 	p.N += o.N
+	p.ResVar += o.ResVar
+	p.LossVar += o.LossVar
 	for i := range p.Loss {
 		p.Loss[i] += o.Loss[i]
 		p.Res[i] += o.Res[i]
@@ -53,9 +59,10 @@ func (p Pairs) Sums(ref int) ([]Sums, error) {
 	out := make([]Sums, c)
 	for a := range out {
 		aa := a*c + a
-		out[a] = Sums{N: p.N, Loss: p.Res[aa], LossSq: p.Loss[aa], Diff: p.Res[aa] - p.Res[r]}
+		out[a] = Sums{N: p.N, Loss: p.Res[aa], LossSq: p.Loss[aa], Diff: p.Res[aa] - p.Res[r], LossNoise: p.ResVar}
 		if a != ref {
 			out[a].DiffSq = p.Loss[aa] - 2*p.Loss[a*c+ref] + p.Loss[r]
+			out[a].DiffNoise = 2 * p.ResVar
 		}
 	}
 	return out, nil
@@ -98,9 +105,18 @@ func PairSums(psi []float64, cates [][]float64) (Pairs, error) {
 // Centre are a site's sums that re-centre the chosen CATE on its doubly
 // robust ATE, over all of its rows: n, Σψ, Σψ² and, per candidate, Σ τ̂_c.
 // Combine takes them site by site (Recentre).
+//
+// A private site (PrivateSiteLosses) sends instead, per candidate, the
+// sums Res of its clipped residuals ψ − τ̂_c over its rows and ResSq of
+// their squares, whose noise has variances ResVar and ResSqVar per entry;
+// Psi, PsiSq and CATE are then 0. N is a row count, always exact.
 type Centre struct {
 	N, Psi, PsiSq float64
 	CATE          []float64
+	Res, ResSq    []float64
+	// ResVar and ResSqVar are the variances of the noise on each entry
+	// of Res and ResSq.
+	ResVar, ResSqVar float64
 }
 
 // CentreSums returns the Centre of rows with pseudo-outcomes psi, where
@@ -189,7 +205,7 @@ func Combine(pairs Pairs, centres []Centre, z float64) (Ensemble, error) {
 		return Ensemble{}, err
 	}
 	for a, d := range diffs {
-		if a == e.Best || d.Diff/n <= z*meanSE(d.Diff, d.DiffSq, n) {
+		if a == e.Best || d.Diff/n <= z*noisySE(meanSE(d.Diff, d.DiffSq, n), d.DiffNoise, n) {
 			e.Members = append(e.Members, a)
 		}
 	}
@@ -202,7 +218,7 @@ func Combine(pairs Pairs, centres []Centre, z float64) (Ensemble, error) {
 	}
 	e.Loss = res / (k * k * n)
 	for s, ce := range centres {
-		if ce.N > 0 && len(ce.CATE) != c {
+		if ce.N > 0 && (len(ce.CATE) != c || (ce.Res != nil && (len(ce.Res) != c || len(ce.ResSq) != c))) {
 			return Ensemble{}, fmt.Errorf("%w: site %d: centring sums of %d candidates, want %d", ErrInput, s, len(ce.CATE), c)
 		}
 	}
@@ -235,15 +251,23 @@ func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
 		if ce.N < 2 {
 			continue
 		}
-		var tau float64
+		var tau, res, resSq float64
 		for _, a := range members {
-			if a < 0 || a >= len(ce.CATE) {
+			if a < 0 || a >= len(ce.CATE) || (ce.Res != nil && a >= len(ce.Res)) {
 				return nil, 0, fmt.Errorf("%w: site %d: centring sums of %d candidates, member %d", ErrInput, s, len(ce.CATE), a)
 			}
 			tau += ce.CATE[a]
+			if ce.Res != nil {
+				res, resSq = res+ce.Res[a], resSq+ce.ResSq[a]
+			}
 		}
-		se := meanSE(ce.Psi, ce.PsiSq, ce.N)
-		g[s], v[s] = (ce.Psi-tau/float64(len(members)))/ce.N, se*se
+		k := float64(len(members))
+		if ce.Res != nil {
+			g[s], v[s] = residualGap(res/k, resSq/k, ce.N, ce.ResVar/k)
+		} else {
+			se := meanSE(ce.Psi, ce.PsiSq, ce.N)
+			g[s], v[s] = (ce.Psi-tau/k)/ce.N, se*se
+		}
 		if !(v[s] > 0) {
 			continue
 		}
@@ -286,6 +310,18 @@ func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
 		}
 	}
 	return out, math.Sqrt(t2), nil
+}
+
+// residualGap returns a private site's gap, the mean of ψ − τ̄ over its n
+// rows, and its variance, from the members' mean sum of residuals r, the
+// mean of their sums of squares r2 (no less than the sum of squares of
+// the mean residual, so the variance errs large), and the variance
+// noise of the noise on r.
+func residualGap(r, r2, n, noise float64) (gap, variance float64) {
+	gap = r / n
+	sd := math.Sqrt(math.Max(0, (r2-n*gap*gap)/(n-1)) / n)
+	se := noisySE(sd, noise, n)
+	return gap, se * se
 }
 
 // Has reports whether candidate c is a member.

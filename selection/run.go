@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 
@@ -356,6 +357,10 @@ func (r *Result) CATE(ctx context.Context, c, site int, data *estimator.Data) ([
 type Stats struct {
 	Arms [2]*estimator.RidgeStats
 	DR   *estimator.RidgeStats
+	// Noise is the variance of the noise on each entry of the Gram
+	// matrices of Arms[0], Arms[1] and DR, 0 for exact sums (a private
+	// site's NoiseStats sets it); it adds over sites.
+	Noise [3]float64
 }
 
 // Add adds o to s; an empty s becomes a copy of o.
@@ -375,6 +380,9 @@ func (s *Stats) Add(o Stats) error {
 		if err := s.Arms[a].Add(o.Arms[a]); err != nil {
 			return err
 		}
+	}
+	for i, v := range o.Noise {
+		s.Noise[i] += v
 	}
 	if s.DR != nil {
 		return s.DR.Add(o.DR)
@@ -438,7 +446,7 @@ func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candi
 			var arms [2]estimator.Ridge
 			for a := range 2 {
 				var err error
-				if arms[a], err = pooled.Arms[a].Solve(lambda); err != nil {
+				if arms[a], err = solve(pooled.Arms[a], lambda, pooled.Noise[a]); err != nil {
 					return nil, nil, fmt.Errorf("t-learner, treatment %d: %w", a, err)
 				}
 			}
@@ -446,7 +454,7 @@ func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candi
 			ests = append(ests, Estimator{Kind: KindTLearner, Ridge: lambda, Arms: &arms})
 		}
 		if want(KindDR) {
-			dr, err := pooled.DR.Solve(lambda)
+			dr, err := solve(pooled.DR, lambda, pooled.Noise[2])
 			if err != nil {
 				return nil, nil, fmt.Errorf("dr-learner: %w", err)
 			}
@@ -455,6 +463,28 @@ func RidgeCandidates(pooled Stats, penalties []float64, kinds []string) ([]Candi
 		}
 	}
 	return cands, ests, nil
+}
+
+// solve solves r with penalty lambda. When r's Gram matrix carries noise
+// of variance noise per entry, the noise can leave ΦᵀΦ + λI indefinite:
+// its symmetric noise matrix has a spectral norm near 2√(p·noise), so the
+// penalty is raised by 3√(p·noise), and doubled again until the system is
+// positive definite (at most ten times). Exact sums (noise 0) are solved
+// at lambda itself.
+func solve(r *estimator.RidgeStats, lambda, noise float64) (estimator.Ridge, error) {
+	if !(noise > 0) {
+		return r.Solve(lambda)
+	}
+	bump := 3 * math.Sqrt(float64(r.P)*noise)
+	var err error
+	for range 10 {
+		var fit estimator.Ridge
+		if fit, err = r.Solve(lambda + bump); err == nil {
+			return fit, nil
+		}
+		bump *= 2
+	}
+	return estimator.Ridge{}, fmt.Errorf("noisy ridge statistics at penalty %g and more: %w", lambda, err)
 }
 
 // SiteSums are a site's validation sums: the Pairs of its validation rows

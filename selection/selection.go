@@ -22,9 +22,14 @@ type Sums struct {
 	N            float64
 	Loss, LossSq float64
 	Diff, DiffSq float64
+	// LossNoise and DiffNoise are the variances of the noise on Loss and
+	// Diff (a private site's noised sums), 0 for exact ones.
+	LossNoise, DiffNoise float64
 }
 
-// Score is one candidate's validation figures.
+// Score is one candidate's validation figures. With noised sums (private
+// sites) each standard error includes the noise: √(sd²/n + v/n²), v the
+// variance of the noise on the sum.
 type Score struct {
 	Loss   float64 // mean loss over the validation rows
 	SE     float64 // its standard error, sd(l)/√n
@@ -48,7 +53,8 @@ func Scores(sums []Sums, ref int) ([]Score, error) {
 		if s.N != n {
 			return nil, fmt.Errorf("%w: candidate %d scored on %v rows, the reference on %v", ErrInput, c, s.N, n)
 		}
-		scores[c] = Score{Loss: s.Loss / n, Diff: s.Diff / n, SE: meanSE(s.Loss, s.LossSq, n), DiffSE: meanSE(s.Diff, s.DiffSq, n)}
+		scores[c] = Score{Loss: s.Loss / n, Diff: s.Diff / n, SE: noisySE(meanSE(s.Loss, s.LossSq, n), s.LossNoise, n),
+			DiffSE: noisySE(meanSE(s.Diff, s.DiffSq, n), s.DiffNoise, n)}
 	}
 	return scores, nil
 }
@@ -61,6 +67,16 @@ func meanSE(sum, sumSq, n float64) float64 {
 		v = 0
 	}
 	return math.Sqrt(v / n)
+}
+
+// noisySE returns the standard error se of a mean of n rows with the
+// noise of variance v on its sum added: √(se² + v/n²); se itself when v
+// is 0, so that exact sums give the figures they always gave.
+func noisySE(se, v, n float64) float64 {
+	if !(v > 0) {
+		return se
+	}
+	return math.Sqrt(se*se + v/(n*n))
 }
 
 // Holdout splits rows with treatments w into training and validation
