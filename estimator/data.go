@@ -1,6 +1,9 @@
 package estimator
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -53,6 +56,45 @@ func (d *Data) validate(s Schema) error {
 		}
 	}
 	return nil
+}
+
+// RowKeys returns a key for each row of d that depends on the row alone:
+// the first 8 bytes of HMAC-SHA256(key, the SHA-256 of the row's
+// covariates, treatment and outcome as float64 bits, and the number of
+// identical rows before it). Identical rows are interchangeable, so
+// numbering them keeps each key a function of the multiset of rows, not of
+// where a row sits, while each copy gets a key of its own. Differentially
+// private code keys a row's coins and random draws by it, so that adding
+// or removing a row leaves every other row's draws as they were.
+func (d *Data) RowKeys(key []byte) []uint64 { return rowKeys(d.X, d.W, d.Y, key) }
+
+// rowKeys returns RowKeys of the rows of x, w and y.
+func rowKeys(x *mat.Dense, w, y []float64, key []byte) []uint64 {
+	n := len(w)
+	keys := make([]uint64, n)
+	if n == 0 {
+		return keys
+	}
+	_, dx := x.Dims()
+	seen := make(map[[sha256.Size]byte]uint64)
+	buf := make([]byte, 0, 8*(dx+2))
+	mac := hmac.New(sha256.New, key)
+	for i := range n {
+		b := buf[:0]
+		for _, v := range x.RawRowView(i) {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(w[i]))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(y[i]))
+		content := sha256.Sum256(b)
+		occ := seen[content]
+		seen[content] = occ + 1
+		mac.Reset()
+		mac.Write(content[:])
+		mac.Write(binary.LittleEndian.AppendUint64(b[:0], occ))
+		keys[i] = binary.LittleEndian.Uint64(mac.Sum(b[:0]))
+	}
+	return keys
 }
 
 // Moments are the sufficient statistics a site shares for standardisation:

@@ -2,10 +2,7 @@ package estimator
 
 import (
 	"context"
-	"crypto/hmac"
 	crand "crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -110,7 +107,7 @@ func (s *Site) SetPrivacy(p *Privacy) error {
 		}
 	}
 	s.priv = &q
-	s.rowKeys = rowKeys(s, q.Key)
+	s.rowKeys = siteRowKeys(s, q.Key)
 	return nil
 }
 
@@ -122,32 +119,13 @@ func (p *Privacy) rate() float64 {
 	return p.Rate
 }
 
-// rowKeys returns the key of each of s's prepared rows: the first 8 bytes
-// of HMAC-SHA256(key, the row's standardised covariates, treatment and
-// outcome, and the number of identical rows before it). Identical rows are
-// interchangeable, so numbering them keeps each row's key a function of
-// the multiset of rows, not of where a row sits, while giving each copy
-// coins and draws of its own. Bit 63 is set, so that no key is a chunk
-// number of a mini-batch.
-func rowKeys(s *Site, key [32]byte) []uint64 {
-	_, dx := s.x.Dims()
-	keys := make([]uint64, s.n)
-	seen := make(map[[sha256.Size]byte]uint64)
-	buf := make([]byte, 8*(dx+2))
-	for i := range s.n {
-		b := buf[:0]
-		for _, v := range s.x.RawRowView(i) {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-		}
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.w[i]))
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.y[i]))
-		content := sha256.Sum256(b)
-		occ := seen[content]
-		seen[content] = occ + 1
-		h := hmac.New(sha256.New, key[:])
-		h.Write(content[:])
-		h.Write(binary.LittleEndian.AppendUint64(nil, occ))
-		keys[i] = binary.LittleEndian.Uint64(h.Sum(nil)) | 1<<63
+// siteRowKeys returns the key of each of s's prepared rows under key
+// (rowKeys on its standardised values), with bit 63 set, so that no key
+// is a chunk number of a mini-batch.
+func siteRowKeys(s *Site, key [32]byte) []uint64 {
+	keys := rowKeys(s.x, s.w, s.y, key[:])
+	for i := range keys {
+		keys[i] |= 1 << 63
 	}
 	return keys
 }

@@ -2,9 +2,6 @@ package selection
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -121,13 +118,13 @@ func (c PrivateClip) lossSensitivity(k int) [LossPieces]float64 {
 type AddNoise func(v []float64, sensitivity float64) (sd float64, err error)
 
 // KeyedHoldout returns the positions of the rows of d held out for a
-// private site's selection: each row is held out when its coin, the first
-// 8 bytes of HMAC-SHA256(key, SHA-256 of its values, the number of
-// identical rows before it), falls below share. A row's coin depends on
-// the row and the key alone, never on where the row sits or on the other
-// rows, so adding or removing a row leaves every other row where it was.
-// Fewer than 2·minArm held-out rows hold none out (nil): the count of
-// held-out rows is public, as the row count is.
+// private site's selection: each row is held out when its coin, its
+// estimator.Data.RowKeys key under key as a number in [0, 1), falls below
+// share. A row's coin depends on the row and the key alone, never on where
+// the row sits or on the other rows, so adding or removing a row leaves
+// every other row where it was. Fewer than 2·minArm held-out rows hold
+// none out (nil): the count of held-out rows is public, as the row count
+// is.
 func KeyedHoldout(d *estimator.Data, share float64, key []byte, minArm int) ([]int, error) {
 	if !(share > 0 && share < 1) {
 		return nil, fmt.Errorf("%w: validation share %v, want one in (0, 1)", ErrInput, share)
@@ -135,29 +132,13 @@ func KeyedHoldout(d *estimator.Data, share float64, key []byte, minArm int) ([]i
 	if len(key) == 0 {
 		return nil, fmt.Errorf("%w: a keyed holdout without a key", ErrInput)
 	}
-	n := d.Rows()
-	_, dx := d.X.Dims()
-	seen := map[[sha256.Size]byte]uint64{}
-	buf := make([]byte, 0, 8*(dx+2))
 	var held []int
-	for i := range n {
-		b := buf[:0]
-		for _, v := range d.X.RawRowView(i) {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-		}
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.W[i]))
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Y[i]))
-		content := sha256.Sum256(b)
-		occ := seen[content]
-		seen[content] = occ + 1
-		h := hmac.New(sha256.New, key)
-		h.Write(content[:])
-		h.Write(binary.LittleEndian.AppendUint64(nil, occ))
-		u := binary.LittleEndian.Uint64(h.Sum(nil))
-		if float64(u>>11)/(1<<53) < share {
+	for i, k := range d.RowKeys(key) {
+		if float64(k>>11)/(1<<53) < share {
 			held = append(held, i)
 		}
 	}
+	n := d.Rows()
 	if len(held) < max(2, 2*minArm) || len(held) > n-2 {
 		return nil, nil
 	}
@@ -171,7 +152,7 @@ const latentSlots = 64
 // that a row's CATE depends on the row alone. estimator.Model.Effects
 // draws a row's Monte Carlo samples from a stream keyed by its position,
 // which another row's removal would shift, so here each row has a slot
-// in [0, latentSlots) given by a hash of its values, and is computed at
+// in [0, latentSlots) given by its estimator.Data.RowKeys key, and is computed at
 // that position in a batch of latentSlots rows: the b-th row of each
 // slot goes into batch b, and a slot no row fills holds a copy of a row
 // whose result is discarded. Its draws are then those of its slot
@@ -183,18 +164,9 @@ func RowwiseLatent(ctx context.Context, m *estimator.Model, site int, d *estimat
 	if n == 0 {
 		return out, nil
 	}
-	_, dx := d.X.Dims()
 	buckets := make([][]int, latentSlots)
-	buf := make([]byte, 0, 8*(dx+2))
-	for i := range n {
-		b := buf[:0]
-		for _, v := range d.X.RawRowView(i) {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-		}
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.W[i]))
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Y[i]))
-		h := sha256.Sum256(b)
-		slot := binary.LittleEndian.Uint64(h[:8]) % latentSlots
+	for i, k := range d.RowKeys(nil) {
+		slot := k % latentSlots
 		buckets[slot] = append(buckets[slot], i)
 	}
 	batches := 0
