@@ -121,6 +121,9 @@ func TestConfigErrors(t *testing.T) {
 		{"eval epsilon not positive", func(t *testing.T) []string {
 			return []string{"eval", "--data", "ihdp", "--epsilon", "1,0"}
 		}, [2]string{}, `--epsilon "1,0": want positive numbers or inf`},
+		{"eval bound not a range", func(t *testing.T) []string {
+			return []string{"eval", "--data", "ihdp", "--epsilon", "1", "--bounds", "y=5"}
+		}, [2]string{}, `--bounds "y=5": want NAME=LO,HI with finite LO < HI`},
 		{"bad log format env", func(t *testing.T) []string {
 			return []string{"version"}
 		}, [2]string{"CRFFD_LOG_FORMAT", "xml"}, `log_format "xml"`},
