@@ -21,8 +21,8 @@ import (
 	"github.com/crffd/crffd/dataset"
 	"github.com/crffd/crffd/dataset/ihdp"
 	"github.com/crffd/crffd/estimator"
-	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/selection"
 )
 
