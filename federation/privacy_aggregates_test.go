@@ -503,3 +503,46 @@ func TestCalibrateSharesTheSiteRules(t *testing.T) {
 		t.Errorf("aggregates exact %v, noised %v, withheld %v", exact, noised, withheld)
 	}
 }
+
+// TestRecheckNoisedATE: a private site that rejoins after the local ATEs
+// are in sends its sums again with fresh noise (it is charged again), so
+// the coordinator compares only the row count and the noise, and keeps
+// the recorded sums either way; an exact site's sums must match.
+func TestRecheckNoisedATE(t *testing.T) {
+	recorded := inference.Sums{N: 10, Sum: 12, SumSq: 40, NoiseVar: 9}
+	ate := func(n, sum float64, sd []float64) *wire.Envelope {
+		ts := []wire.Tensor{wire.Scalar(tATE, 1), wire.Scalar(tN, n), wire.Scalar(tAIPWSum, sum), wire.Scalar(tAIPWSumSq, 40), wire.Scalar(tClipped, 0)}
+		if sd != nil {
+			ts = append(ts, wire.Vector(tATENoise, sd))
+		}
+		e, err := wire.New(wire.Header{RunID: "r", Kind: wire.KindATE, Sender: "site1", Recipient: "coord"}, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name     string
+		recorded inference.Sums
+		e        *wire.Envelope
+		want     string
+	}{
+		{"fresh noise", recorded, ate(10, 15, []float64{3, 30, 2}), "rejoined private site's row count and noise match"},
+		{"another row count", recorded, ate(11, 15, []float64{3, 30, 2}), "rejoined private site's row count or noise differs"},
+		{"exact, the same", inference.Sums{N: 10, Sum: 12, SumSq: 40}, ate(10, 12, nil), "rejoined site's local ATE matches"},
+		{"exact, other sums", inference.Sums{N: 10, Sum: 12, SumSq: 40}, ate(10, 15, nil), "rejoined site's local ATE differs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs logBuffer
+			c := &coordinator{cfg: CoordinatorConfig{Sites: []string{"site1"}}, log: slog.New(slog.NewTextHandler(&logs, nil)),
+				st: &State{Finish: &FinishState{LocalATE: []float64{1}, AIPW: []inference.Sums{tc.recorded}, Clipped: []int{0}, Done: []bool{false}}}}
+			c.recheckATE(0, tc.e)
+			if !strings.Contains(logs.String(), tc.want) {
+				t.Errorf("log %q, want %q", logs.String(), tc.want)
+			}
+			if c.st.Finish.AIPW[0] != tc.recorded {
+				t.Errorf("recorded sums changed to %+v", c.st.Finish.AIPW[0])
+			}
+		})
+	}
+}
