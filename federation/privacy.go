@@ -336,9 +336,12 @@ func (p *SitePrivacy) runEpsilon() float64 {
 // calibrateRun calibrates the noise of a run of cfg at a site of rows rows
 // private under p that releases rel beside its training rounds: σ of the
 // training rounds at the Poisson rate of cfg's batch size, and σ of the
-// aggregates calibrated to AggregateShare of the run's ε, both raised
-// until the charges, composed by Rényi DP, spend at most the run's ε. It
-// returns the run's charge and its charges, without their time and totals.
+// aggregates calibrated to AggregateShare of the run's ε, then both
+// scaled by one factor so that the charges, composed by Rényi DP, spend
+// the run's ε (at most, to a relative 1e-4 of the noise). It returns the
+// run's charge and its charges, without their time and totals. A site
+// daemon (chargePrivacy) and crffd eval (SitePrivacy.Calibrate) both
+// calibrate with it.
 func calibrateRun(p *SitePrivacy, run string, cfg estimator.Config, rows int, rel []release) (runCharge, []Charge, error) {
 	rounds := cfg.RoundsFor(rows)
 	q := samplingRate(cfg, rows)
