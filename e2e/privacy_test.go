@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -12,9 +14,14 @@ import (
 // TestPrivateFederation runs three sites, each differentially private with
 // a budget of its own, over grpc and over spool: the run completes, and
 // each site's crff_privacy shows the run's charges, one per model's
-// training rounds, spending its run ε within 1% (the noise is calibrated
-// to it), at its δ, with the rest of its budget remaining, under the
-// add/remove relation with the row count named as exact.
+// training rounds and one per aggregate released with noise (the hello's
+// moments and the ATE's sums), spending its run ε within 1% (the noise is
+// calibrated to it), at its δ, with the rest of its budget remaining,
+// under the add/remove relation with the row count named as exact. Every
+// crff_ate row is marked private; the global AIPW row's se includes the
+// noise of the sites' sums (noise_se > 0), the local rows are exact. A
+// private site without public bounds for its continuous columns refuses
+// to start, naming them.
 func TestPrivateFederation(t *testing.T) {
 	const sites, rows = 3, 120
 	budgets := []struct{ eps, run, delta float64 }{{2, 0, 1e-5}, {8, 4, 1e-5}, {16, 1, 1e-6}}
@@ -33,17 +40,32 @@ func TestPrivateFederation(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k, bg := range budgets {
-				f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("site%d.yaml", k+1)), os.O_APPEND|os.O_WRONLY, 0)
-				if err != nil {
-					t.Fatal(err)
+				file := filepath.Join(dir, fmt.Sprintf("site%d.yaml", k+1))
+				settings := fmt.Sprintf("  epsilon: %g\n  run_epsilon: %g\n  delta: %g\n", bg.eps, bg.run, bg.delta)
+				if k == 0 {
+					// Without the bounds crffd simulate wrote, the site
+					// refuses to start.
+					b, err := os.ReadFile(file)
+					if err != nil {
+						t.Fatal(err)
+					}
+					unbounded := regexp.MustCompile(`(?m)^  bounds:\n(    .*\n)*`).ReplaceAll(b, nil)
+					if bytes.Equal(unbounded, b) {
+						t.Fatalf("crffd simulate wrote no bounds:\n%s", b)
+					}
+					unbounded = bytes.Replace(unbounded, []byte("privacy:\n"), []byte("privacy:\n"+settings), 1)
+					if err := os.WriteFile(file, unbounded, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					r := crffd(t, nil, "site", "--config", file, "--once")
+					if r.code != 2 || !strings.Contains(r.stderr, "no public bound (privacy.bounds) for") || !strings.Contains(r.stderr, "the outcome") {
+						t.Errorf("site1 without bounds: exit %d, want 2 naming the outcome:\n%s", r.code, r.stderr)
+					}
+					if err := os.WriteFile(file, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
 				}
-				_, err = fmt.Fprintf(f, "privacy:\n  epsilon: %g\n  run_epsilon: %g\n  delta: %g\n", bg.eps, bg.run, bg.delta)
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				setPrivacy(t, file, settings)
 			}
 			runFederation(t, dir, sites, tr == "grpc")
 			run := checkSiteResults(t, dir, sites)
@@ -69,7 +91,7 @@ func TestPrivateFederation(t *testing.T) {
 					t.Fatal(err)
 				}
 				rows.Close()
-				if want := []string{"training propensity", "training outcome", "training latent"}; strings.Join(steps, ",") != strings.Join(want, ",") {
+				if want := []string{"training propensity", "training outcome", "training latent", "moments", "ate"}; strings.Join(steps, ",") != strings.Join(want, ",") {
 					t.Errorf("site%d: crff_privacy steps %q, want %q", k+1, steps, want)
 				}
 				want := bg.run
@@ -81,11 +103,20 @@ func TestPrivateFederation(t *testing.T) {
 						k+1, delta, spent, budget, remaining, want, bg.delta, bg.eps)
 				}
 				t.Logf("site%d: spent ε %.4f of %g (δ %g), %.4f remaining", k+1, spent, budget, delta, remaining)
-				// Every ATE of a private site is marked: its intervals do
-				// not cover the noise.
+				// Every ATE of a private site is marked; the global AIPW
+				// interval includes the noise of the sites' sums, the local
+				// ones are the site's exact sums.
 				var ates, private int
 				if err := db.QueryRow(`SELECT count(*), total(private) FROM crff_ate`).Scan(&ates, &private); err != nil || ates == 0 || private != ates {
 					t.Errorf("site%d: %v of %d crff_ate rows marked private (%v), want all", k+1, private, ates, err)
+				}
+				var globalNoise, localNoise, se float64
+				if err := db.QueryRow(`SELECT noise_se, se FROM crff_ate WHERE scope = 'global' AND estimator = 'aipw'`).Scan(&globalNoise, &se); err != nil ||
+					!(globalNoise > 0 && globalNoise < se) {
+					t.Errorf("site%d: global AIPW noise se %v of se %v (%v), want a positive part", k+1, globalNoise, se, err)
+				}
+				if err := db.QueryRow(`SELECT total(noise_se) FROM crff_ate WHERE scope = 'local'`).Scan(&localNoise); err != nil || localNoise != 0 {
+					t.Errorf("site%d: local noise se %v (%v), want 0", k+1, localNoise, err)
 				}
 				db.Close()
 			}
@@ -106,22 +137,14 @@ func TestPrivateFederationDefaults(t *testing.T) {
 	for _, tr := range []string{"grpc", "spool"} {
 		t.Run(tr, func(t *testing.T) {
 			dir := sandbox(t, sites, rows, tr)
+			// Only the budget: crffd simulate wrote the design's public
+			// bounds, and the coordinator keeps every default.
 			for k := 1; k <= sites; k++ {
-				f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), os.O_APPEND|os.O_WRONLY, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = fmt.Fprint(f, "privacy:\n  epsilon: 4\n")
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				setPrivacy(t, filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "  epsilon: 4\n")
 			}
 			runFederation(t, dir, sites, tr == "grpc")
 			run := checkSiteResults(t, dir, sites)
-			want := []string{"training propensity", "training outcome", "training latent", "selection"}
+			want := []string{"training propensity", "training outcome", "training latent", "moments", "ate", "selection"}
 			for k := 1; k <= sites; k++ {
 				db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
 				rs, err := db.Query(`SELECT run, step, epsilon, epsilon_spent, epsilon_budget, mechanisms, sampling_rate, noise_multiplier, relation, exact FROM crff_privacy`)
@@ -162,5 +185,22 @@ func TestPrivateFederationDefaults(t *testing.T) {
 				db.Close()
 			}
 		})
+	}
+}
+
+// setPrivacy adds settings (indented lines) to the privacy section crffd
+// simulate wrote in the site configuration at path.
+func setPrivacy(t *testing.T, path, settings string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte("privacy:\n")) {
+		t.Fatalf("%s has no privacy section:\n%s", path, b)
+	}
+	b = bytes.Replace(b, []byte("privacy:\n"), []byte("privacy:\n"+settings), 1)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,8 +21,8 @@ import (
 	"github.com/crffd/crffd/dataset"
 	"github.com/crffd/crffd/dataset/ihdp"
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/inference"
-	"github.com/crffd/crffd/privacy"
 	"github.com/crffd/crffd/selection"
 )
 
@@ -73,13 +74,25 @@ type Plan struct {
 	// these kinds (selection.Options.Kinds), as model.estimator does.
 	AutoKinds []string
 	// Epsilons, when not empty, runs each transfer mode (learned, none,
-	// full) once per ε with every training source differentially private
-	// (estimator.Privacy, noise calibrated by package privacy so that a
-	// run spends ε at Delta over its rounds, without amplification by
-	// subsampling), as mode "learned ε=4"; +Inf runs the mode as it is.
+	// full) once per ε with every source differentially private as a
+	// site daemon is, as mode "learned ε=4"; +Inf runs the mode as it is.
+	// Each source is charged by the rules of a site
+	// (federation.SitePrivacy.Calibrate): its training rounds at the
+	// Poisson rate of Config.BatchSize, and the aggregates it releases
+	// with noise, the moments of the pooled standardisation
+	// (SitePrivacy.Moments) and the test source's ATE sums
+	// (SitePrivacy.ATE), whose noise the AIPW interval then includes; the
+	// run spends ε at Delta.
 	Epsilons []float64
 	Delta    float64 // δ of the private modes; 0 means 1e-5
 	Clip     float64 // the private modes' per-row clip norm; 0 means 1
+	// Bounds are the public ranges the private modes' sources clip their
+	// values to (privacy.bounds): the continuous covariates by name, x1,
+	// x2, …, and the outcome as y. PsiClip and Exact are privacy.psi_clip
+	// and privacy.exact.
+	Bounds  map[string]federation.Bound
+	PsiClip float64
+	Exact   []string
 	// Progress, when set, is called after each run.
 	Progress func(done, total int, r Result)
 }
@@ -142,6 +155,12 @@ type Result struct {
 	AIPWATE   *float64 `json:"aipw_ate,omitempty"`
 	AIPWLower *float64 `json:"aipw_lower,omitempty"`
 	AIPWUpper *float64 `json:"aipw_upper,omitempty"`
+	// In a private mode, the AIPW figures are those of the sums the test
+	// source releases: AIPWNoiseSE is the part of the standard error its
+	// noise accounts for, and PsiClipped the scored rows whose score its
+	// clip bound changed.
+	AIPWNoiseSE *float64 `json:"aipw_noise_se,omitempty"`
+	PsiClipped  *int     `json:"psi_clipped,omitempty"`
 	// The DR-calibrated CATE (inference.Calibration of the mode's CATE,
 	// fitted on the scored rows' pseudo-outcomes): its sqrt(PEHE), the
 	// share of scored rows whose 95% interval holds mu1 − mu0, and the
@@ -233,6 +252,15 @@ func (p *Plan) check() error {
 	if len(p.Epsilons) > 0 && p.Config.Method != estimator.Adam {
 		return fmt.Errorf("%w: private modes train with adam (a private site withholds the losses %v needs)", ErrPlan, p.Config.Method)
 	}
+	if len(p.Epsilons) > 0 {
+		sp := p.sitePrivacy(1)
+		if err := sp.Check(); err != nil {
+			return fmt.Errorf("%w: %w", ErrPlan, err)
+		}
+		if err := sp.CheckColumns(nil, estimator.Schema{BinaryOutcome: true}); err != nil {
+			return fmt.Errorf("%w: %w", ErrPlan, err)
+		}
+	}
 	return nil
 }
 
@@ -248,6 +276,11 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 		seeds = []uint64{p.Config.Seed}
 	}
 	modes := p.privateModes()
+	// The private modes' aggregate noise, as a site draws it.
+	rng, err := estimator.NewNoiseSource()
+	if err != nil {
+		return nil, err
+	}
 	total := len(p.Replicates) * len(modes) * len(p.Sources) * len(seeds)
 	for _, rp := range p.Replicates {
 		splits, schema, err := load(rp, p)
@@ -259,7 +292,7 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 				for _, seed := range seeds {
 					q := p
 					q.Config.Seed = seed
-					r, err := runOne(ctx, q, splits[:k], schema, mode)
+					r, err := runOne(ctx, q, splits[:k], schema, mode, rng)
 					if err != nil {
 						return nil, fmt.Errorf("replicate %d (%s), mode %s, %d sources, seed %d: %w", rp.Number, rp.Path, mode, k, seed, err)
 					}
@@ -277,38 +310,82 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	return rep, nil
 }
 
-// fitPrivate fits cfg by simulated federation, every site private at eps
-// (+Inf: exact).
-func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, schema estimator.Schema, cfg estimator.Config, eps float64) (*estimator.Model, error) {
-	if math.IsInf(eps, 1) {
-		return estimator.Fit(ctx, train, schema, p.Spectral, cfg)
+// OutcomeName is the name of the outcome in Plan.Bounds.
+const OutcomeName = "y"
+
+// sitePrivacy returns the privacy of every source of a private mode at
+// eps, as a site daemon with the plan's settings would have it.
+func (p Plan) sitePrivacy(eps float64) *federation.SitePrivacy {
+	sp := &federation.SitePrivacy{Epsilon: eps, Delta: p.Delta, Clip: p.Clip, Exact: p.Exact, PsiClip: p.PsiClip,
+		Bounds: map[string]federation.Bound{}}
+	if sp.Delta == 0 {
+		sp.Delta = 1e-5
 	}
-	scaler, err := estimator.PooledScaler(train, schema)
+	if sp.Clip == 0 {
+		sp.Clip = 1
+	}
+	for name, b := range p.Bounds {
+		if name == OutcomeName {
+			sp.Outcome = &b
+			continue
+		}
+		sp.Bounds[name] = b
+	}
+	return sp
+}
+
+// covariateNames are the names of dx covariates, x1, x2, …
+func covariateNames(dx int) []string {
+	out := make([]string, dx)
+	for j := range out {
+		out[j] = dataset.ColumnName(dataset.FixedColumns + 1 + j)
+	}
+	return out
+}
+
+// privateFit is a model fitted with every source private, and what its
+// test source needs to release its ATE's sums.
+type privateFit struct {
+	model *estimator.Model
+	priv  *federation.SitePrivacy // nil: not private
+	agg   []float64               // per source, σ of its aggregates
+}
+
+// fitPrivate fits cfg by simulated federation, every site private at eps
+// (+Inf: exact): each source calibrates its noise as a site daemon does
+// (federation.SitePrivacy.Calibrate), releases its moments with noise for
+// the pooled standardisation, and trains on Poisson samples at its rate.
+func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, schema estimator.Schema, cfg estimator.Config, eps float64, rng *rand.Rand) (privateFit, error) {
+	if math.IsInf(eps, 1) {
+		m, err := estimator.Fit(ctx, train, schema, p.Spectral, cfg)
+		return privateFit{model: m}, err
+	}
+	sp := p.sitePrivacy(eps)
+	names := covariateNames(len(schema.Binary))
+	moments := make([]estimator.Moments, len(train))
+	privs := make([]*estimator.Privacy, len(train))
+	fit := privateFit{priv: sp, agg: make([]float64, len(train))}
+	for s, d := range train {
+		noise, err := sp.Calibrate(cfg, d.Rows(), names, schema)
+		if err != nil {
+			return fit, fmt.Errorf("source %d at ε = %g: %w (eval: --bounds, --exact)", s+1, eps, err)
+		}
+		if moments[s], err = sp.Moments(d, names, schema, noise.Aggregates, rng); err != nil {
+			return fit, fmt.Errorf("source %d: %w", s+1, err)
+		}
+		privs[s] = &estimator.Privacy{Clip: sp.Clip, Noise: noise.Training, Rate: noise.Rate}
+		fit.agg[s] = noise.Aggregates
+	}
+	scaler, err := estimator.NewScaler(schema, moments)
 	if err != nil {
-		return nil, err
+		return fit, err
 	}
 	setup, err := estimator.NewSetup(ctx, schema, p.Spectral, cfg, scaler)
 	if err != nil {
-		return nil, err
+		return fit, err
 	}
-	delta, clip := p.Delta, p.Clip
-	if delta == 0 {
-		delta = 1e-5
-	}
-	if clip == 0 {
-		clip = 1
-	}
-	privs := make([]*estimator.Privacy, len(train))
-	for s, d := range train {
-		// Each site calibrates to its own rounds, as a site daemon does.
-		steps := cfg.RoundsFor(d.Rows()) * len(estimator.Kinds)
-		sigma, err := privacy.Calibrate(eps, delta, 1, steps)
-		if err != nil {
-			return nil, fmt.Errorf("calibrating ε = %g over %d rounds: %w", eps, steps, err)
-		}
-		privs[s] = &estimator.Privacy{Clip: clip, Noise: sigma}
-	}
-	return estimator.FitPrivate(ctx, train, setup, privs)
+	fit.model, err = estimator.FitPrivate(ctx, train, setup, privs)
+	return fit, err
 }
 
 // split is one source's rows, split.
@@ -359,7 +436,7 @@ func load(rp Replicate, p Plan) ([]split, estimator.Schema, error) {
 
 // runOne fits one mode on the training rows of the given sources and
 // scores the test rows of the test source.
-func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schema, mode string) (Result, error) {
+func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schema, mode string, rng *rand.Rand) (Result, error) {
 	r := Result{Mode: mode, Sources: len(sources)}
 	train := make([]*estimator.Data, len(sources))
 	for i, s := range sources {
@@ -390,10 +467,11 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 		if cfg.Transfer, err = estimator.ParseTransfer(base); err != nil {
 			return r, err
 		}
-		model, err := fitPrivate(ctx, p, train, schema, cfg, eps)
+		fit, err := fitPrivate(ctx, p, train, schema, cfg, eps, rng)
 		if err != nil {
 			return r, err
 		}
+		model := fit.model
 		r.TrainSeconds = time.Since(start).Seconds()
 		r.Rounds = model.Propensity.Rounds + model.Outcome.Rounds + model.Latent.Rounds
 		eff, err := model.Effects(ctx, p.TestSource-1, test.Data())
@@ -401,7 +479,11 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 			return r, err
 		}
 		cate = eff.CATE
-		if err := r.aipw(ctx, model, p.TestSource-1, test.Data(), cate, test.Tau(), p.CrossFit); err != nil {
+		var rel *release
+		if fit.priv != nil {
+			rel = &release{priv: fit.priv, sigma: fit.agg[p.TestSource-1], schema: schema, rng: rng}
+		}
+		if err := r.aipw(ctx, model, p.TestSource-1, test.Data(), cate, test.Tau(), p.CrossFit, rel); err != nil {
 			return r, err
 		}
 	}
@@ -417,12 +499,22 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 	return r, nil
 }
 
+// release is how a private source releases its ATE's sums.
+type release struct {
+	priv   *federation.SitePrivacy
+	sigma  float64 // the source's aggregate noise multiplier
+	schema estimator.Schema
+	rng    *rand.Rand
+}
+
 // aipw sets the AIPW estimate and interval of the rows d from the
 // nuisances of model's site, or with crossFit from nuisances cross-fitted
 // on d (estimator.Analyse, as a site computes them), and the figures of the
 // DR-calibrated CATE against the true effects tau; those stay absent when d
-// has too few rows for a calibration.
-func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, d *estimator.Data, cate, tau []float64, crossFit bool) error {
+// has too few rows for a calibration. With rel, the AIPW estimate is that
+// of the sums the private site releases (its scores clipped, with noise),
+// and its interval includes the noise.
+func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, d *estimator.Data, cate, tau []float64, crossFit bool, rel *release) error {
 	var an *inference.Analysis
 	var err error
 	if crossFit {
@@ -437,6 +529,18 @@ func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, d *
 		return err
 	}
 	r.AIPWATE, r.AIPWLower, r.AIPWUpper = &an.AIPW.Estimate, &an.AIPW.Lower, &an.AIPW.Upper
+	if rel != nil {
+		sent, err := rel.priv.ATE(an.Scores, cate, rel.schema, rel.sigma, rel.rng)
+		if err != nil {
+			return err
+		}
+		e, err := sent.Sums.Estimate()
+		if err != nil {
+			return err
+		}
+		r.AIPWATE, r.AIPWLower, r.AIPWUpper, r.AIPWNoiseSE = &e.Estimate, &e.Lower, &e.Upper, &e.NoiseSE
+		r.PsiClipped = &sent.PsiClipped
+	}
 	if an.Calibration == nil {
 		return nil
 	}

@@ -1,12 +1,15 @@
 package evaluate
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
 )
 
 // TestPrivateModes: --epsilon repeats each transfer mode per ε, leaves the
@@ -39,6 +42,9 @@ func TestPrivatePlanErrors(t *testing.T) {
 		{"zero ε", func(p *Plan) { p.Epsilons = []float64{0} }},
 		{"δ of 1", func(p *Plan) { p.Epsilons, p.Delta = []float64{1}, 1 }},
 		{"lbfgs", func(p *Plan) { p.Epsilons, p.Config.Method = []float64{1}, estimator.LBFGS }},
+		{"unknown exact", func(p *Plan) { p.Epsilons, p.Exact = []float64{1}, []string{federation.ExactRowCount, "gradients"} }},
+		{"empty bound", func(p *Plan) { p.Epsilons, p.Bounds = []float64{1}, map[string]federation.Bound{"x1": {Lo: 2, Hi: 2}} }},
+		{"negative psi clip", func(p *Plan) { p.Epsilons, p.PsiClip = []float64{1}, -1 }},
 	} {
 		p := base
 		c.edit(&p)
@@ -48,5 +54,45 @@ func TestPrivatePlanErrors(t *testing.T) {
 	}
 	if err := base.check(); err != nil {
 		t.Errorf("the base plan: %v", err)
+	}
+}
+
+// TestPrivateRun runs a private mode on the paper's design (binary
+// covariates, a continuous outcome) as a site would be private: without a
+// bound for the outcome the plan stops, naming it; with one, the test
+// source's AIPW estimate is that of its released sums, whose interval
+// includes the noise (aipw_noise_se), and a second run's noise differs.
+func TestPrivateRun(t *testing.T) {
+	path := writeSynth(t, t.TempDir(), 1, 3)
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples, cfg.Method = 40, 3, 15, 10, estimator.Adam
+	plan := Plan{
+		Replicates: []Replicate{{Number: 1, Path: path}}, Sources: []int{2}, SourceSize: 200, Split: [3]int{100, 100, 0},
+		Modes: []string{"learned"}, TestSource: 1, Spectral: estimator.GaussianSpectral{}, Config: cfg, CrossFit: true,
+		Epsilons: []float64{4},
+	}
+	if _, err := Run(context.Background(), plan); err == nil || !strings.Contains(err.Error(), "no public bound (privacy.bounds) for the outcome") ||
+		!strings.Contains(err.Error(), "--bounds") {
+		t.Errorf("no outcome bound: %v", err)
+	}
+	plan.Bounds = map[string]federation.Bound{OutcomeName: {Lo: -5, Hi: 25}}
+	var aipw []float64
+	for range 2 {
+		rep, err := Run(context.Background(), plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rep.Runs[0]
+		if r.Mode != "learned ε=4" || r.AIPWNoiseSE == nil || !(*r.AIPWNoiseSE > 0) || r.PsiClipped == nil {
+			t.Fatalf("run %+v: no noise in its AIPW", r)
+		}
+		half := (*r.AIPWUpper - *r.AIPWLower) / 2
+		if !(half > 1.95**r.AIPWNoiseSE) {
+			t.Errorf("interval half-width %v does not include the noise se %v", half, *r.AIPWNoiseSE)
+		}
+		aipw = append(aipw, *r.AIPWATE)
+	}
+	if aipw[0] == aipw[1] {
+		t.Error("two private runs released the same AIPW sums: no noise")
 	}
 }

@@ -19,12 +19,15 @@ const (
 
 // balanceTensors returns the hello's balance tensor: the sums of the site's
 // rows, weighted by a logistic propensity fitted on them, which it also
-// keeps as the run's SiteResult.LocalBalance. A private site
-// sends none: the sums are exact, and its privacy budget covers training
-// only. A fit that fails sends none either, since the diagnostics are not
-// needed for the run; the site logs why.
+// keeps as the run's SiteResult.LocalBalance. A private site sends none
+// unless its privacy.exact names balance (ExactBalance), which releases
+// them exactly, outside its guarantee: they are per-arm sums of every
+// covariate and of its square, with weights from a propensity fitted on
+// the rows, and no noised version of them is built. The run then has no
+// global balance. A fit that fails sends none either, since the
+// diagnostics are not needed for the run; the site logs why.
 func (s *site) balanceTensors(ctx context.Context) []wire.Tensor {
-	if s.cfg.Privacy != nil {
+	if p := s.cfg.Privacy; p != nil && !p.IsExact(ExactBalance) {
 		return nil
 	}
 	sums, err := balance.Of(ctx, s.cfg.Data.X, s.cfg.Data.W)

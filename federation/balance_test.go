@@ -15,7 +15,8 @@ import (
 // TestGlobalBalanceFromSums checks that every site receives the sum of the
 // sites' balance sums, each computed on the site's own rows, so that the
 // global balance equals the one of the pooled sums; and that one private
-// site, which sends none, leaves every site without a global balance.
+// site, which sends none, leaves every site without a global balance,
+// unless its privacy.exact names balance.
 func TestGlobalBalanceFromSums(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -59,20 +60,38 @@ func TestGlobalBalanceFromSums(t *testing.T) {
 		}
 	}
 
-	f2 := newFed(40, 60, 50)
-	f2.cfgs[1].Privacy = &SitePrivacy{Epsilon: 8, Delta: 1e-5, Clip: 1, Ledger: &memoryLedger{}}
-	cfg := testConfig()
-	sites = f2.start(ctx)
-	if _, err := RunCoordinator(ctx, f2.coordinator(cfg), f2.net.Endpoint("coord")); err != nil {
-		t.Fatal(err)
-	}
-	for s, r := range waitSites(t, sites) {
-		if r.Balance != nil {
-			t.Errorf("site%d: a global balance although site2 is private and sent no sums", s+1)
-		}
-		if (r.LocalBalance == nil) != (s == 1) {
-			t.Errorf("site%d: local balance sums %v; only the private site2 keeps none", s+1, r.LocalBalance)
-		}
+	// A private site sends no balance sums unless privacy.exact names
+	// balance, which sends them exactly: the global balance is then the
+	// same as without privacy.
+	for _, tc := range []struct {
+		name  string
+		exact []string
+	}{{"private", nil}, {"private, balance exact", []string{ExactRowCount, ExactBalance}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f2 := newFed(40, 60, 50)
+			f2.cfgs[1].Privacy = &SitePrivacy{Epsilon: 8, Delta: 1e-5, Clip: 1, Ledger: &memoryLedger{}, Bounds: testBounds, Outcome: &testOutcomeBound,
+				Exact: tc.exact}
+			sites := f2.start(ctx)
+			if _, err := RunCoordinator(ctx, f2.coordinator(testConfig()), f2.net.Endpoint("coord")); err != nil {
+				t.Fatal(err)
+			}
+			sent := tc.exact != nil
+			for s, r := range waitSites(t, sites) {
+				switch {
+				case !sent && r.Balance != nil:
+					t.Errorf("site%d: a global balance although site2 is private and sent no sums", s+1)
+				case sent && r.Balance == nil:
+					t.Errorf("site%d: no global balance although site2 names balance exact", s+1)
+				case sent:
+					if i, ok := sameSums(*r.Balance, want); !ok {
+						t.Errorf("site%d: number %d of the global sums is %v, want %v", s+1, i, r.Balance.Vector()[i], want.Vector()[i])
+					}
+				}
+				if (r.LocalBalance == nil) != (s == 1 && !sent) {
+					t.Errorf("site%d: local balance sums %v; only a private site2 without balance exact keeps none", s+1, r.LocalBalance)
+				}
+			}
+		})
 	}
 }
 

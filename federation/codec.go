@@ -458,7 +458,7 @@ func globalTensors(g inference.ATEs) []wire.Tensor {
 		wire.Scalar(tATE, g.PlugIn.Estimate), wire.Scalar(tN, float64(g.PlugIn.N)),
 		wire.Scalar(tAIPWATE, g.AIPW.Estimate), wire.Scalar(tAIPWSE, g.AIPW.SE),
 		wire.Scalar(tAIPWLower, g.AIPW.Lower), wire.Scalar(tAIPWUpper, g.AIPW.Upper),
-		wire.Scalar(tClipped, float64(g.Clipped)),
+		wire.Scalar(tClipped, float64(g.Clipped)), wire.Scalar(tAIPWNoiseSE, g.AIPW.NoiseSE),
 	}
 }
 
@@ -485,11 +485,22 @@ func decodeGlobal(e *wire.Envelope) (inference.ATEs, error) {
 	if g.Clipped, err = integer(e, tClipped); err != nil {
 		return g, err
 	}
+	// A coordinator that predates noised sums sends no noise_se.
+	if _, ok := e.Tensor(tAIPWNoiseSE); ok {
+		if g.AIPW.NoiseSE, err = scalar(e, tAIPWNoiseSE); err != nil {
+			return g, err
+		}
+		if g.AIPW.NoiseSE < 0 || g.AIPW.NoiseSE > g.AIPW.SE*(1+1e-9) {
+			return g, fmt.Errorf("%w: %s: noise se %v of an se of %v", ErrProtocol, e.Kind, g.AIPW.NoiseSE, g.AIPW.SE)
+		}
+	}
 	return g, nil
 }
 
 // decodeLocal reads a site's ate envelope: its plug-in ATE, the Sums of its
-// AIPW scores and the rows whose propensity it clipped.
+// AIPW scores and the rows whose propensity it clipped. The sums of a
+// private site carry noise, whose standard deviations it sends
+// (tATENoise): that on Σψ becomes Sums.NoiseVar.
 func decodeLocal(e *wire.Envelope) (plugin float64, sums inference.Sums, clipped int, err error) {
 	if plugin, err = scalar(e, tATE); err != nil {
 		return
@@ -505,6 +516,19 @@ func decodeLocal(e *wire.Envelope) (plugin float64, sums inference.Sums, clipped
 	}
 	if clipped, err = integer(e, tClipped); err != nil {
 		return
+	}
+	if _, ok := e.Tensor(tATENoise); ok {
+		var sd []float64
+		if sd, err = vector(e, tATENoise, 3); err != nil {
+			return
+		}
+		for _, v := range sd {
+			if v < 0 {
+				err = fmt.Errorf("%w: %s: noise standard deviation %v", ErrProtocol, e.Kind, v)
+				return
+			}
+		}
+		sums.NoiseVar = sd[0] * sd[0]
 	}
 	switch {
 	case clipped < 0 || clipped > sums.N:

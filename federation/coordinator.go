@@ -79,7 +79,8 @@ type Result struct {
 	Rows        []int            // per site: n behind its ATEs
 	GlobalATE   float64          // the plug-in ATE over every site's rows
 	// GlobalAIPW is the AIPW estimate over every site's rows, from the
-	// added sums, with its standard error and 95% interval.
+	// added sums, with its standard error and 95% interval, which include
+	// the noise of the private sites' sums (LocalAIPW[s].NoiseVar).
 	GlobalAIPW inference.Estimate
 	Dropped    []int // per site: rows left out by de-duplication
 	// Sites are the sites the run covered (CoordinatorConfig.Sites), in
@@ -88,7 +89,8 @@ type Result struct {
 	// Selection is the run's model selection, nil when it selected none.
 	Selection *SelectState
 	// PrivateSites counts the sites whose answers carried differential
-	// privacy noise: with any, no interval of the run covers that noise.
+	// privacy noise. The AIPW intervals cover the noise of their ATE sums,
+	// not the training noise's effect on the models.
 	PrivateSites int
 }
 

@@ -136,6 +136,13 @@ func (c *coordinator) recheckATE(s int, e *wire.Envelope) {
 	switch {
 	case err != nil:
 		c.log.Warn("rejoined site's local ATE unreadable; keeping the recorded one", slog.String(LogKeySite, name), slog.String(LogKeyReason, err.Error()))
+	case sums.NoiseVar > 0 && (sums.N != f.AIPW[s].N || sums.NoiseVar != f.AIPW[s].NoiseVar):
+		// A private site noises its sums afresh (and is charged again
+		// for it): only the row count and the noise can match.
+		c.log.Warn("rejoined private site's row count or noise differs from the recorded one, which the global ATE keeps using; its rows may have changed since the run began",
+			slog.String(LogKeySite, name))
+	case sums.NoiseVar > 0:
+		c.log.Info("rejoined private site's row count and noise match the recorded ones", slog.String(LogKeySite, name))
 	case ate != f.LocalATE[s] || sums != f.AIPW[s] || clipped != f.Clipped[s]:
 		c.log.Warn("rejoined site's local ATE differs from the recorded one, which the global ATE keeps using; its rows may have changed since the run began",
 			slog.String(LogKeySite, name))

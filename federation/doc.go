@@ -163,8 +163,9 @@
 // identities only as HMACs under the same secret, and
 // the kernel only as the SHA-256 of its base frequencies. The moments are
 // taken over all of a site's rows, before de-duplication. A site that is
-// not private (SiteConfig.Privacy) also sends its balance sums (package
-// balance: per arm, the row count and per covariate Σx, Σx² and the
+// not private (SiteConfig.Privacy), or that names balance in
+// SitePrivacy.Exact, also sends its balance sums (package balance: per
+// arm, the row count and per covariate Σx, Σx² and the
 // inverse-propensity-weighted Σωx, with Σω and Σω²), over the same rows;
 // the coordinator adds them and sends the total back in global-ate, where
 // each site reads the global balance with its own covariate names. The
@@ -172,6 +173,14 @@
 // moments are sent only when every one of the site's outcomes is positive,
 // and zeros otherwise: over the positive rows alone they could be sums of
 // one or two outcomes, which min_arm_rows does not bound.
+//
+// A private site (SitePrivacy) sends the moments and the ATE's sums with
+// Gaussian noise, unless SitePrivacy.Exact names them: each value clipped
+// to a public bound first (SitePrivacy.Bounds, PsiClip), the noise
+// calibrated to the resulting sensitivity and charged with the training
+// rounds before the site answers the hello; the ate envelope then carries
+// the noise's standard deviations, and the global AIPW standard error
+// includes them. privacy_aggregates.go gives each mechanism.
 //
 // A site that takes part in several runs sends sums over each run's rows,
 // and the difference of two runs' sums is the sum over the rows added,

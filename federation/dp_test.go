@@ -25,8 +25,8 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 	cfg.Method = estimator.Adam
 	ledgers := []*memoryLedger{{}, {}}
 	budgets := []SitePrivacy{
-		{Epsilon: 2, Delta: 1e-5, Clip: 1, Ledger: ledgers[0]},
-		{Epsilon: 8, RunEpsilon: 4, Delta: 1e-6, Clip: 0.5, Ledger: ledgers[1]},
+		{Epsilon: 2, Delta: 1e-5, Clip: 1, Ledger: ledgers[0], Bounds: testBounds, Outcome: &testOutcomeBound},
+		{Epsilon: 8, RunEpsilon: 4, Delta: 1e-6, Clip: 0.5, Ledger: ledgers[1], Bounds: testBounds, Outcome: &testOutcomeBound},
 	}
 	f := newFed(40, 40, 40)
 	for s := range budgets {
@@ -48,9 +48,10 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 			t.Errorf("site%d: private %v, %d private sites; want %v, 2", s+1, r.Private, r.PrivateSites, s < 2)
 		}
 	}
+	steps := []string{TrainingStep(estimator.Propensity), TrainingStep(estimator.Outcome), TrainingStep(estimator.Latent), StepMoments, StepATE}
 	for s, l := range ledgers {
-		if len(l.charges) != len(estimator.Kinds) {
-			t.Fatalf("site%d: %d charges, want one per model", s+1, len(l.charges))
+		if len(l.charges) != len(steps) {
+			t.Fatalf("site%d: %d charges, want one per model and one per aggregate released with noise", s+1, len(l.charges))
 		}
 		b := budgets[s]
 		run := b.RunEpsilon
@@ -58,9 +59,17 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 			run = b.Epsilon
 		}
 		for k, c := range l.charges {
-			if want := TrainingStep(estimator.Kinds[k]); c.RunID != "run-1" || c.Step != want || c.Rounds != cfg.Rounds || c.Steps != cfg.Rounds || c.Q != 1 ||
+			rounds, mechanisms := cfg.Rounds, cfg.Rounds
+			switch c.Step {
+			case StepMoments:
+				rounds, mechanisms = 1, 1
+			case StepATE:
+				rounds, mechanisms = 1, 3
+			}
+			if want := steps[k]; c.RunID != "run-1" || c.Step != want || c.Rounds != rounds || c.Steps != mechanisms || c.Q != 1 ||
 				c.Delta != b.Delta || c.Clip != b.Clip || c.Budget != b.Epsilon || c.Relation != Relation || !slices.Equal(c.Exact, []string{ExactRowCount}) {
-				t.Errorf("site%d: charge %+v, want run-1, %s, %d rounds, q 1, δ %g, clip %g, budget %g, the relation and the row count exact", s+1, c, want, cfg.Rounds, b.Delta, b.Clip, b.Epsilon)
+				t.Errorf("site%d: charge %+v, want run-1, %s, %d rounds, %d mechanisms, q 1, δ %g, clip %g, budget %g, the relation and the row count exact",
+					s+1, c, want, rounds, mechanisms, b.Delta, b.Clip, b.Epsilon)
 			}
 			if !(c.Noise > 0) || !(c.Epsilon > 0 && c.Epsilon < c.Total) && k > 0 {
 				t.Errorf("site%d: charge %d spends ε = %v of a total %v at noise %v", s+1, k, c.Epsilon, c.Total, c.Noise)
@@ -101,7 +110,7 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 	} else {
 		checkRefusal(t, env[0], refusalBudget)
 	}
-	if len(ledgers[0].charges) != len(estimator.Kinds) {
+	if len(ledgers[0].charges) != len(steps) {
 		t.Errorf("the refused run was charged: %d charges", len(ledgers[0].charges))
 	}
 }
@@ -125,7 +134,7 @@ func TestPrivateSiteRefusesWhatItCannotAnswerPrivately(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFed(40, 40)
-			f.cfgs[0].Privacy = &SitePrivacy{Epsilon: 1, Delta: 1e-5, Clip: 1}
+			f.cfgs[0].Privacy = &SitePrivacy{Epsilon: 1, Delta: 1e-5, Clip: 1, Bounds: testBounds, Outcome: &testOutcomeBound}
 			sites := f.start(ctx)
 			cc := f.coordinator(testConfig())
 			tc.cc(&cc)
@@ -156,7 +165,7 @@ func TestPrivateSitesSelectAModel(t *testing.T) {
 	f := newFed(120, 150, 130)
 	ledgers := []*memoryLedger{{}, {}, {}}
 	for s := range f.cfgs {
-		f.cfgs[s].Privacy = &SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Ledger: ledgers[s]}
+		f.cfgs[s].Privacy = &SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Ledger: ledgers[s], Bounds: testBounds, Outcome: &testOutcomeBound}
 		f.cfgs[s].Kernels, f.cfgs[s].KernelName = kernelsOf(extra), "gaussian"
 	}
 	f.cfgs[2].Privacy.Exact = []string{ExactRowCount, ExactSelection}
@@ -195,9 +204,9 @@ func TestPrivateSitesSelectAModel(t *testing.T) {
 				t.Errorf("site%d: selection charge %+v", s+1, c)
 			}
 		}
-		want, exact := wantTrain, []string{ExactRowCount, ExactSelection}
+		want, exact := append(slices.Clone(wantTrain), StepMoments, StepATE), []string{ExactRowCount, ExactSelection}
 		if s < 2 {
-			want, exact = append(slices.Clone(wantTrain), StepSelection), []string{ExactRowCount}
+			want, exact = append(slices.Clone(wantTrain), StepMoments, StepATE, StepSelection), []string{ExactRowCount}
 		}
 		if got := l.charges[0].Exact; !slices.Equal(got, exact) {
 			t.Errorf("site%d: charges list %v as exact, want %v", s+1, got, exact)

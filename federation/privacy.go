@@ -85,6 +85,18 @@ type SitePrivacy struct {
 	// Exact names the aggregates the site releases without noise (the
 	// Exact* names). It must name ExactRowCount; nil means just that.
 	Exact []string
+	// Bounds are the public ranges of the continuous covariates, by
+	// column name (SiteConfig.Columns), and Outcome that of a continuous
+	// outcome: each value is clipped to its column's range before it
+	// enters an aggregate released with noise (see Bound and
+	// privacy_aggregates.go). Binary columns and a binary outcome need
+	// none. A site that releases its moments with noise refuses a run
+	// while a continuous column has no bound (CheckColumns).
+	Bounds  map[string]Bound
+	Outcome *Bound
+	// PsiClip bounds the AIPW scores ψ of the ATE's sums, |ψ| ≤ PsiClip;
+	// 0 means DefaultPsiClipRanges × the width of the outcome's bound.
+	PsiClip float64
 	// Ledger keeps the site's spending across runs and restarts; nil
 	// keeps it for this process alone.
 	Ledger Ledger
@@ -250,6 +262,9 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 	if err := p.Check(); err != nil {
 		return err
 	}
+	if err := p.CheckColumns(s.cfg.Columns, s.cfg.Schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrLimit, err)
+	}
 	switch {
 	case cfg.Method != estimator.Adam:
 		return fmt.Errorf("%w: a private site does not release its losses, which %v's line search needs (model.method: adam)", ErrLimit, cfg.Method)
@@ -260,60 +275,12 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 		}
 		p.Ledger = s.ledger
 	}
-	rows := s.cfg.Data.Rows()
-	rounds := cfg.RoundsFor(rows)
-	q := SamplingRate(cfg, rows)
-	// Kernels (selection): each further kernel's three models are
-	// trained for as many rounds as the run's own, and charged as steps
-	// of their own (trainingSteps).
-	train := trainingSteps(further)
-	steps := rounds * len(train)
-	runEps := p.RunEpsilon
-	if runEps == 0 {
-		runEps = p.Epsilon
-	}
-	rel := s.releases()
-	once := 0
-	for _, r := range rel {
-		once += r.count
-	}
-	rc := runCharge{rounds: rounds, q: q, clip: p.Clip}
-	var err error
-	if once == 0 {
-		rc.noise, err = privacy.Calibrate(runEps, p.Delta, q, steps)
-	} else {
-		rc.noise, err = privacy.Calibrate(runEps*(1-AggregateShare), p.Delta, q, steps)
-		if err == nil {
-			rc.agg, err = privacy.Calibrate(runEps*AggregateShare, p.Delta, 1, once)
-		}
-	}
+	rc, charges, err := calibrateRun(p, run, cfg, s.cfg.Data.Rows(), further, s.releases())
 	if err != nil {
-		return fmt.Errorf("privacy: calibrating the noise of %d rounds at sampling rate %.4g: %w", steps, q, err)
+		return err
 	}
-	charges := make([]Charge, 0, len(train)+len(rel))
-	exact := p.exact()
-	for _, step := range train {
-		charges = append(charges, Charge{RunID: run, Step: step, Rounds: rounds, Steps: rounds, Q: q, Noise: rc.noise})
-	}
-	for _, r := range rel {
-		charges = append(charges, Charge{RunID: run, Step: r.step, Rounds: 1, Steps: r.count, Q: 1, Noise: rc.agg})
-	}
-	// The two calibrations each spend their share; composed by RDP the
-	// run spends less than their sum, almost always below the run's ε.
-	// Where it does not, both noises grow until it does.
-	for range 200 {
-		alone, err := compose(nil, charges, p.Delta)
-		if err != nil {
-			return err
-		}
-		if alone <= runEps*(1+1e-9) {
-			break
-		}
-		rc.noise, rc.agg = rc.noise*1.01, rc.agg*1.01
-		for i := range charges {
-			charges[i].Noise *= 1.01
-		}
-	}
+	steps := rc.rounds * len(trainingSteps(further))
+	runEps := p.runEpsilon()
 	past, err := p.Ledger.Charges(ctx)
 	if err != nil {
 		return fmt.Errorf("privacy: read the ledger: %w", err)
@@ -332,6 +299,7 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 		return fmt.Errorf("%w: run %s would spend ε = %.4g at δ = %g over %d rounds, bringing the site's total from ε = %.4g to %.4g, past its budget of ε = %.4g (%.4g left)",
 			ErrBudget, run, runEps, p.Delta, steps, before, total, p.Epsilon, math.Max(0, p.Epsilon-before))
 	}
+	exact := p.exact()
 	now := time.Now().UTC()
 	for i := range charges {
 		c := &charges[i]
@@ -352,7 +320,7 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 		return err
 	}
 	s.log.Info("privacy budget charged", slog.String(wire.LogKeyRun, run), slog.Float64("epsilon", alone), slog.Float64("epsilon_total", total),
-		slog.Float64("epsilon_budget", p.Epsilon), slog.Float64("delta", p.Delta), slog.Int("rounds", steps), slog.Float64("sampling_rate", q),
+		slog.Float64("epsilon_budget", p.Epsilon), slog.Float64("delta", p.Delta), slog.Int("rounds", steps), slog.Float64("sampling_rate", rc.q),
 		slog.Float64("noise", rc.noise), slog.Float64("aggregate_noise", rc.agg), slog.String("relation", Relation), slog.String("exact", strings.Join(exact, ",")))
 	return nil
 }
@@ -369,6 +337,110 @@ func trainingSteps(further []string) []string {
 		}
 	}
 	return steps
+}
+
+// runEpsilon is the ε one run spends: RunEpsilon, or Epsilon when 0.
+func (p *SitePrivacy) runEpsilon() float64 {
+	if p.RunEpsilon == 0 {
+		return p.Epsilon
+	}
+	return p.RunEpsilon
+}
+
+// calibrateRun calibrates the noise of a run of cfg at a site of rows rows
+// private under p that releases rel beside its training rounds: σ of the
+// training rounds at the Poisson rate of cfg's batch size, and σ of the
+// aggregates calibrated to AggregateShare of the run's ε, then both
+// scaled by one factor so that the charges, composed by Rényi DP, spend
+// the run's ε (at most, to a relative 1e-4 of the noise). It returns the
+// run's charge and its charges, without their time and totals. A site
+// daemon (chargePrivacy) and crffd eval (SitePrivacy.Calibrate) both
+// calibrate with it.
+func calibrateRun(p *SitePrivacy, run string, cfg estimator.Config, rows int, further []string, rel []release) (runCharge, []Charge, error) {
+	rounds := cfg.RoundsFor(rows)
+	q := SamplingRate(cfg, rows)
+	// Kernels (selection): each further kernel's three models are
+	// trained for as many rounds as the run's own, and charged as steps
+	// of their own (trainingSteps).
+	train := trainingSteps(further)
+	steps := rounds * len(train)
+	runEps := p.runEpsilon()
+	once := 0
+	for _, r := range rel {
+		once += r.count
+	}
+	rc := runCharge{rounds: rounds, q: q, clip: p.Clip}
+	var err error
+	if once == 0 {
+		rc.noise, err = privacy.Calibrate(runEps, p.Delta, q, steps)
+	} else {
+		rc.noise, err = privacy.Calibrate(runEps*(1-AggregateShare), p.Delta, q, steps)
+		if err == nil {
+			rc.agg, err = privacy.Calibrate(runEps*AggregateShare, p.Delta, 1, once)
+		}
+	}
+	if err != nil {
+		return rc, nil, fmt.Errorf("privacy: calibrating the noise of %d rounds at sampling rate %.4g: %w", steps, q, err)
+	}
+	charges := make([]Charge, 0, len(train)+len(rel))
+	for _, step := range train {
+		charges = append(charges, Charge{RunID: run, Step: step, Rounds: rounds, Steps: rounds, Q: q, Noise: rc.noise})
+	}
+	for _, r := range rel {
+		charges = append(charges, Charge{RunID: run, Step: r.step, Rounds: 1, Steps: r.count, Q: 1, Noise: rc.agg})
+	}
+	// The two calibrations each spend their share; composed by RDP the
+	// run spends less than their sum, often well below the run's ε (5/6
+	// of it with the moments and the ATE's sums). Both noises are then
+	// scaled by one factor, which keeps their ratio, so that the run
+	// spends its ε: the largest noise that spends more, and the smallest
+	// that spends no more, are bisected to a relative 1e-4, and the run
+	// takes the latter.
+	spent := func(f float64) (float64, error) {
+		scaled := slices.Clone(charges)
+		for i := range scaled {
+			scaled[i].Noise *= f
+		}
+		return compose(nil, scaled, p.Delta)
+	}
+	lo, hi := 1.0, 1.0
+	for range 60 {
+		e, err := spent(hi)
+		if err != nil {
+			return rc, nil, err
+		}
+		if e <= runEps*(1+1e-9) {
+			break
+		}
+		lo, hi = hi, hi*2
+	}
+	for range 60 {
+		e, err := spent(lo)
+		if err != nil {
+			return rc, nil, err
+		}
+		if e > runEps*(1+1e-9) {
+			break
+		}
+		lo, hi = lo/2, lo
+	}
+	for hi-lo > 1e-4*hi {
+		mid := (lo + hi) / 2
+		e, err := spent(mid)
+		if err != nil {
+			return rc, nil, err
+		}
+		if e <= runEps*(1+1e-9) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	rc.noise, rc.agg = rc.noise*hi, rc.agg*hi
+	for i := range charges {
+		charges[i].Noise *= hi
+	}
+	return rc, charges, nil
 }
 
 // compose returns the ε at delta of the charges of a and b composed.

@@ -145,11 +145,18 @@ type SiteResult struct {
 	Local       inference.ATEs // over the kept rows
 	Global      inference.ATEs
 	// Private is set when this site's answers carried differential privacy
-	// noise, and PrivateSites counts the run's sites whose did. The AIPW
-	// intervals of Local (when Private) and Global (when PrivateSites > 0)
-	// are computed as without noise: they do not cover it.
+	// noise, and PrivateSites counts the run's sites whose did. Local is
+	// computed from the site's exact scores, which never leave it; the
+	// AIPW interval of Global includes the variance of the noise that the
+	// private sites added to their sums (Global.AIPW.NoiseSE), not the
+	// bias of their clipping, nor the effect of the training noise on the
+	// models.
 	Private      bool
 	PrivateSites int
+	// Released is what a private site released of its ATE's sums with
+	// noise, with the rows its clipping changed (which it never sends);
+	// nil when it sent them exactly.
+	Released *ATERelease
 	// Balance is the balance sums of every site's rows, added by the
 	// coordinator (package balance): the site computes the global balance
 	// from them with its own covariate names. It is nil when a site sent

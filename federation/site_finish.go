@@ -133,9 +133,11 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	for j, k := range s.res.Kept {
 		s.res.Scores[k], s.res.ScoreClipped[k] = an.Scores[j], an.ClippedRows[j]
 	}
-	a, err := s.reply(e, wire.KindATE, []wire.Tensor{
-		wire.Scalar(tATE, s.res.Local.PlugIn.Estimate), wire.Scalar(tN, float64(len(cate))),
-		wire.Scalar(tAIPWSum, sums.Sum), wire.Scalar(tAIPWSumSq, sums.SumSq), wire.Scalar(tClipped, float64(s.res.Local.Clipped))})
+	ts, err := s.ateTensors(s.res.Local.PlugIn.Estimate, sums, s.res.Local.Clipped, an.Scores, cate)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.reply(e, wire.KindATE, ts)
 	if err != nil {
 		return nil, err
 	}

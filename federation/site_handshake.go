@@ -105,7 +105,10 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err := s.chargePrivacy(ctx, e.RunID, cfg, extra); err != nil {
 		return nil, err
 	}
-	mo := s.cfg.Data.Moments()
+	mo, err := s.helloMoments()
+	if err != nil {
+		return nil, err
+	}
 	placeholder, err := estimator.NewScaler(s.cfg.Schema, []estimator.Moments{mo})
 	if err != nil {
 		return nil, err

@@ -84,10 +84,17 @@ func IsClipped(e, clip float64) bool { return e < clip || e > 1-clip }
 
 // Sums are what a site shares of its scores: their count, sum and sum of
 // squares. They add over disjoint sets of rows.
+//
+// A differentially private site adds noise to Sum before it shares it;
+// NoiseVar is the variance of that noise (zero for exact sums), which is
+// public: it follows from the site's noise multiplier and clip bound, not
+// from its rows. Added Sums add their noise variances, and Estimate counts
+// them in the standard error.
 type Sums struct {
-	N     int
-	Sum   float64
-	SumSq float64
+	N        int
+	Sum      float64
+	SumSq    float64
+	NoiseVar float64
 }
 
 // Accumulate returns the Sums of v.
@@ -102,7 +109,7 @@ func Accumulate(v []float64) Sums {
 
 // Add returns the Sums of the union of the rows of s and t.
 func (s Sums) Add(t Sums) Sums {
-	return Sums{N: s.N + t.N, Sum: s.Sum + t.Sum, SumSq: s.SumSq + t.SumSq}
+	return Sums{N: s.N + t.N, Sum: s.Sum + t.Sum, SumSq: s.SumSq + t.SumSq, NoiseVar: s.NoiseVar + t.NoiseVar}
 }
 
 // Estimate is an effect estimate with its standard error and the Level
@@ -112,22 +119,30 @@ type Estimate struct {
 	SE           float64
 	Lower, Upper float64
 	N            int
+	// NoiseSE is the part of SE that differential-privacy noise in the
+	// sums accounts for, SE² = sd(ψ)²/n + NoiseSE²; zero for exact sums.
+	NoiseSE float64
 }
 
 // Estimate returns the mean of the scores with the standard error
 // sd(ψ)/√n, sd with the n − 1 divisor, and the normal interval at Level.
-// It needs at least two rows.
+// Noise in Sum (NoiseVar) moves the mean by a further error of variance
+// NoiseVar/n², independent of the scores, so the standard error is
+// √(sd(ψ)²/n + NoiseVar/n²). It needs at least two rows.
 func (s Sums) Estimate() (Estimate, error) {
 	if s.N < 2 {
 		return Estimate{}, fmt.Errorf("%w: %d rows; an interval needs at least 2", ErrInput, s.N)
 	}
-	if !finite(s.Sum) || !finite(s.SumSq) {
-		return Estimate{}, fmt.Errorf("%w: sums %v and %v", ErrInput, s.Sum, s.SumSq)
+	if !finite(s.Sum) || !finite(s.SumSq) || !finite(s.NoiseVar) || s.NoiseVar < 0 {
+		return Estimate{}, fmt.Errorf("%w: sums %v and %v, noise variance %v", ErrInput, s.Sum, s.SumSq, s.NoiseVar)
 	}
 	n := float64(s.N)
 	mean := s.Sum / n
 	v := max(0, (s.SumSq-n*mean*mean)/(n-1))
-	return newEstimate(mean, math.Sqrt(v/n), s.N), nil
+	noise := s.NoiseVar / (n * n)
+	e := newEstimate(mean, math.Sqrt(v/n+noise), s.N)
+	e.NoiseSE = math.Sqrt(noise)
+	return e, nil
 }
 
 // z is the normal quantile of the Level interval.

@@ -101,8 +101,36 @@ func TestSumsAddPooled(t *testing.T) {
 	}
 }
 
+// TestNoiseVarWidensTheInterval: noise of variance V in Σψ adds V/n² to
+// the squared standard error, NoiseSE is its part, and added Sums add
+// their noise variances.
+func TestNoiseVarWidensTheInterval(t *testing.T) {
+	psi := []float64{1, 3, 2, 5, 4, 0, 2, 3}
+	exact, err := Accumulate(psi).Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []float64{0, 1, 16, 400} {
+		s := Accumulate(psi)
+		s.NoiseVar = v
+		got, err := s.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := float64(len(psi))
+		if want := math.Sqrt(exact.SE*exact.SE + v/(n*n)); math.Abs(got.SE-want) > 1e-12 || got.Estimate != exact.Estimate ||
+			math.Abs(got.NoiseSE-math.Sqrt(v)/n) > 1e-15 || math.Abs(got.Upper-got.Estimate-1.959963984540054*got.SE) > 1e-9 {
+			t.Errorf("noise variance %v: %+v, want se %v", v, got, want)
+		}
+	}
+	a, b := Sums{N: 3, Sum: 1, SumSq: 2, NoiseVar: 4}, Sums{N: 5, Sum: 2, SumSq: 3, NoiseVar: 9}
+	if got := a.Add(b); got != (Sums{N: 8, Sum: 3, SumSq: 5, NoiseVar: 13}) {
+		t.Errorf("added %+v", got)
+	}
+}
+
 func TestEstimateErrors(t *testing.T) {
-	for _, s := range []Sums{{}, {N: 1, Sum: 2, SumSq: 4}, {N: 3, Sum: math.NaN()}} {
+	for _, s := range []Sums{{}, {N: 1, Sum: 2, SumSq: 4}, {N: 3, Sum: math.NaN()}, {N: 3, Sum: 1, SumSq: 2, NoiseVar: -1}, {N: 3, NoiseVar: math.Inf(1)}} {
 		if _, err := s.Estimate(); !errors.Is(err, ErrInput) {
 			t.Errorf("%+v: error %v, want ErrInput", s, err)
 		}

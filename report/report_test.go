@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crffd/crffd/report"
 	"github.com/crffd/crffd/store"
@@ -170,6 +171,61 @@ func TestSite(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "site-report.html"), b.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSitePrivacy: the page lists the latest run's charges, the
+// aggregates it released exactly and with noise, and the budget; a global
+// ATE of noised sums shows the part of its se the noise accounts for.
+// Without charges it says the site sent nothing noised.
+func TestSitePrivacy(t *testing.T) {
+	ctx := context.Background()
+	s := syntheticSite(t, false)
+	var b bytes.Buffer
+	if err := report.Site(ctx, s, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "No privacy charge recorded") {
+		t.Error("a site without charges: no note")
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i, c := range []store.PrivacyCharge{
+		{Run: "run-0", Step: "training latent", Rounds: 10, Steps: 10, Q: 1, Noise: 3, Epsilon: 0.5, Total: 0.5},
+		{Run: "run-1", Step: "training latent", Rounds: 10, Steps: 10, Q: 0.25, Noise: 2.5, Epsilon: 0.6, Total: 0.9},
+		{Run: "run-1", Step: "moments", Rounds: 1, Steps: 1, Q: 1, Noise: 7, Epsilon: 0.1, Total: 1},
+		{Run: "run-1", Step: "ate", Rounds: 1, Steps: 3, Q: 1, Noise: 7, Epsilon: 0.2, Total: 1.25},
+	} {
+		c.At, c.Clip, c.Delta, c.Budget, c.Relation = at, 1, 1e-5, 8, "add/remove, row count public"
+		c.Exact = []string{"balance", "row_count"}
+		if err := s.AppendPrivacyCharge(ctx, c); err != nil {
+			t.Fatalf("charge %d: %v", i, err)
+		}
+	}
+	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorAIPW, ATE: 1, SE: 0.5, Lower: 0.02, Upper: 1.98,
+		N: 600, Clipped: 0, Private: true, NoiseSE: 0.3}); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := report.Site(ctx, s, &b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		"the charges of run <code>run-1</code>",
+		"spends ε = 1.25 at δ = 1e-05 of a budget of 8; 6.75 is left",
+		"add/remove, row count public",
+		`<td class="l">training latent</td><td>0.6</td><td>10</td><td>0.25</td><td>2.5</td>`,
+		`<td class="l">ate</td><td>0.2</td><td>3</td><td>1</td><td>7</td>`,
+		"Released exactly, outside the guarantee (privacy.exact):</strong> balance, row_count.",
+		"Released with noise:</strong> the training rounds, moments, ate.",
+		`<td class="l">global</td><td class="l">aipw</td><td>1.0000</td><td>0.5000</td><td>[0.0200, 1.9800]</td><td>600</td><td>0</td><td>0.3000</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `<td>3</td><td>1</td><td>0.5</td>`) {
+		t.Error("page lists a charge of an earlier run")
 	}
 }
 

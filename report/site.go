@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/crffd/crffd/estimator"
@@ -55,6 +56,30 @@ type sitePage struct {
 	AuditTotals []auditRow
 
 	Balance []balanceSection // local, then global; empty without crffd check
+
+	Privacy *privacyInfo // the latest run's privacy charges; nil without any
+}
+
+// privacyInfo is what the site's privacy ledger (crff_privacy) says of its
+// latest charged run.
+type privacyInfo struct {
+	Run      string
+	Steps    []privacyStep
+	Delta    string
+	Total    string // ε spent by every charge so far
+	Budget   string
+	Left     string
+	Relation string
+	Exact    string   // the aggregates released exactly, comma-separated
+	Noised   []string // the aggregates released with noise (charged steps other than training)
+}
+
+type privacyStep struct {
+	Step       string
+	Epsilon    string
+	Mechanisms int
+	Rate       string
+	Noise      string
 }
 
 type runInfo struct {
@@ -78,6 +103,7 @@ type ateRow struct {
 	Interval  string
 	N         int
 	Clipped   string
+	NoiseSE   string // the part of SE that privacy noise accounts for, "-" for none
 }
 
 // auditRow sums crff_audit by direction and kind.
@@ -114,6 +140,9 @@ func Site(ctx context.Context, s *store.Site, w io.Writer) error {
 		}
 	}
 	if pg.Balance, err = balanceSections(ctx, s); err != nil {
+		return fmt.Errorf("site report of %q: %w", s.Path(), err)
+	}
+	if pg.Privacy, err = privacySection(ctx, s); err != nil {
 		return fmt.Errorf("site report of %q: %w", s.Path(), err)
 	}
 	audit, err := s.ReadAudit(ctx, 0, 0)
@@ -257,7 +286,10 @@ func positivityRules() string {
 // newATERow formats an ATE for the table of ATEs.
 func newATERow(a store.ATE) ateRow {
 	r := ateRow{Scope: string(a.Scope), Estimator: a.Estimator, ATE: fmt.Sprintf("%.4f", a.ATE),
-		SE: "none", Interval: "none", N: a.N, Clipped: "-"}
+		SE: "none", Interval: "none", N: a.N, Clipped: "-", NoiseSE: "-"}
+	if a.NoiseSE > 0 {
+		r.NoiseSE = fmt.Sprintf("%.4f", a.NoiseSE)
+	}
 	if !math.IsNaN(a.SE) {
 		r.SE = fmt.Sprintf("%.4f", a.SE)
 		r.Interval = fmt.Sprintf("[%.4f, %.4f]", a.Lower, a.Upper)
@@ -350,4 +382,32 @@ func lossCaption(run store.Run) template.HTML {
 		return template.HTML(common + fmt.Sprintf(adam+", computed on a random batch of up to %d rows (model.batch_size) when the site has more, with fresh noise draws of the latent model, so the curve is noisy from round to round.", setup.Config.BatchSize))
 	}
 	return template.HTML(common + fmt.Sprintf("The optimiser was %v.", setup.Config.Method))
+}
+
+// privacySection reads the site's privacy ledger: the charges of its
+// latest charged run, the aggregates that run released exactly and with
+// noise, and what the budget has left; nil when the ledger is empty.
+func privacySection(ctx context.Context, s *store.Site) (*privacyInfo, error) {
+	cs, err := s.PrivacyCharges(ctx)
+	if err != nil || len(cs) == 0 {
+		return nil, err
+	}
+	last := cs[len(cs)-1]
+	p := &privacyInfo{Run: last.Run, Delta: fmt.Sprintf("%g", last.Delta), Total: fmt.Sprintf("%.4g", last.Total),
+		Budget: fmt.Sprintf("%.4g", last.Budget), Left: fmt.Sprintf("%.4g", math.Max(0, last.Budget-last.Total)),
+		Relation: last.Relation, Exact: strings.Join(last.Exact, ", ")}
+	if p.Exact == "" {
+		p.Exact = "none recorded (a charge of a crffd older than the exact column)"
+	}
+	for _, c := range cs {
+		if c.Run != last.Run {
+			continue
+		}
+		p.Steps = append(p.Steps, privacyStep{Step: c.Step, Epsilon: fmt.Sprintf("%.4g", c.Epsilon), Mechanisms: c.Steps,
+			Rate: fmt.Sprintf("%.4g", c.Q), Noise: fmt.Sprintf("%.4g", c.Noise)})
+		if !strings.HasPrefix(c.Step, "training") {
+			p.Noised = append(p.Noised, c.Step)
+		}
+	}
+	return p, nil
 }

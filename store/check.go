@@ -74,6 +74,8 @@ func checkATE(as []ATE) error {
 			return fmt.Errorf("%w: %s %s ATE over %d rows", ErrBadResult, a.Scope, a.Estimator, a.N)
 		case a.Sites != nil && a.Scope != ScopeGlobal:
 			return fmt.Errorf("%w: %s %s ATE with sites: only a global ATE covers sites", ErrBadResult, a.Scope, a.Estimator)
+		case !(a.NoiseSE >= 0) || math.IsInf(a.NoiseSE, 0) || !nan && a.NoiseSE > a.SE*(1+1e-9):
+			return fmt.Errorf("%w: %s %s ATE: noise se %v of an se of %v", ErrBadResult, a.Scope, a.Estimator, a.NoiseSE, a.SE)
 		case a.Clipped < -1 || a.Clipped > a.N:
 			return fmt.Errorf("%w: %s %s ATE: %d clipped rows of %d", ErrBadResult, a.Scope, a.Estimator, a.Clipped, a.N)
 		}

@@ -46,7 +46,7 @@ func (s *Site) ReadATE(ctx context.Context) ([]ATE, error) {
 	var out []ATE
 	err := s.readTx(ctx, "read crff_ate from", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx,
-			`SELECT scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at, sites, private FROM crff_ate
+			`SELECT scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at, sites, private, noise_se FROM crff_ate
 			 ORDER BY scope = 'global', scope, estimator != 'aipw', estimator`)
 		if err != nil {
 			return err
@@ -58,7 +58,7 @@ func (s *Site) ReadATE(ctx context.Context) ([]ATE, error) {
 			var clipped sql.NullInt64
 			var at string
 			var sites sql.NullString
-			if err := rows.Scan(&a.Scope, &a.Estimator, &a.ATE, &se, &lower, &upper, &a.N, &clipped, &a.Run, &at, &sites, &a.Private); err != nil {
+			if err := rows.Scan(&a.Scope, &a.Estimator, &a.ATE, &se, &lower, &upper, &a.N, &clipped, &a.Run, &at, &sites, &a.Private, &a.NoiseSE); err != nil {
 				return err
 			}
 			if sites.Valid {

@@ -76,8 +76,11 @@ type ATE struct {
 	// unknown, and for a local ATE).
 	Sites []string
 	// Private is set when rows of a differentially private site went into
-	// the estimate: SE, Lower and Upper do not cover the privacy noise.
+	// the estimate (migration 0017 says what that implies), and NoiseSE is
+	// the part of SE that the noise of the private sites' sums accounts
+	// for, SE² = sampling variance + NoiseSE² (0 for exact sums).
 	Private bool
+	NoiseSE float64
 
 	Run        string    // set when read back; ignored when writing
 	ComputedAt time.Time // set when read back; ignored when writing
@@ -516,12 +519,14 @@ func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {
 			sites = string(b)
 		}
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO crff_ate (scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at, sites, private)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			`INSERT INTO crff_ate (scope, estimator, ate, se, lower, upper, n, clipped, run, computed_at, sites, private, noise_se)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			 ON CONFLICT (scope, estimator) DO UPDATE SET ate = excluded.ate, se = excluded.se,
 			     lower = excluded.lower, upper = excluded.upper, n = excluded.n, clipped = excluded.clipped,
-			     run = excluded.run, computed_at = excluded.computed_at, sites = excluded.sites, private = excluded.private`,
-			string(a.Scope), a.Estimator, a.ATE, nullable(a.SE), nullable(a.Lower), nullable(a.Upper), a.N, clipped, run, at, sites, a.Private); err != nil {
+			     run = excluded.run, computed_at = excluded.computed_at, sites = excluded.sites, private = excluded.private,
+			     noise_se = excluded.noise_se`,
+			string(a.Scope), a.Estimator, a.ATE, nullable(a.SE), nullable(a.Lower), nullable(a.Upper), a.N, clipped, run, at, sites, a.Private,
+			a.NoiseSE); err != nil {
 			return fmt.Errorf("%s %s ATE: %w", a.Scope, a.Estimator, err)
 		}
 	}

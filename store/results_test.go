@@ -72,6 +72,16 @@ func TestWriteResults(t *testing.T) {
 		strings.Join(ates[2].Sites, ",") != "site1,site3" || ates[0].Sites != nil {
 		t.Errorf("crff_ate after the global ATE: %+v", ates)
 	}
+	// A global AIPW row of noised sums keeps the part of its se the noise
+	// accounts for.
+	if err := s.WriteATE(ctx, "run-1", store.ATE{Scope: store.ScopeGlobal, Estimator: store.EstimatorAIPW, ATE: 1.4, SE: 0.5, Lower: 0.42, Upper: 2.38, N: 40,
+		Clipped: 0, Private: true, NoiseSE: 0.3}); err != nil {
+		t.Fatal(err)
+	}
+	ates, _ = s.ReadATE(ctx)
+	if len(ates) != 4 || ates[2].Estimator != store.EstimatorAIPW || ates[2].NoiseSE != 0.3 || !ates[2].Private || ates[0].NoiseSE != 0 {
+		t.Errorf("crff_ate after the private global ATE: %+v", ates)
+	}
 	tr, err := s.ReadTransfer(ctx)
 	if err != nil || len(tr) != 1 || tr[0].Lambda != 0.25 || tr[0].Run != "run-1" {
 		t.Errorf("crff_transfer: %+v, %v", tr, err)
@@ -180,6 +190,8 @@ func TestWriteResultsRefuses(t *testing.T) {
 		{"se without interval", "run-1", func(r *store.Results) { r.ATE[0].Upper = math.NaN() }, store.ErrBadResult},
 		{"ATE lower > upper", "run-1", func(r *store.Results) { r.ATE[0].Lower = r.ATE[0].Upper + 1 }, store.ErrBadResult},
 		{"clipped > n", "run-1", func(r *store.Results) { r.ATE[0].Clipped = r.ATE[0].N + 1 }, store.ErrBadResult},
+		{"noise se beyond the se", "run-1", func(r *store.Results) { r.ATE[0].NoiseSE = r.ATE[0].SE * 2 }, store.ErrBadResult},
+		{"negative noise se", "run-1", func(r *store.Results) { r.ATE[0].NoiseSE = -0.01 }, store.ErrBadResult},
 		{"lambda", "run-1", func(r *store.Results) { r.Transfer = []store.Transfer{{Peer: "a", Model: "m", Lambda: 1.5}} }, store.ErrBadResult},
 	}
 	for _, tt := range tests {

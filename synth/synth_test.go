@@ -365,3 +365,39 @@ func equal(a, b *dataset.Table) bool {
 	return mat.Equal(a.X, b.X) && slices.Equal(a.W, b.W) && slices.Equal(a.Y, b.Y) &&
 		slices.Equal(a.YCF, b.YCF) && slices.Equal(a.Mu0, b.Mu0) && slices.Equal(a.Mu1, b.Mu1)
 }
+
+// TestBoundsHoldTheDraws: every drawn covariate and real outcome of every
+// design, with shifts, lies within Design.Bounds, and only a binary
+// outcome has none.
+func TestBoundsHoldTheDraws(t *testing.T) {
+	for _, name := range DesignNames() {
+		for _, binary := range []bool{false, true} {
+			if binary && name != DesignPaper {
+				continue
+			}
+			d := Design{Name: name, Sources: 3, Rows: 2000, Delta: []float64{0, 2, -1}, Seed: 3, BinaryOutcome: binary}
+			tables, err := Generate(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := d.Bounds()
+			_, hasY := b["y"]
+			if wantY := !binary && name != DesignBinary; hasY != wantY {
+				t.Errorf("%s binary=%v: outcome bound %v, want one: %v", name, binary, hasY, wantY)
+			}
+			names := d.Covariates()
+			for _, tb := range tables {
+				for i := range tb.Rows() {
+					for j, v := range tb.X.RawRowView(i) {
+						if r, ok := b[names[j]]; !ok || v < r.Lo || v > r.Hi {
+							t.Fatalf("%s: %s = %v outside %v (%v)", name, names[j], v, r, ok)
+						}
+					}
+					if r, ok := b["y"]; ok && (tb.Y[i] < r.Lo || tb.Y[i] > r.Hi || tb.YCF[i] < r.Lo || tb.YCF[i] > r.Hi) {
+						t.Fatalf("%s: y = %v (counterfactual %v) outside %v", name, tb.Y[i], tb.YCF[i], r)
+					}
+				}
+			}
+		}
+	}
+}

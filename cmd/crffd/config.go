@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/cast"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -170,10 +171,22 @@ func (a *app) pin(kind, name string) string {
 
 // stringMap returns the map-valued key: the entries of the file (or a
 // flag), with the entries the environment sets (envMap) added or
-// replacing them. It is the one reader of map-valued keys.
+// replacing them. It is the one reader of map-valued keys. A list value
+// of the file (privacy.bounds: {age: [18, 100]}) reads as its entries
+// joined by commas, as the environment gives it ("18,100").
 func (a *app) stringMap(key string) map[string]string {
 	m := map[string]string{}
-	maps.Copy(m, a.v.GetStringMapString(key))
+	for k, v := range a.v.GetStringMap(key) {
+		if l, ok := v.([]any); ok {
+			parts := make([]string, len(l))
+			for i, e := range l {
+				parts[i] = cast.ToString(e)
+			}
+			m[k] = strings.Join(parts, ",")
+			continue
+		}
+		m[k] = cast.ToString(v)
+	}
 	maps.Copy(m, envMap(key))
 	return m
 }

@@ -103,6 +103,15 @@ func TestConfigErrors(t *testing.T) {
 		{"privacy exact unknown", func(t *testing.T) []string {
 			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  exact: [row_count, gradients]\n")}
 		}, [2]string{}, `privacy: exact names "gradients"`},
+		{"privacy bound not a range", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  bounds:\n    age: [100, 18]\n")}
+		}, [2]string{}, `privacy.bounds.age "100,18": want two finite numbers lo < hi`},
+		{"privacy bound of one number", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n")}
+		}, [2]string{"CRFFD_PRIVACY_BOUNDS_AGE", "18"}, `privacy.bounds.age "18": want two finite numbers lo < hi`},
+		{"privacy psi_clip negative", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  psi_clip: -2\n")}
+		}, [2]string{}, "privacy: psi_clip -2 must be finite and not negative"},
 		{"limit below one", func(t *testing.T) []string {
 			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nlimits:\n  features: 0\n")}
 		}, [2]string{}, "limits.features 0: want at least 1"},
@@ -112,6 +121,9 @@ func TestConfigErrors(t *testing.T) {
 		{"eval epsilon not positive", func(t *testing.T) []string {
 			return []string{"eval", "--data", "ihdp", "--epsilon", "1,0"}
 		}, [2]string{}, `--epsilon "1,0": want positive numbers or inf`},
+		{"eval bound not a range", func(t *testing.T) []string {
+			return []string{"eval", "--data", "ihdp", "--epsilon", "1", "--bounds", "y=5"}
+		}, [2]string{}, `--bounds "y=5": want NAME=LO,HI with finite LO < HI`},
 		{"bad log format env", func(t *testing.T) []string {
 			return []string{"version"}
 		}, [2]string{"CRFFD_LOG_FORMAT", "xml"}, `log_format "xml"`},
@@ -490,7 +502,7 @@ func TestTransportConfigBindsTheCoordinator(t *testing.T) {
 func TestPrivacyAndLimitsSettings(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "site.yaml")
-	body := "privacy:\n  epsilon: 8\n  run_epsilon: 2\n  delta: 1e-6\n  clip: 0.5\nlimits:\n  min_batch: 64\n  rounds: 500\n  kernels: 3\n  sites: 20\n  candidates: 30\n  transfers: [learned, none]\nfederation:\n  tls:\n    ca: tls/ca.crt\n    crl: tls/revoked.crl\n"
+	body := "privacy:\n  epsilon: 8\n  run_epsilon: 2\n  delta: 1e-6\n  clip: 0.5\n  psi_clip: 30\n  bounds:\n    age: [18, 100]\n    y: [-1.5, 40]\nlimits:\n  min_batch: 64\n  rounds: 500\n  kernels: 3\n  sites: 20\n  candidates: 30\n  transfers: [learned, none]\nfederation:\n  tls:\n    ca: tls/ca.crt\n    crl: tls/revoked.crl\n"
 	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +511,8 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := a.sitePrivacy()
-	if err != nil || p == nil || p.Epsilon != 8 || p.RunEpsilon != 2 || p.Delta != 1e-6 || p.Clip != 0.5 {
+	if err != nil || p == nil || p.Epsilon != 8 || p.RunEpsilon != 2 || p.Delta != 1e-6 || p.Clip != 0.5 || p.PsiClip != 30 ||
+		len(p.Bounds) != 2 || p.Bounds["age"] != (federation.Bound{Lo: 18, Hi: 100}) || p.Bounds["y"] != (federation.Bound{Lo: -1.5, Hi: 40}) {
 		t.Errorf("privacy from the file: %+v, %v", p, err)
 	}
 	l, err := a.siteLimits()
@@ -519,7 +532,10 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 	t.Setenv("CRFFD_LIMITS_CANDIDATES", "100")
 	t.Setenv("CRFFD_LIMITS_TRANSFERS", "full")
 	t.Setenv("CRFFD_FEDERATION_TLS_CRL", "other.crl")
-	if p, err := a.sitePrivacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 {
+	t.Setenv("CRFFD_PRIVACY_BOUNDS_AGE", "0, 120")
+	t.Setenv("CRFFD_PRIVACY_BOUNDS_SCORE", "-5,5")
+	if p, err := a.sitePrivacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 || len(p.Bounds) != 3 ||
+		p.Bounds["age"] != (federation.Bound{Lo: 0, Hi: 120}) || p.Bounds["score"] != (federation.Bound{Lo: -5, Hi: 5}) {
 		t.Errorf("privacy from the environment: %+v, %v", p, err)
 	}
 	if l, err := a.siteLimits(); err != nil || l.MinBatch != 1024 || l.Kernels != 5 || l.Sites != 50 || l.Candidates != 100 ||

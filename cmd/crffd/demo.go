@@ -75,11 +75,12 @@ func runDemo(ctx context.Context, a *app, dir string, rows int, seed uint64, kee
 	}
 	names := []string{"site1", "site2", "site3"}
 	fmt.Fprintf(a.stdout, "crffd demo: %d simulated sites of %d rows (site3 dissimilar: Δ = 4) in %s\n", len(names), rows, dir)
-	tables, err := synth.Generate(synth.Design{Sources: len(names), Rows: rows, Delta: demoDeltas, Seed: seed})
+	design := synth.Design{Sources: len(names), Rows: rows, Delta: demoDeltas, Seed: seed}
+	tables, err := synth.Generate(design)
 	if err != nil {
 		return err
 	}
-	if _, err := writeSiteFiles(ctx, dir, tables, false, nil); err != nil {
+	if _, err := writeSiteFiles(ctx, dir, tables, false, nil, design.Bounds()); err != nil {
 		return err
 	}
 	if _, err := writeFederation(dir, len(names)); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/evaluate"
+	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/progress"
@@ -26,7 +28,9 @@ type evalOptions struct {
 	data, sources, split, replicates, modes string
 	seeds                                   string
 	epsilons                                string
-	delta, clip                             float64
+	delta, clip, psiClip                    float64
+	bounds                                  []string
+	exact                                   string
 	crossFit                                bool
 	sourceSize, testSource                  int
 	kernel                                  string
@@ -126,6 +130,9 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 	f.StringVar(&o.epsilons, "epsilon", "", "run each transfer mode at each differential-privacy ε, e.g. 1,4,16,inf (every source private; inf: exact); needs --optimizer adam")
 	f.Float64Var(&o.delta, "delta", 1e-5, "δ of the --epsilon runs")
 	f.Float64Var(&o.clip, "clip", 1, "per-row gradient clip norm of the --epsilon runs")
+	f.StringArrayVar(&o.bounds, "bounds", nil, "public range of a continuous column in the --epsilon runs, NAME=LO,HI (x1, x2, …, and y for the outcome; repeatable), as privacy.bounds")
+	f.Float64Var(&o.psiClip, "psi-clip", 0, "the --epsilon runs' clip bound of the AIPW scores, as privacy.psi_clip (0: 2 × the outcome's width)")
+	f.StringVar(&o.exact, "exact", "", "aggregates the --epsilon runs' sources release exactly, as privacy.exact (row_count is always)")
 	f.BoolVar(&o.crossFit, "crossfit", false, "cross-fit the AIPW nuisances on the scored rows, as crffd fit does, instead of taking them from the training fit")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
@@ -179,7 +186,16 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 			}
 			plan.Epsilons = append(plan.Epsilons, v)
 		}
-		plan.Delta, plan.Clip = o.delta, o.clip
+		plan.Delta, plan.Clip, plan.PsiClip = o.delta, o.clip, o.psiClip
+		if plan.Bounds, err = parseBounds(o.bounds); err != nil {
+			return err
+		}
+		plan.Exact = []string{federation.ExactRowCount}
+		for _, e := range strings.Split(o.exact, ",") {
+			if e = strings.TrimSpace(e); e != "" && e != federation.ExactRowCount {
+				plan.Exact = append(plan.Exact, e)
+			}
+		}
 	}
 	if o.seeds != "" {
 		if cmd.Flags().Changed("seed") {
@@ -390,6 +406,27 @@ func parseInts(s string, n int, flag string) ([]int, error) {
 			return nil, fmt.Errorf("%s %q: %q is not a non-negative integer", flag, s, p)
 		}
 		out[i] = v
+	}
+	return out, nil
+}
+
+// parseBounds parses --bounds NAME=LO,HI flags.
+func parseBounds(flags []string) (map[string]federation.Bound, error) {
+	out := map[string]federation.Bound{}
+	for _, f := range flags {
+		name, r, ok := strings.Cut(f, "=")
+		lo, hi, ok2 := strings.Cut(r, ",")
+		var b federation.Bound
+		var err error
+		if ok && ok2 {
+			if b.Lo, err = strconv.ParseFloat(strings.TrimSpace(lo), 64); err == nil {
+				b.Hi, err = strconv.ParseFloat(strings.TrimSpace(hi), 64)
+			}
+		}
+		if !ok || !ok2 || name == "" || err != nil || !(b.Lo < b.Hi) || math.IsInf(b.Lo, 0) || math.IsInf(b.Hi, 0) {
+			return nil, fmt.Errorf("--bounds %q: want NAME=LO,HI with finite LO < HI", f)
+		}
+		out[strings.TrimSpace(name)] = b
 	}
 	return out, nil
 }

@@ -53,3 +53,19 @@ const (
 	logKeyReason = "reason"
 	logKeyArm    = "arm"
 )
+
+// Log keys of a private site: the aggregates it releases exactly, and of
+// the ATE's sums it releases with noise, the clip bounds, how many rows
+// they clipped (counts, never values) and the noise.
+const (
+	logKeyExact       = "exact"
+	logKeyNoised      = "noised"
+	logKeyWithheld    = "withheld"
+	logKeyRelation    = "relation"
+	logKeyPsiClip     = "psi_clip"
+	logKeyPsiClipped  = "psi_clipped"
+	logKeyCATEClip    = "cate_clip"
+	logKeyCATEClipped = "cate_clipped"
+	logKeyNoiseSD     = "noise_sd"
+	logKeyNoiseSE     = "noise_se"
+)

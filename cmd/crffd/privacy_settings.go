@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/crffd/crffd/estimator"
@@ -20,7 +24,9 @@ var privacySettings = func() []setting {
 		{"privacy.delta", 1e-5, "sites only: δ of the privacy budget and of every run"},
 		{"privacy.run_epsilon", 0.0, "sites only: the ε one run spends (the noise is calibrated to it); 0 spends the whole privacy.epsilon in one run"},
 		{"privacy.clip", 1.0, "sites only: the L2 norm each row's gradient is clipped to, in the model's standardised units"},
-		{"privacy.exact", []string{federation.ExactRowCount}, "sites only: the aggregates a private site releases without noise, listed in crff_privacy; row_count must be named (the guarantee is add/remove DP with the row count public); others: moments, ate, selection, balance"},
+		{"privacy.exact", []string{federation.ExactRowCount}, "sites only: the aggregates a private site releases without noise, listed in crff_privacy, crffd report and the start log; row_count must be named (the guarantee is add/remove DP with the row count public); others: moments (the hello's column sums), ate (the ATE's sums), selection, balance (the balance sums, which a private site otherwise does not send)"},
+		{"privacy.bounds", map[string]string{}, "sites only: the public range [lo, hi] of each continuous covariate and of a continuous outcome, by column name (age: [18, 100]; in the environment \"18,100\"): a private site clips each value to it before the hello's moments are noised, and the outcome's width sets privacy.psi_clip's default. Binary columns need none; a private site refuses to start while a continuous column has none, unless privacy.exact names moments. Take it from what the column can hold, never from the rows"},
+		{"privacy.psi_clip", 0.0, "sites only: a private site clips each AIPW score ψ to [-psi_clip, psi_clip] (and each CATE to the outcome's range) before the ATE's sums are noised; 0: 2 × the width of the outcome's privacy.bounds (2 for a binary outcome). Larger costs noise, smaller biases the ATE toward 0; the site logs how many rows it clipped"},
 		{"limits.features", l.Features, "sites only: the most random frequencies (model.features) a coordinator may ask for"},
 		{"limits.latent", l.Latent, "sites only: the most latent dimensions (model.latent)"},
 		{"limits.draws", l.Draws, "sites only: the most noise draws per row in the latent model"},
@@ -74,11 +80,71 @@ func (a *app) sitePrivacy() (*federation.SitePrivacy, error) {
 	p := &federation.SitePrivacy{
 		Epsilon: eps, Delta: a.v.GetFloat64("privacy.delta"), RunEpsilon: a.v.GetFloat64("privacy.run_epsilon"),
 		Clip: a.v.GetFloat64("privacy.clip"), Exact: a.v.GetStringSlice("privacy.exact"),
+		PsiClip: a.v.GetFloat64("privacy.psi_clip"),
 	}
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
+	bounds, err := a.privacyBounds()
+	if err != nil {
+		return nil, err
+	}
+	p.Bounds = bounds
+	if err := p.CheckColumns(nil, estimator.Schema{BinaryOutcome: true}); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// privacyBounds reads privacy.bounds: per column, two numbers lo < hi.
+func (a *app) privacyBounds() (map[string]federation.Bound, error) {
+	out := map[string]federation.Bound{}
+	for name, v := range a.stringMap("privacy.bounds") {
+		parts := strings.Split(v, ",")
+		var b federation.Bound
+		var err error
+		if len(parts) == 2 {
+			if b.Lo, err = strconv.ParseFloat(strings.TrimSpace(parts[0]), 64); err == nil {
+				b.Hi, err = strconv.ParseFloat(strings.TrimSpace(parts[1]), 64)
+			}
+		}
+		if len(parts) != 2 || err != nil || math.IsNaN(b.Lo) || math.IsNaN(b.Hi) || math.IsInf(b.Lo, 0) || math.IsInf(b.Hi, 0) || !(b.Lo < b.Hi) {
+			return nil, fmt.Errorf("privacy.bounds.%s %q: want two finite numbers lo < hi, [lo, hi]", name, v)
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+// privateColumns sets the outcome's bound of p from privacy.bounds (the
+// entry of the outcome column) and checks that p bounds every continuous
+// column of recs: a private site refuses to start, naming every column
+// without a bound, unless privacy.exact names the aggregates that need
+// them. Bounds of columns that recs lacks are logged, since they are most
+// often typos.
+func (a *app) privateColumns(p *federation.SitePrivacy, src store.Source, recs *store.Records) error {
+	if p == nil {
+		return nil
+	}
+	covariates := recs.Layout.Covariates
+	p.Outcome = nil
+	var unknown []string
+	for name, b := range p.Bounds {
+		switch {
+		case strings.EqualFold(name, src.OutcomeColumn):
+			p.Outcome = &b
+		case !slices.ContainsFunc(covariates, func(c string) bool { return strings.EqualFold(c, name) }):
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		a.log.Warn("privacy.bounds names columns that are neither a covariate nor the outcome", slog.String(logKeyColumn, strings.Join(unknown, ",")))
+	}
+	if err := p.CheckColumns(covariates, recs.Schema); err != nil {
+		return fmt.Errorf("%w (the outcome is column %s)", err, src.OutcomeColumn)
+	}
+	return nil
 }
 
 // storeLedger keeps a site's privacy charges in its SQLite file.
@@ -100,4 +166,17 @@ func (l storeLedger) Charges(ctx context.Context) ([]federation.Charge, error) {
 func (l storeLedger) Record(ctx context.Context, c federation.Charge) error {
 	return l.db.AppendPrivacyCharge(ctx, store.PrivacyCharge{Run: c.RunID, Step: c.Step, At: c.At, Rounds: c.Rounds, Steps: c.Steps, Q: c.Q,
 		Noise: c.Noise, Clip: c.Clip, Delta: c.Delta, Epsilon: c.Epsilon, Total: c.Total, Budget: c.Budget, Relation: c.Relation, Exact: c.Exact})
+}
+
+// logPrivacy logs, as a private site starts, its budget and the aggregates
+// it releases exactly (privacy.exact) and with noise.
+func logPrivacy(a *app, p *federation.SitePrivacy) {
+	if p == nil {
+		return
+	}
+	exact, noised, withheld := p.Aggregates()
+	a.log.Info("differential privacy on: the training rounds and the aggregates noised are released with noise, those exact without",
+		slog.Float64("epsilon", p.Epsilon), slog.Float64("run_epsilon", p.RunEpsilon), slog.Float64("delta", p.Delta),
+		slog.String(logKeyExact, strings.Join(exact, ",")), slog.String(logKeyNoised, strings.Join(noised, ",")),
+		slog.String(logKeyWithheld, strings.Join(withheld, ",")), slog.String(logKeyRelation, federation.Relation))
 }

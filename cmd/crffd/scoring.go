@@ -98,7 +98,8 @@ func newScores(d *estimator.Data, nu inference.Nuisance) (rowScores, error) {
 // then the plug-in one.
 func storeATEs(scope store.Scope, a inference.ATEs) []store.ATE {
 	row := func(estimator string, e inference.Estimate, clipped int) store.ATE {
-		return store.ATE{Scope: scope, Estimator: estimator, ATE: e.Estimate, SE: e.SE, Lower: e.Lower, Upper: e.Upper, N: e.N, Clipped: clipped}
+		return store.ATE{Scope: scope, Estimator: estimator, ATE: e.Estimate, SE: e.SE, Lower: e.Lower, Upper: e.Upper, N: e.N, Clipped: clipped,
+			NoiseSE: e.NoiseSE}
 	}
 	return []store.ATE{row(store.EstimatorAIPW, a.AIPW, a.Clipped), row(store.EstimatorPlugIn, a.PlugIn, -1)}
 }

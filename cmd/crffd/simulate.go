@@ -180,7 +180,7 @@ func runSimulate(ctx context.Context, a *app, o simulateOptions) error {
 		}
 		if o.format == "sqlite" {
 			binary := o.binary || o.design == synth.DesignBinary
-			paths, err := writeSiteFiles(ctx, o.out, tables, binary, design.Covariates())
+			paths, err := writeSiteFiles(ctx, o.out, tables, binary, design.Covariates(), design.Bounds())
 			if err != nil {
 				return err
 			}

@@ -5,15 +5,18 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/crffd/crffd/certs"
 
 	"github.com/crffd/crffd/dataset"
 	"github.com/crffd/crffd/store"
+	"github.com/crffd/crffd/synth"
 )
 
 // Tables that crffd simulate writes into each site file. The records table
@@ -91,10 +94,30 @@ kernel:
 `, name, dbFile, simRecordsTable, outcome)
 }
 
+// privacyBounds returns the privacy section of a simulated site's
+// configuration: the design's public column ranges (synth.Design.Bounds),
+// which a private site needs for its moments, and no budget, so that
+// adding epsilon under privacy makes the site private. Empty without
+// bounds.
+func privacyBounds(bounds map[string]synth.Bound) string {
+	if len(bounds) == 0 {
+		return ""
+	}
+	names := slices.Sorted(maps.Keys(bounds))
+	var b strings.Builder
+	b.WriteString("# Add epsilon (the site's budget) under privacy to make the site private;\n")
+	b.WriteString("# bounds are the simulated design's public column ranges (docs/privacy.md).\n")
+	b.WriteString("privacy:\n  bounds:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "    %s: [%g, %g]\n", n, bounds[n].Lo, bounds[n].Hi)
+	}
+	return b.String()
+}
+
 // writeSiteFiles writes siteK.sqlite and siteK.yaml for every source, with
 // the covariates named by names (nil: x1..xd) and the outcome declared
 // binary or continuous.
-func writeSiteFiles(ctx context.Context, dir string, tables []*dataset.Table, binary bool, names []string) ([]string, error) {
+func writeSiteFiles(ctx context.Context, dir string, tables []*dataset.Table, binary bool, names []string, bounds map[string]synth.Bound) ([]string, error) {
 	var paths []string
 	for k, t := range tables {
 		name := fmt.Sprintf("site%d", k+1)
@@ -103,7 +126,7 @@ func writeSiteFiles(ctx context.Context, dir string, tables []*dataset.Table, bi
 			return nil, err
 		}
 		cfg := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(cfg, []byte(siteConfig(name, name+".sqlite", binary)), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(siteConfig(name, name+".sqlite", binary)+privacyBounds(bounds)), 0o644); err != nil {
 			return nil, fmt.Errorf("simulate: write %s: %w", cfg, err)
 		}
 		paths = append(paths, db, cfg)

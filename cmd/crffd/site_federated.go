@@ -80,6 +80,10 @@ func runFederatedSite(cmd *cobra.Command, a *app, once bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.privateColumns(priv, src, recs); err != nil {
+		return withExit(exitConfig, err)
+	}
+	logPrivacy(a, priv)
 	// With kernel.name auto the site trains any installed kernel a run
 	// names, the Gaussian when it names none; otherwise its one kernel
 	// alone.
@@ -371,8 +375,13 @@ func publishFederated(ctx context.Context, a *app, db *store.Site, recs *store.R
 		local[i].Private = r.Private
 	}
 	if r.PrivateSites > 0 {
-		a.log.Warn("the run's ATE intervals do not cover the differential privacy noise of its private sites; crff_ate marks them private",
-			logKeySites, r.PrivateSites)
+		a.log.Info("the run's global AIPW interval includes the noise its private sites added to their sums (crff_ate.noise_se), not the bias of their clipping, nor the training noise's effect on the models; crff_ate marks it private",
+			slog.Int(logKeySites, r.PrivateSites), slog.Float64(logKeyNoiseSE, r.Global.AIPW.NoiseSE))
+	}
+	if rel := r.Released; rel != nil {
+		a.log.Info("the ATE's sums were released with noise; the local crff_ate rows are this site's exact ones",
+			slog.Float64(logKeyPsiClip, rel.PsiClip), slog.Int(logKeyPsiClipped, rel.PsiClipped), slog.Float64(logKeyCATEClip, rel.CATEClip),
+			slog.Int(logKeyCATEClipped, rel.CATEClipped), slog.Float64(logKeyNoiseSD, rel.NoiseSD[0]), slog.Int(logKeyRows, rel.Sums.N))
 	}
 	res := store.Results{
 		CATE:     cates,

@@ -293,3 +293,55 @@ func TestKeptModels(t *testing.T) {
 		t.Errorf("a kernel not installed: %v", err)
 	}
 }
+
+// TestPrivateSiteNeedsBoundsAtStart: a private site refuses to start
+// unless privacy.bounds gives a range for every continuous covariate and
+// the outcome (matched whatever the case, as SQLite's names are), naming
+// every one it lacks; privacy.exact: [row_count, moments] with a psi_clip
+// needs none. A bound of a column the table lacks is logged.
+func TestPrivateSiteNeedsBoundsAtStart(t *testing.T) {
+	s := newRowsSite(t, "site1", 20, 1)
+	recs, err := s.db.ReadRecords(context.Background(), s.src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := func(lo, hi float64) federation.Bound { return federation.Bound{Lo: lo, Hi: hi} }
+	for _, tc := range []struct {
+		name    string
+		p       federation.SitePrivacy
+		err     string
+		outcome *federation.Bound // the outcome's bound taken
+		logged  string
+	}{
+		{"none", federation.SitePrivacy{}, "no public bound (privacy.bounds) for x1, x2, the outcome", nil, ""},
+		{"x1 alone", federation.SitePrivacy{Bounds: map[string]federation.Bound{"x1": b(-5, 5)}}, "for x2, the outcome: ", nil, ""},
+		{"covariates alone", federation.SitePrivacy{Bounds: map[string]federation.Bound{"x1": b(-5, 5), "x2": b(-5, 5)}}, "(the outcome is column y)", nil, ""},
+		{"every column, another case", federation.SitePrivacy{Bounds: map[string]federation.Bound{"X1": b(-5, 5), "x2": b(-5, 5), "Y": b(-4, 6)}}, "", &federation.Bound{Lo: -4, Hi: 6}, ""},
+		{"a column the table lacks", federation.SitePrivacy{Bounds: map[string]federation.Bound{"x1": b(-5, 5), "x2": b(-5, 5), "y": b(-3, 6), "agee": b(0, 1)}},
+			"", &federation.Bound{Lo: -3, Hi: 6}, "column=agee"},
+		{"moments exact", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments}, PsiClip: 8}, "", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			a := &app{log: slog.New(slog.NewTextHandler(&logs, nil))}
+			p := tc.p
+			err := a.privateColumns(&p, s.src, recs)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("%v, want none", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("%v, want an error saying %q", err, tc.err)
+			}
+			if (p.Outcome == nil) != (tc.outcome == nil) || tc.outcome != nil && *p.Outcome != *tc.outcome {
+				t.Errorf("outcome bound %v, want %v", p.Outcome, tc.outcome)
+			}
+			if tc.logged != "" && !strings.Contains(logs.String(), tc.logged) {
+				t.Errorf("log %q does not name %q", logs.String(), tc.logged)
+			}
+		})
+	}
+	a := &app{log: slog.New(slog.DiscardHandler)}
+	if err := a.privateColumns(nil, s.src, recs); err != nil {
+		t.Errorf("a site without privacy: %v", err)
+	}
+}

@@ -1,0 +1,25 @@
+-- 0017_ate_noise: what private = 1 means since differentially private
+-- sites noise the ATE's sums they send.
+--
+-- private is still 1 when rows of a differentially private site
+-- (privacy.epsilon) went into the estimate: this site's for a local row,
+-- any site's of the run for a global one. What that implies changed:
+--
+-- * A global AIPW row is built from sums that each private site released
+--   with Gaussian noise, its scores ψ clipped to a public bound
+--   (privacy.psi_clip) first. Its se and 95% interval include the variance
+--   of that noise; noise_se is the part of se it accounts for
+--   (se² = sampling variance + noise_se²). They do not include the bias of
+--   the clipping (each private site logs how many rows it clipped) nor the
+--   effect of the training noise on the models; the README's ε table gives
+--   the coverage measured on a simulated design.
+-- * A local row is computed from this site's exact scores, which never
+--   left it: noise_se is 0 and the interval is that of a site without
+--   privacy. private = 1 then says that the models behind its CATEs and
+--   its plug-in ATE were trained under noise.
+-- * A global plug-in row is the mean of CATEs that private sites clipped
+--   and noised; it has no interval.
+--
+-- Rows written before this migration have noise_se 0; their private
+-- intervals do not cover the noise (migration 0013).
+ALTER TABLE crff_ate ADD COLUMN noise_se REAL NOT NULL DEFAULT 0 CHECK (noise_se >= 0);
