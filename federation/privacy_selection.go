@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -85,26 +84,14 @@ func (s *site) holdoutKey() ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// keyedHoldout is holdout at a private site (selection.KeyedHoldout).
-func (s *site) keyedHoldout() (*estimator.Data, []int, error) {
+// keyedHoldout returns the rows held out at a private site
+// (selection.KeyedHoldout), nil when too few.
+func (s *site) keyedHoldout() ([]int, error) {
 	key, err := s.holdoutKey()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	held, err := selection.KeyedHoldout(s.kept, s.share, key, s.cfg.minArmRows())
-	if err != nil {
-		return nil, nil, err
-	}
-	if held == nil {
-		s.log.Warn("too few rows to hold any out for model selection: training on all of them; the other sites' held-out rows choose the estimator",
-			slog.Float64("validation_share", s.share), slog.Int("min_arm_rows", s.cfg.minArmRows()))
-		return s.kept, nil, nil
-	}
-	train, err := selection.TrainingRows(s.kept.Rows(), held)
-	if err != nil {
-		return nil, nil, err
-	}
-	return s.kept.Subset(train), held, nil
+	return selection.KeyedHoldout(s.kept, s.share, key, s.cfg.minArmRows())
 }
 
 // noisedAnswers are the noised answers a private site gave to model

@@ -251,14 +251,18 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 
 // holdout splits the kept rows into the rows the models train on and the
 // rows held out for model selection (selection.SiteHoldout, keyed by the
-// model seed, with SiteConfig.MinArmRows as its bound). A site too small to
+// model seed, or at a private site selection.KeyedHoldout, keyed by each
+// row; SiteConfig.MinArmRows bounds either). A site too small to
 // hold rows out within the bound trains on all its kept rows and adds
 // nothing to the validation losses; it says so in its log.
 func (s *site) holdout() (*estimator.Data, []int, error) {
+	var held []int
+	var err error
 	if s.cfg.Privacy != nil {
-		return s.keyedHoldout() // privacy_selection.go
+		held, err = s.keyedHoldout() // privacy_selection.go
+	} else {
+		held, err = selection.SiteHoldout(s.kept.W, s.share, s.cfgE.Seed, s.cfg.minArmRows())
 	}
-	held, err := selection.SiteHoldout(s.kept.W, s.share, s.cfgE.Seed, s.cfg.minArmRows())
 	if err != nil {
 		return nil, nil, err
 	}
