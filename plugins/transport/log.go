@@ -5,6 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
+
+	"github.com/crffd/crffd/certs"
 )
 
 // Log keys used by transports, fixed so that log lines can be searched.
@@ -99,4 +102,20 @@ func orDiscard(l *slog.Logger) *slog.Logger {
 		return discard
 	}
 	return l
+}
+
+// LogReload logs what a certs.Reloader of files f reports: at level warn
+// a certificate now in use, and at level error files that cannot be used.
+// Warn, not info: the daemon shows a plugin's info lines only at level
+// debug, and a change of the certificate a daemon presents is what an
+// operator who renewed it wants confirmed, and one who did not must see.
+func LogReload(log *slog.Logger, f certs.Files, id *certs.Identity, err error) {
+	if err != nil {
+		log.Error("certificate files changed but cannot be used; the previous certificate stays in use until they are fixed",
+			slog.String(LogKeyPath, f.Cert), slog.String(LogKeyError, err.Error()))
+		return
+	}
+	log.Warn("certificate files changed: using the new certificate", slog.String(LogKeyPath, f.Cert),
+		slog.String(LogKeySerial, id.Leaf.SerialNumber.Text(16)),
+		slog.String(LogKeyExpires, id.Leaf.NotAfter.UTC().Format(time.RFC3339)))
 }

@@ -133,7 +133,7 @@ func (t *Transport) Configure(ctx context.Context, cfg transport.Config) (string
 	if cfg.Coordinator == "" {
 		return "", fmt.Errorf("grpc transport: no coordinator address: %w", transport.ErrConfig)
 	}
-	rel, err := certs.NewReloader(cfg.TLS, func(id *certs.Identity, err error) { logReload(t.log, cfg.TLS, id, err) })
+	rel, err := certs.NewReloader(cfg.TLS, func(id *certs.Identity, err error) { transport.LogReload(t.log, cfg.TLS, id, err) })
 	if err != nil {
 		return "", fmt.Errorf("grpc transport: %w: %w", transport.ErrConfig, err)
 	}
@@ -201,21 +201,6 @@ func watch(rel *certs.Reloader, id *certs.Identity, r role) func() {
 		}
 	}()
 	return func() { cancel(); <-done }
-}
-
-// logReload logs what a certs.Reloader reports.
-func logReload(log *slog.Logger, f certs.Files, id *certs.Identity, err error) {
-	if err != nil {
-		log.Error("certificate files changed but cannot be used; the previous certificate stays in use until they are fixed",
-			slog.String(transport.LogKeyPath, f.Cert), slog.String(transport.LogKeyError, err.Error()))
-		return
-	}
-	// Warn, not Info: the daemon shows a plugin's Info lines only at level
-	// debug, and a change of the certificate a daemon presents is what an
-	// operator who renewed it wants confirmed, and one who did not must see.
-	log.Warn("certificate files changed: using the new certificate", slog.String(transport.LogKeyPath, f.Cert),
-		slog.String(transport.LogKeySerial, id.Leaf.SerialNumber.Text(16)),
-		slog.String(transport.LogKeyExpires, id.Leaf.NotAfter.UTC().Format(time.RFC3339)))
 }
 
 func (t *Transport) configured() (role, *inbox, error) {

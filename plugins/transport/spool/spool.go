@@ -149,7 +149,7 @@ func (t *Transport) loadIdentity(cfg transport.Config) (*certs.Reloader, error) 
 				"the folder's permissions alone: %w", f.field, f.key, OptionUnsigned, transport.ErrConfig)
 		}
 	}
-	rel, err := certs.NewReloader(cfg.TLS, func(id *certs.Identity, err error) { logReload(t.log, cfg.TLS, id, err) })
+	rel, err := certs.NewReloader(cfg.TLS, func(id *certs.Identity, err error) { transport.LogReload(t.log, cfg.TLS, id, err) })
 	if err != nil {
 		return nil, fmt.Errorf("spool transport: %w: %w", transport.ErrConfig, err)
 	}
@@ -173,20 +173,6 @@ func certRole(r transport.Role) certs.Role {
 		return certs.RoleCoordinator
 	}
 	return certs.RoleSite
-}
-
-// logReload logs what the certs.Reloader reports: at level warn, which the
-// daemon shows, a certificate now in use, and at level error files that
-// cannot be used.
-func logReload(log *slog.Logger, f certs.Files, id *certs.Identity, err error) {
-	if err != nil {
-		log.Error("certificate files changed but cannot be used; the previous certificate stays in use until they are fixed",
-			slog.String(transport.LogKeyPath, f.Cert), slog.String(transport.LogKeyError, err.Error()))
-		return
-	}
-	log.Warn("certificate files changed: using the new certificate", slog.String(transport.LogKeyPath, f.Cert),
-		slog.String(transport.LogKeySerial, id.Leaf.SerialNumber.Text(16)),
-		slog.String(transport.LogKeyExpires, id.Leaf.NotAfter.UTC().Format(time.RFC3339)))
 }
 
 // identity returns the daemon's current certificate material, or nil when
