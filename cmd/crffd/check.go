@@ -85,15 +85,11 @@ func runCheck(ctx context.Context, a *app) error {
 	}
 	// check reports faulty rows rather than stopping at them.
 	src.OnInvalid = store.Skip
-	db, err := a.openSite(ctx, src)
+	db, recs, err := a.openRecords(ctx, src)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	recs, err := db.ReadRecords(ctx, src)
-	if err != nil {
-		return err
-	}
 	if err := printCovariates(a, recs); err != nil {
 		return err
 	}

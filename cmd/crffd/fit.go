@@ -63,15 +63,11 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err != nil {
 		return err
 	}
-	db, err := a.openSite(ctx, src)
+	db, recs, err := a.openRecords(ctx, src)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	recs, err := db.ReadRecords(ctx, src)
-	if err != nil {
-		return err
-	}
 	if len(recs.Rejected) > 0 {
 		a.log.Warn("rows left out (on_invalid: skip); see crff_rejected", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, len(recs.Rejected)))
 	}

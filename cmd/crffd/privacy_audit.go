@@ -46,8 +46,9 @@ round's clipped sum with the noise off, at one setup, input and round: on
 the rows D, on D without the row (add/remove), and on D with the row
 replaced by another of the site's rows (replace-one). It prints the largest
 ‖M(D) − M(D′)‖/C of each relation beside the bound the accountant assumes,
-and exits with status 1 when any ratio exceeds it. Nothing is written and
-nothing leaves the site.`,
+and exits with status 1 when any ratio exceeds it. Nothing leaves the site,
+and nothing is written to the file but crffd's own tables, which any crffd
+command creates on first opening it.`,
 		Example: `  crffd privacy audit --config hospital-a.yaml --rows 50`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,15 +65,11 @@ nothing leaves the site.`,
 			// does not enter a round's gradient.
 			cfg.Method = estimator.Adam
 			clip := a.v.GetFloat64("privacy.clip")
-			db, err := a.openSite(ctx, src)
+			db, recs, err := a.openRecords(ctx, src)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			recs, err := db.ReadRecords(ctx, src)
-			if err != nil {
-				return err
-			}
 			ch, err := a.choiceSettings(ctx)
 			if err != nil {
 				return err

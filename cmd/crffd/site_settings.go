@@ -218,6 +218,21 @@ func (a *app) openSite(ctx context.Context, src store.Source) (*store.Site, erro
 	return store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
 }
 
+// openRecords opens the site file of src and reads its records, as fit,
+// check and privacy audit do. The caller closes the file.
+func (a *app) openRecords(ctx context.Context, src store.Source) (*store.Site, *store.Records, error) {
+	db, err := a.openSite(ctx, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, err := db.ReadRecords(ctx, src)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, recs, nil
+}
+
 // checkFolds refuses a number of cross-fitting folds that the estimator
 // would refuse, before any work: 0 (the default) or at least 2.
 func checkFolds(k int) error {
