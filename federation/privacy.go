@@ -265,8 +265,7 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 	if err := p.CheckColumns(s.cfg.Columns, s.cfg.Schema); err != nil {
 		return fmt.Errorf("%w: %w", ErrLimit, err)
 	}
-	switch {
-	case cfg.Method != estimator.Adam:
+	if cfg.Method != estimator.Adam {
 		return fmt.Errorf("%w: a private site does not release its losses, which %v's line search needs (model.method: adam)", ErrLimit, cfg.Method)
 	}
 	if p.Ledger == nil {
