@@ -31,7 +31,7 @@ var (
 	ErrMalformed = errors.New("malformed envelope")
 	// ErrTooLarge: a size limit (MaxEnvelopeBytes, MaxTensors, ...) is exceeded.
 	ErrTooLarge = errors.New("envelope too large")
-	// ErrKind: the kind is not one of DESIGN.md §4.
+	// ErrKind: the kind is not one of Kinds.
 	ErrKind = errors.New("unknown envelope kind")
 	// ErrName: a federation, run, model or tensor name is invalid or
 	// repeated. It is ident.ErrName, which the name checks wrap.
