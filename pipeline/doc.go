@@ -1,0 +1,14 @@
+// Package pipeline is the one path from a site's fitted models to its
+// published results, which crffd fit, the site daemon's scoring of new
+// rows and a federated site's runs all take.
+//
+// A run's models and the estimator model selection chose are a Fitted;
+// Fitted.CATE scores rows with them. NewScores gives rows their AIPW
+// scores, from the models' nuisance predictions, and Rows pairs the rows
+// with their effects, their calibrated CATEs and their scores, as
+// crff_cate holds them. Publish saves a Run's models in the site file, so
+// that rows added later are scored with exactly the trained models, and
+// writes its results (crff_cate, crff_ate, model selection, transfer
+// factors), replacing the current run's in one transaction. Nothing here
+// trains a model, reads the configuration or talks to other sites.
+package pipeline
