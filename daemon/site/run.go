@@ -3,9 +3,11 @@ package site
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/crffd/crffd/daemon"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/store"
 )
@@ -15,6 +17,9 @@ import (
 // federation's runs. It returns ctx's error when ctx ends; its other
 // errors carry the exit status of package daemon when they have one.
 func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.check(); err != nil {
+		return daemon.WithExit(daemon.ExitConfig, err)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -22,6 +27,21 @@ func Run(ctx context.Context, cfg Config) error {
 		return runFederated(ctx, cfg)
 	}
 	return runScoring(ctx, cfg)
+}
+
+// check refuses a configuration Run cannot run with.
+func (cfg Config) check() error {
+	switch f := cfg.Federation; {
+	case cfg.DB == nil:
+		return errors.New("site daemon: no site file (Config.DB)")
+	case cfg.OpenKernel == nil:
+		return errors.New("site daemon: no way to open a model's kernel (Config.OpenKernel)")
+	case cfg.PollInterval <= 0:
+		return fmt.Errorf("site daemon: poll interval %v: want a positive duration", cfg.PollInterval)
+	case f != nil && (f.Kernels == nil || f.Connect == nil):
+		return errors.New("site daemon: a federated site needs Federation.Kernels and Federation.Connect")
+	}
+	return nil
 }
 
 // runScoring polls for unscored rows until ctx ends. A transient
