@@ -39,10 +39,6 @@ const (
 	logKeyEarlierRun = "earlier_run"
 	logKeyChanged    = "changed"
 	logKeyLeast      = "least"
-	// Totals of one run at the coordinator.
-	logKeyRoundSeconds  = "round_seconds"
-	logKeyBytesSent     = "payload_bytes_sent"
-	logKeyBytesReceived = "payload_bytes_received"
 )
 
 // Log keys of the checks of a site's records before and after training:
