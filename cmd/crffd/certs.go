@@ -50,11 +50,6 @@ ca.crt. Existing files are never overwritten, except by renew and revoke.`,
 	return cmd
 }
 
-// defaultCoordinatorHosts are the host names of a coordinator's
-// certificate when --host is not given: enough for a federation on one
-// machine.
-var defaultCoordinatorHosts = []string{"localhost", "127.0.0.1"}
-
 // newCertsSignCmd returns certs issue, or certs renew.
 func newCertsSignCmd(a *app, dir *string, renew bool) *cobra.Command {
 	var out, role string
@@ -116,7 +111,7 @@ existed is valid for both roles: say which with --role.`
 		if cmd.Flags().Changed("host") {
 			req.Hosts = hosts
 		} else if !renew && req.Role == certs.RoleCoordinator {
-			req.Hosts = defaultCoordinatorHosts
+			req.Hosts = certs.LocalHosts
 		}
 		sign, verb := certs.Issue, "issued"
 		if renew {

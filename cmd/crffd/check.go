@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -105,41 +102,10 @@ func runCheck(ctx context.Context, a *app) error {
 	return err
 }
 
-// checkBalance computes the balance of recs' rows from sums, or from
-// balanceSums when sums is nil, with the missing fields of each covariate
-// column of the table, and stores it as the local balance of db.
+// checkBalance computes and stores the local balance of recs' rows in db
+// (store.Site.CheckBalance).
 func checkBalance(ctx context.Context, db *store.Site, recs *store.Records, sums *balance.Sums) (store.Balance, error) {
-	missing, _, err := db.CountMissing(ctx, recs.Layout)
-	if err != nil {
-		return store.Balance{}, err
-	}
-	if sums == nil {
-		s, err := balanceSums(ctx, recs)
-		if err != nil {
-			return store.Balance{}, err
-		}
-		sums = &s
-	}
-	l := recs.Layout
-	r, err := balance.Summarise(*sums, l.Covariates, l.Binary, l.Treatment)
-	if err != nil {
-		return store.Balance{}, err
-	}
-	b := store.Balance{Scope: store.ScopeLocal, At: time.Now(), Sites: 1, LeftOut: len(recs.Rejected), Missing: missing, Report: r}
-	if err := db.WriteBalance(ctx, b); err != nil {
-		return store.Balance{}, err
-	}
-	return b, nil
-}
-
-// balanceSums returns the balance sums of recs' rows, weighted by a
-// logistic propensity fitted on them.
-func balanceSums(ctx context.Context, recs *store.Records) (balance.Sums, error) {
-	s, err := balance.Of(ctx, recs.Data.X, recs.Data.W)
-	if err != nil {
-		return balance.Sums{}, fmt.Errorf("balance of %q: %w", recs.File, err)
-	}
-	return s, nil
+	return db.CheckBalance(ctx, recs, sums)
 }
 
 // printBalance prints b: the arms, the missing fields, the covariates by
@@ -147,94 +113,11 @@ func balanceSums(ctx context.Context, recs *store.Records) (balance.Sums, error)
 // sizes and the overlap verdict. recs, when not nil, supplies the faults of
 // the rows left out.
 func printBalance(w io.Writer, b store.Balance, recs *store.Records, limit int) error {
-	r := b.Report
-	p := &printer{w: w}
-	n := r.Rows[balance.Treated] + r.Rows[balance.Control]
-	p.printf("arms: %d treated, %d control (%d rows", r.Rows[balance.Treated], r.Rows[balance.Control], n)
-	if b.Sites > 1 {
-		p.printf(" at %d sites", b.Sites)
-	}
-	if b.LeftOut > 0 {
-		p.printf("; %d left out for faults", b.LeftOut)
-	}
-	p.printf(")\n")
+	t := balance.Text{Sites: b.Sites, LeftOut: b.LeftOut, Missing: b.Missing, Limit: limit}
 	if recs != nil && len(recs.Rejected) > 0 {
-		p.printf("left out: %s\n", describeFaults(recs.Rejected))
+		t.Faults = describeFaults(recs.Rejected)
 	}
-	if b.Missing != nil {
-		var parts []string
-		for j, m := range b.Missing {
-			if m > 0 {
-				parts = append(parts, fmt.Sprintf("%s %d", r.Covariates[j].Name, m))
-			}
-		}
-		if len(parts) > 0 {
-			p.printf("missing (NULL) fields: %s\n", strings.Join(parts, ", "))
-		} else {
-			p.printf("missing (NULL) fields: none\n")
-		}
-	}
-	p.printf("balance, most imbalanced first (SMD: standardised mean difference, treated − control; |SMD| > %g is imbalance):\n", balance.Threshold)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	ranked := r.Ranked()
-	shown := ranked
-	if limit > 0 && len(shown) > limit {
-		shown = shown[:limit]
-	}
-	p.fprintf(tw, "  covariate\ttype\tmean treated\tmean control\tSMD\tweighted SMD\t\n")
-	for _, c := range shown {
-		t := "continuous"
-		if c.Binary {
-			t = "binary"
-		}
-		p.fprintf(tw, "  %s\t%s\t%.4g\t%.4g\t%s\t%s\t%s\n", c.Name, t, c.Mean[balance.Treated], c.Mean[balance.Control], smd(c.SMD), smd(c.WSMD), mark(c))
-	}
-	if err := tw.Flush(); err != nil && p.err == nil {
-		p.err = err
-	}
-	if len(shown) < len(ranked) {
-		p.printf("  … %d more covariates in crff_balance\n", len(ranked)-len(shown))
-	}
-	if imb := r.Imbalanced(false); len(imb) > 0 {
-		p.printf("imbalanced before weighting: %s; after: %s\n", listOrNone(imb), listOrNone(r.Imbalanced(true)))
-	}
-	p.printf("effective sample size after weighting: treated %.0f of %d, control %.0f of %d\n",
-		r.ESS[balance.Treated], r.Rows[balance.Treated], r.ESS[balance.Control], r.Rows[balance.Control])
-	p.printf("overlap: %s", r.Verdict)
-	if len(r.Reasons) > 0 {
-		p.printf(": %s", strings.Join(r.Reasons, "; "))
-	}
-	p.printf("\n  what to do: %s\n", r.Advice)
-	return p.err
-}
-
-// smd formats an SMD; NaN is a covariate that separates the arms.
-func smd(v float64) string {
-	if math.IsNaN(v) {
-		return "separates"
-	}
-	return fmt.Sprintf("%+.3f", v)
-}
-
-// mark says how weighting changed a covariate's balance.
-func mark(c balance.Covariate) string {
-	before, after := balance.IsImbalanced(c.SMD), balance.IsImbalanced(c.WSMD)
-	switch {
-	case before && after:
-		return "imbalanced"
-	case before:
-		return "balanced by weighting"
-	case after:
-		return "imbalanced after weighting"
-	}
-	return ""
-}
-
-func listOrNone(s []string) string {
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
+	return b.Report.WriteText(w, t)
 }
 
 // describeFaults counts the rows left out by column, for example
@@ -264,20 +147,6 @@ func describeFaults(rej []store.Rejection) string {
 		parts[i] = fmt.Sprintf("%d rows for column %s (ids %s%s)", f.n, c, strings.Join(f.ids, ", "), map[bool]string{true: ", …"}[f.n > len(f.ids)])
 	}
 	return strings.Join(parts, "; ") + "; crff_rejected lists them after crffd fit with site.on_invalid: skip"
-}
-
-// printer writes formatted lines and keeps the first error.
-type printer struct {
-	w   io.Writer
-	err error
-}
-
-func (p *printer) printf(format string, args ...any) { p.fprintf(p.w, format, args...) }
-
-func (p *printer) fprintf(w io.Writer, format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(w, format, args...)
-	}
 }
 
 // logBalance logs the verdict and the most imbalanced covariate at INFO,

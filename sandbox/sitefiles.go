@@ -1,4 +1,13 @@
-package main
+// Package sandbox writes simulated sites and a federation of them on
+// loopback, ready to run: a site file per source of package synth's
+// designs (its records, and the simulated truth beside them), each with a
+// single-site configuration, and on request a federation CA with
+// certificates, the coordinator's configuration and a federation section
+// in every site's. Simulate writes the replicates of a design, as IHDP-
+// layout CSV files or as site files.
+//
+// Nothing written is ever overwritten: a site file that exists is refused.
+package sandbox
 
 import (
 	"context"
@@ -19,13 +28,13 @@ import (
 	"github.com/crffd/crffd/synth"
 )
 
-// Tables that crffd simulate writes into each site file. The records table
-// is what a site's configuration points at; the truth table holds the
-// simulated ground truth, for checking estimates, and is never read by
-// training.
+// Tables written into each site file. The records table is what a site's
+// configuration points at; the truth table holds the simulated ground
+// truth (id, mu0, mu1, y_cfactual), for checking estimates, and is never
+// read by training.
 const (
-	simRecordsTable = "records"
-	simTruthTable   = "truth"
+	RecordsTable = "records"
+	TruthTable   = "truth"
 )
 
 // writeSiteFile writes one source as a site file: the records (id, w, y,
@@ -64,11 +73,11 @@ func writeSiteFile(ctx context.Context, path string, t *dataset.Table, names []s
 		rows[i] = r
 		truth[i] = []any{int64(i + 1), t.Mu0[i], t.Mu1[i], t.YCF[i]}
 	}
-	if err := site.CreateTable(ctx, simRecordsTable, cols, rows, false); err != nil {
+	if err := site.CreateTable(ctx, RecordsTable, cols, rows, false); err != nil {
 		return err
 	}
 	truthCols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "mu0", Type: store.Real}, {Name: "mu1", Type: store.Real}, {Name: "y_cfactual", Type: store.Real}}
-	return site.CreateTable(ctx, simTruthTable, truthCols, truth, false)
+	return site.CreateTable(ctx, TruthTable, truthCols, truth, false)
 }
 
 // siteConfig is the ready single-site configuration written beside a
@@ -91,7 +100,7 @@ site:
   on_invalid: refuse
 kernel:
   name: gaussian
-`, name, dbFile, simRecordsTable, outcome)
+`, name, dbFile, RecordsTable, outcome)
 }
 
 // privacyBounds returns the privacy section of a simulated site's
@@ -114,10 +123,12 @@ func privacyBounds(bounds map[string]synth.Bound) string {
 	return b.String()
 }
 
-// writeSiteFiles writes siteK.sqlite and siteK.yaml for every source, with
-// the covariates named by names (nil: x1..xd) and the outcome declared
-// binary or continuous.
-func writeSiteFiles(ctx context.Context, dir string, tables []*dataset.Table, binary bool, names []string, bounds map[string]synth.Bound) ([]string, error) {
+// WriteSites writes siteK.sqlite and siteK.yaml into dir for every source
+// of tables, with the covariates named by names (nil: x1..xd), the outcome
+// declared binary or continuous, and the design's public column ranges as
+// the privacy bounds (none when bounds is empty). It returns the paths
+// written.
+func WriteSites(ctx context.Context, dir string, tables []*dataset.Table, binary bool, names []string, bounds map[string]synth.Bound) ([]string, error) {
 	var paths []string
 	for k, t := range tables {
 		name := fmt.Sprintf("site%d", k+1)
@@ -134,11 +145,13 @@ func writeSiteFiles(ctx context.Context, dir string, tables []*dataset.Table, bi
 	return paths, nil
 }
 
-// writeFederation writes the sandbox federation of --federation: a CA and
-// certificates under dir/certs, coordinator.yaml, and a federation section
-// appended to every siteK.yaml. The coordinator's gRPC and metrics ports
-// are free loopback ports at the time of writing.
-func writeFederation(dir string, sites int) ([]string, error) {
+// WriteFederation writes a federation of the sites site1..siteN that
+// WriteSites wrote into dir: a CA and certificates under dir/certs,
+// coordinator.yaml, and a federation section appended to every siteK.yaml,
+// wired for the grpc transport over loopback. The coordinator's gRPC and
+// metrics ports are free loopback ports at the time of writing. It returns
+// the paths written.
+func WriteFederation(dir string, sites int) ([]string, error) {
 	certDir := filepath.Join(dir, "certs")
 	caDir := filepath.Join(certDir, "ca")
 	if _, err := certs.InitCA(caDir); err != nil {
@@ -151,7 +164,7 @@ func writeFederation(dir string, sites int) ([]string, error) {
 	for _, n := range append([]string{"coordinator"}, names...) {
 		req := certs.Request{Name: n, Role: certs.RoleSite}
 		if n == "coordinator" {
-			req.Role, req.Hosts = certs.RoleCoordinator, defaultCoordinatorHosts
+			req.Role, req.Hosts = certs.RoleCoordinator, certs.LocalHosts
 		}
 		if _, err := certs.Issue(caDir, filepath.Join(certDir, n), req); err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
