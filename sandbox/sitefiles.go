@@ -11,17 +11,9 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"maps"
-	"net"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-
-	"github.com/crffd/crffd/certs"
 
 	"github.com/crffd/crffd/dataset"
 	"github.com/crffd/crffd/store"
@@ -80,49 +72,6 @@ func writeSiteFile(ctx context.Context, path string, t *dataset.Table, names []s
 	return site.CreateTable(ctx, TruthTable, truthCols, truth, false)
 }
 
-// siteConfig is the ready single-site configuration written beside a
-// simulated site file. Paths in a configuration are relative to the file.
-func siteConfig(name, dbFile string, binary bool) string {
-	outcome := "continuous"
-	if binary {
-		outcome = "binary"
-	}
-	return fmt.Sprintf(`# Site %[1]s, written by crffd simulate. Fit it alone with:
-#   crffd fit --config %[1]s.yaml
-site:
-  name: %[1]s
-  db: %[2]s
-  table: %[3]s
-  id_column: id
-  treatment_column: w
-  outcome_column: y
-  outcome_type: %[4]s
-  on_invalid: refuse
-kernel:
-  name: gaussian
-`, name, dbFile, RecordsTable, outcome)
-}
-
-// privacyBounds returns the privacy section of a simulated site's
-// configuration: the design's public column ranges (synth.Design.Bounds),
-// which a private site needs for its moments, and no budget, so that
-// adding epsilon under privacy makes the site private. Empty without
-// bounds.
-func privacyBounds(bounds map[string]synth.Bound) string {
-	if len(bounds) == 0 {
-		return ""
-	}
-	names := slices.Sorted(maps.Keys(bounds))
-	var b strings.Builder
-	b.WriteString("# Add epsilon (the site's budget) under privacy to make the site private;\n")
-	b.WriteString("# bounds are the simulated design's public column ranges (docs/privacy.md).\n")
-	b.WriteString("privacy:\n  bounds:\n")
-	for _, n := range names {
-		fmt.Fprintf(&b, "    %s: [%g, %g]\n", n, bounds[n].Lo, bounds[n].Hi)
-	}
-	return b.String()
-}
-
 // WriteSites writes siteK.sqlite and siteK.yaml into dir for every source
 // of tables, with the covariates named by names (nil: x1..xd), the outcome
 // declared binary or continuous, and the design's public column ranges as
@@ -137,131 +86,14 @@ func WriteSites(ctx context.Context, dir string, tables []*dataset.Table, binary
 			return nil, err
 		}
 		cfg := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(cfg, []byte(siteConfig(name, name+".sqlite", binary)+privacyBounds(bounds)), 0o644); err != nil {
+		text, err := siteConfig(name, name+".sqlite", binary, bounds)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(cfg, text, 0o644); err != nil {
 			return nil, fmt.Errorf("simulate: write %s: %w", cfg, err)
 		}
 		paths = append(paths, db, cfg)
 	}
 	return paths, nil
-}
-
-// WriteFederation writes a federation of the sites site1..siteN that
-// WriteSites wrote into dir: a CA and certificates under dir/certs,
-// coordinator.yaml, and a federation section appended to every siteK.yaml,
-// wired for the grpc transport over loopback. The coordinator's gRPC and
-// metrics ports are free loopback ports at the time of writing. It returns
-// the paths written.
-func WriteFederation(dir string, sites int) ([]string, error) {
-	certDir := filepath.Join(dir, "certs")
-	caDir := filepath.Join(certDir, "ca")
-	if _, err := certs.InitCA(caDir); err != nil {
-		return nil, fmt.Errorf("simulate: %w", err)
-	}
-	names := make([]string, sites)
-	for k := range names {
-		names[k] = fmt.Sprintf("site%d", k+1)
-	}
-	for _, n := range append([]string{"coordinator"}, names...) {
-		req := certs.Request{Name: n, Role: certs.RoleSite}
-		if n == "coordinator" {
-			req.Role, req.Hosts = certs.RoleCoordinator, certs.LocalHosts
-		}
-		if _, err := certs.Issue(caDir, filepath.Join(certDir, n), req); err != nil {
-			return nil, fmt.Errorf("simulate: %w", err)
-		}
-	}
-	secret, err := newSecret()
-	if err != nil {
-		return nil, err
-	}
-	ports, err := freePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	tlsSection := func(name string) string {
-		return fmt.Sprintf("  tls:\n    ca: certs/%[1]s/ca.crt\n    cert: certs/%[1]s/%[1]s.crt\n    key: certs/%[1]s/%[1]s.key\n", name)
-	}
-	var list strings.Builder
-	for _, n := range names {
-		fmt.Fprintf(&list, "    - %s\n", n)
-	}
-	coord := fmt.Sprintf(`# The coordinator of the sandbox federation, written by crffd simulate.
-#   crffd coordinator --config coordinator.yaml --once
-federation:
-  coordinator: coordinator
-  address: %s
-  transport: grpc
-%s  round_timeout: 2m
-  retries: 3
-  metrics_address: 127.0.0.1:%d
-coordinator:
-  sites:
-%s  state_db: coordinator.sqlite
-  checkpoint_every: 1
-kernel:
-  name: gaussian
-model:
-  features: 50
-  latent: 5
-  rounds: 100
-`, addr, tlsSection("coordinator"), ports[1], list.String())
-	path := filepath.Join(dir, "coordinator.yaml")
-	if err := os.WriteFile(path, []byte(coord), 0o644); err != nil {
-		return nil, fmt.Errorf("simulate: write %s: %w", path, err)
-	}
-	out := []string{path}
-	for _, n := range names {
-		p := filepath.Join(dir, n+".yaml")
-		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			return nil, fmt.Errorf("simulate: %w", err)
-		}
-		_, err = fmt.Fprintf(f, `# Take part in the sandbox federation with:
-#   crffd site --config %s.yaml --once
-federation:
-  coordinator: coordinator
-  address: %s
-  transport: grpc
-  # Shared by the sandbox's sites and never by the coordinator: it keys the
-  # column fingerprints. A real site would rather set CRFFD_FEDERATION_SECRET.
-  secret: %s
-%s`, n, addr, secret, tlsSection(n))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, fmt.Errorf("simulate: write %s: %w", p, err)
-		}
-	}
-	return append(out, certDir), nil
-}
-
-// freePorts returns n distinct loopback ports free at the time of the call.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lis []net.Listener
-	defer func() {
-		for _, l := range lis {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("simulate: find a free port: %w", err)
-		}
-		lis = append(lis, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// newSecret returns 256 random bits in hex, a federation.secret.
-func newSecret() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("simulate: federation secret: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }
