@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -115,38 +114,9 @@ func checkBalance(ctx context.Context, db *store.Site, recs *store.Records, sums
 func printBalance(w io.Writer, b store.Balance, recs *store.Records, limit int) error {
 	t := balance.Text{Sites: b.Sites, LeftOut: b.LeftOut, Missing: b.Missing, Limit: limit}
 	if recs != nil && len(recs.Rejected) > 0 {
-		t.Faults = describeFaults(recs.Rejected)
+		t.Faults = store.DescribeRejections(recs.Rejected)
 	}
 	return b.Report.WriteText(w, t)
-}
-
-// describeFaults counts the rows left out by column, for example
-// "bmi 3 (NULL), age 1", with the first row ids of each.
-func describeFaults(rej []store.Rejection) string {
-	type fault struct {
-		n   int
-		ids []string
-	}
-	var order []string
-	by := map[string]*fault{}
-	for _, r := range rej {
-		f, ok := by[r.Column]
-		if !ok {
-			f = &fault{}
-			by[r.Column] = f
-			order = append(order, r.Column)
-		}
-		f.n++
-		if len(f.ids) < 3 {
-			f.ids = append(f.ids, r.RowID.String())
-		}
-	}
-	parts := make([]string, len(order))
-	for i, c := range order {
-		f := by[c]
-		parts[i] = fmt.Sprintf("%d rows for column %s (ids %s%s)", f.n, c, strings.Join(f.ids, ", "), map[bool]string{true: ", …"}[f.n > len(f.ids)])
-	}
-	return strings.Join(parts, "; ") + "; crff_rejected lists them after crffd fit with site.on_invalid: skip"
 }
 
 // logBalance logs the verdict and the most imbalanced covariate at INFO,
