@@ -55,7 +55,7 @@ every key with its value and where it came from.`,
 
 // runCoordinatorDaemon runs the coordinator until ctx ends, or for one run.
 func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
-	cfg, sel, err := a.coordinatorConfig(ctx, once)
+	cfg, err := a.coordinatorConfig(ctx, once)
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
@@ -75,49 +75,48 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 		return withExit(exitConfig, err)
 	}
 	cfg.State, cfg.Conn, cfg.NewRunID = db, clientConn{c: client, in: client.Receive(ctx)}, newRunID
-	cfg.Finished = func(res *federation.Result) error { return printRun(a.stdout, res, sel.Z) }
+	cfg.Finished = func(res *federation.Result) error { return printRun(a.stdout, res, cfg.Run.Selection.Z) }
 	return coordinatorExit(coordinatord.Run(ctx, cfg))
 }
 
 // coordinatorConfig reads the coordinator's daemon configuration, and
-// opens its kernels, which end with ctx; it returns the run's model
-// selection too.
-func (a *app) coordinatorConfig(ctx context.Context, once bool) (coordinatord.Config, federation.Selection, error) {
+// opens its kernels, which end with ctx.
+func (a *app) coordinatorConfig(ctx context.Context, once bool) (coordinatord.Config, error) {
 	c := coordinatord.Config{Once: once}
 	sites := a.stringList("coordinator.sites")
 	if len(sites) == 0 {
-		return c, federation.Selection{}, errors.New("coordinator.sites is empty: list the sites' federation names")
+		return c, errors.New("coordinator.sites is empty: list the sites' federation names")
 	}
 	if err := federation.CheckSites(sites); err != nil {
-		return c, federation.Selection{}, fmt.Errorf("coordinator.sites: %w", err)
+		return c, fmt.Errorf("coordinator.sites: %w", err)
 	}
 	r := federation.CoordinatorConfig{Name: a.v.GetString("federation.coordinator"), Sites: sites, Logger: a.log, Metrics: &federation.Metrics{}}
 	var err error
 	if r.Config, err = a.modelConfig(); err != nil {
-		return c, federation.Selection{}, err
+		return c, err
 	}
 	if r.RoundTimeout, err = a.durationSetting("federation.round_timeout"); err != nil {
-		return c, federation.Selection{}, err
+		return c, err
 	}
 	if c.RetryAfter, err = a.durationSetting("coordinator.retry_after"); err != nil {
-		return c, federation.Selection{}, err
+		return c, err
 	}
 	r.Retries, r.CheckpointEvery = a.v.GetInt("federation.retries"), a.v.GetInt("coordinator.checkpoint_every")
 	if r.Retries < 0 || r.CheckpointEvery < 0 {
-		return c, federation.Selection{}, fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 0", r.Retries, r.CheckpointEvery)
+		return c, fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 0", r.Retries, r.CheckpointEvery)
 	}
 	if c.MinSites = a.v.GetInt("coordinator.min_sites"); c.MinSites < 0 || c.MinSites > len(sites) {
-		return c, federation.Selection{}, fmt.Errorf("coordinator.min_sites %d: want 0 (every site) to the %d sites listed", c.MinSites, len(sites))
+		return c, fmt.Errorf("coordinator.min_sites %d: want 0 (every site) to the %d sites listed", c.MinSites, len(sites))
 	}
 	if r.CheckpointInterval, err = a.duration("coordinator.checkpoint_interval"); err != nil {
-		return c, federation.Selection{}, err
+		return c, err
 	}
 	if c.RunEvery, err = a.duration("coordinator.run_every"); err != nil {
-		return c, federation.Selection{}, err
+		return c, err
 	}
 	err = a.coordinatorKernels(ctx, &r)
 	c.Run = r
-	return c, r.Selection, err
+	return c, err
 }
 
 // coordinatorKernels sets the kernels and model selection of r from
