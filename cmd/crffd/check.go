@@ -102,7 +102,8 @@ func runCheck(ctx context.Context, a *app) error {
 }
 
 // checkBalance computes and stores the local balance of recs' rows in db
-// (store.Site.CheckBalance).
+// (store.Site.CheckBalance); crffd fit and the federated site call it too,
+// and it goes when they move to their own package.
 func checkBalance(ctx context.Context, db *store.Site, recs *store.Records, sums *balance.Sums) (store.Balance, error) {
 	return db.CheckBalance(ctx, recs, sums)
 }
