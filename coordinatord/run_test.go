@@ -18,7 +18,7 @@ import (
 type silentConn struct{ in chan *wire.Envelope }
 
 func (silentConn) Send(context.Context, *wire.Envelope) error { return nil }
-func (c silentConn) Inbox() <-chan *wire.Envelope            { return c.in }
+func (c silentConn) Inbox() <-chan *wire.Envelope             { return c.in }
 
 // newConfig returns a daemon configuration of three sites over conn, with
 // a state file in a test folder.
