@@ -13,8 +13,8 @@ import (
 	"github.com/crffd/crffd/federation/wire"
 )
 
-// silentConn is a connection over which no site ever answers; with closed
-// set, its inbox is closed, as a transport that failed.
+// silentConn is a connection over which no site ever answers; a closed
+// inbox stands for a transport that failed.
 type silentConn struct{ in chan *wire.Envelope }
 
 func (silentConn) Send(context.Context, *wire.Envelope) error { return nil }
