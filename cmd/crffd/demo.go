@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crffd/crffd/demo"
+	"github.com/crffd/crffd/sandbox/demo"
 )
 
 func newDemoCmd(a *app) *cobra.Command {

@@ -29,7 +29,7 @@ var (
 	ErrMalformed = errors.New("malformed envelope")
 	// ErrTooLarge: a size limit (MaxEnvelopeBytes, MaxTensors, ...) is exceeded.
 	ErrTooLarge = errors.New("envelope too large")
-	// ErrKind: the kind is not one of DESIGN.md §4.
+	// ErrKind: the kind is not one of Kinds.
 	ErrKind = errors.New("unknown envelope kind")
 	// ErrName: a federation, run, model or tensor name is invalid or repeated.
 	ErrName = errors.New("invalid name")
