@@ -123,6 +123,10 @@ type Request struct {
 	Validity time.Duration
 }
 
+// LocalHosts are the host names of a coordinator's certificate for a
+// federation on one machine, the default of crffd certs issue.
+var LocalHosts = []string{"localhost", "127.0.0.1"}
+
 // Sentinel errors returned, wrapped with detail, by this package.
 var (
 	// ErrExists reports that a file to be written exists already.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -223,4 +224,26 @@ func format(v float64) string {
 		return strconv.FormatFloat(v, 'e', -1, 64)
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// WriteFile writes t to path as Write does, through a temporary file
+// renamed over path once complete, so that a reader never sees half a
+// file.
+func WriteFile(path string, t *Table) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.csv")
+	if err != nil {
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := Write(tmp, t); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	return nil
 }

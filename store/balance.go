@@ -204,3 +204,32 @@ func (s *Site) CountMissing(ctx context.Context, l Layout) (missing []int, rows 
 	}
 	return vals[1:], vals[0], nil
 }
+
+// CheckBalance computes the balance of recs' rows, read from s, from sums,
+// or when sums is nil from the balance sums of the rows weighted by a
+// logistic propensity fitted on them (balance.Of), with the missing fields
+// of each covariate column of the table, and stores it as s's local
+// balance.
+func (s *Site) CheckBalance(ctx context.Context, recs *Records, sums *balance.Sums) (Balance, error) {
+	missing, _, err := s.CountMissing(ctx, recs.Layout)
+	if err != nil {
+		return Balance{}, err
+	}
+	if sums == nil {
+		b, err := balance.Of(ctx, recs.Data.X, recs.Data.W)
+		if err != nil {
+			return Balance{}, fmt.Errorf("balance of %q: %w", recs.File, err)
+		}
+		sums = &b
+	}
+	l := recs.Layout
+	r, err := balance.Summarise(*sums, l.Covariates, l.Binary, l.Treatment)
+	if err != nil {
+		return Balance{}, err
+	}
+	b := Balance{Scope: ScopeLocal, At: time.Now(), Sites: 1, LeftOut: len(recs.Rejected), Missing: missing, Report: r}
+	if err := s.WriteBalance(ctx, b); err != nil {
+		return Balance{}, err
+	}
+	return b, nil
+}

@@ -58,6 +58,36 @@ type Rejection struct {
 	Run    string // set when read back from the file
 }
 
+// DescribeRejections counts the rows left out by column, in words, with
+// the first three row ids of each, for example "2 rows for column
+// severity (ids 5, 17)", and says where crffd fit lists them all.
+func DescribeRejections(rej []Rejection) string {
+	type fault struct {
+		n   int
+		ids []string
+	}
+	var order []string
+	by := map[string]*fault{}
+	for _, r := range rej {
+		f, ok := by[r.Column]
+		if !ok {
+			f = &fault{}
+			by[r.Column] = f
+			order = append(order, r.Column)
+		}
+		f.n++
+		if len(f.ids) < 3 {
+			f.ids = append(f.ids, r.RowID.String())
+		}
+	}
+	parts := make([]string, len(order))
+	for i, c := range order {
+		f := by[c]
+		parts[i] = fmt.Sprintf("%d rows for column %s (ids %s%s)", f.n, c, strings.Join(f.ids, ", "), map[bool]string{true: ", …"}[f.n > len(f.ids)])
+	}
+	return strings.Join(parts, "; ") + "; crff_rejected lists them after crffd fit with site.on_invalid: skip"
+}
+
 // ReadRecords reads the site's records through src's table or view and
 // validates them for training. Rows are read in ascending id order.
 //

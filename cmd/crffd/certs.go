@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -50,11 +51,6 @@ ca.crt. Existing files are never overwritten, except by renew and revoke.`,
 	return cmd
 }
 
-// defaultCoordinatorHosts are the host names of a coordinator's
-// certificate when --host is not given: enough for a federation on one
-// machine.
-var defaultCoordinatorHosts = []string{"localhost", "127.0.0.1"}
-
 // newCertsSignCmd returns certs issue, or certs renew.
 func newCertsSignCmd(a *app, dir *string, renew bool) *cobra.Command {
 	var out, role string
@@ -100,45 +96,52 @@ existed is valid for both roles: say which with --role.`
 		if out == "" {
 			out = *dir
 		}
-		req := certs.Request{Name: args[0], Validity: time.Duration(days) * 24 * time.Hour}
-		if days < 0 {
-			return fmt.Errorf("--days %d: want a positive number of days", days)
-		}
-		if role != "" || !renew {
-			if role == "" {
-				role = "site"
-			}
-			var err error
-			if req.Role, err = certs.ParseRole(role); err != nil {
-				return fmt.Errorf("--role: %w", err)
-			}
-		}
-		if cmd.Flags().Changed("host") {
-			req.Hosts = hosts
-		} else if !renew && req.Role == certs.RoleCoordinator {
-			req.Hosts = defaultCoordinatorHosts
-		}
-		sign, verb := certs.Issue, "issued"
-		if renew {
-			sign, verb = certs.Renew, "renewed"
-		}
-		is, err := sign(*dir, out, req)
-		if err != nil {
-			return err
-		}
-		what := "a site's: client authentication, no host"
-		if certs.RoleOf(is.Certificate) == certs.RoleCoordinator {
-			what = "the coordinator's, for " + strings.Join(certs.Hosts(is.Certificate), ", ")
-		}
-		_, err = fmt.Fprintf(a.stdout, "%s: %s %s and %s (%s), signed by %s, valid until %s\n", args[0], verb, is.CertFile, is.KeyFile, what,
-			filepath.Join(*dir, certs.CACertFile), is.Certificate.NotAfter.Format("2006-01-02"))
-		return err
+		return signCert(a.stdout, *dir, out, args[0], role, hosts, cmd.Flags().Changed("host"), days, renew)
 	}
 	c.Flags().StringVar(&out, "out", "", "folder of NAME.crt and NAME.key (default: --dir)")
 	c.Flags().StringVar(&role, "role", "", "site (TLS client only, no host) or coordinator (TLS server at --host); default: site, or for renew the old certificate's")
 	c.Flags().StringSliceVar(&hosts, "host", nil, "coordinator only: the host names and addresses sites dial (default: localhost,127.0.0.1; for renew, the old certificate's)")
 	c.Flags().IntVar(&days, "days", 0, fmt.Sprintf("days the certificate is valid (default %d, and never past the CA's expiry)", int(certs.CertValidity/(24*time.Hour))))
 	return c
+}
+
+// signCert issues, or with renew renews, the certificate of name from the
+// CA in dir into out, as --role, --host (hostsSet when given) and --days
+// ask, and says so on w.
+func signCert(w io.Writer, dir, out, name, role string, hosts []string, hostsSet bool, days int, renew bool) error {
+	req := certs.Request{Name: name, Validity: time.Duration(days) * 24 * time.Hour}
+	if days < 0 {
+		return fmt.Errorf("--days %d: want a positive number of days", days)
+	}
+	if role != "" || !renew {
+		if role == "" {
+			role = "site"
+		}
+		var err error
+		if req.Role, err = certs.ParseRole(role); err != nil {
+			return fmt.Errorf("--role: %w", err)
+		}
+	}
+	if hostsSet {
+		req.Hosts = hosts
+	} else if !renew && req.Role == certs.RoleCoordinator {
+		req.Hosts = certs.LocalHosts
+	}
+	sign, verb := certs.Issue, "issued"
+	if renew {
+		sign, verb = certs.Renew, "renewed"
+	}
+	is, err := sign(dir, out, req)
+	if err != nil {
+		return err
+	}
+	what := "a site's: client authentication, no host"
+	if certs.RoleOf(is.Certificate) == certs.RoleCoordinator {
+		what = "the coordinator's, for " + strings.Join(certs.Hosts(is.Certificate), ", ")
+	}
+	_, err = fmt.Fprintf(w, "%s: %s %s and %s (%s), signed by %s, valid until %s\n", name, verb, is.CertFile, is.KeyFile, what,
+		filepath.Join(dir, certs.CACertFile), is.Certificate.NotAfter.Format("2006-01-02"))
+	return err
 }
 
 func newCertsRevokeCmd(a *app, dir *string) *cobra.Command {

@@ -5,14 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/balance"
-	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/store"
 )
 
@@ -94,7 +90,7 @@ func runCheck(ctx context.Context, a *app) error {
 		return err
 	}
 	warnUnused(a, src, recs)
-	b, err := pipeline.CheckBalance(ctx, db, recs, nil)
+	b, err := db.CheckBalance(ctx, recs, nil)
 	if err != nil {
 		return err
 	}
@@ -110,137 +106,11 @@ func runCheck(ctx context.Context, a *app) error {
 // sizes and the overlap verdict. recs, when not nil, supplies the faults of
 // the rows left out.
 func printBalance(w io.Writer, b store.Balance, recs *store.Records, limit int) error {
-	r := b.Report
-	p := &printer{w: w}
-	n := r.Rows[balance.Treated] + r.Rows[balance.Control]
-	p.printf("arms: %d treated, %d control (%d rows", r.Rows[balance.Treated], r.Rows[balance.Control], n)
-	if b.Sites > 1 {
-		p.printf(" at %d sites", b.Sites)
-	}
-	if b.LeftOut > 0 {
-		p.printf("; %d left out for faults", b.LeftOut)
-	}
-	p.printf(")\n")
+	t := balance.Text{Sites: b.Sites, LeftOut: b.LeftOut, Missing: b.Missing, Limit: limit}
 	if recs != nil && len(recs.Rejected) > 0 {
-		p.printf("left out: %s\n", describeFaults(recs.Rejected))
+		t.Faults = store.DescribeRejections(recs.Rejected)
 	}
-	if b.Missing != nil {
-		var parts []string
-		for j, m := range b.Missing {
-			if m > 0 {
-				parts = append(parts, fmt.Sprintf("%s %d", r.Covariates[j].Name, m))
-			}
-		}
-		if len(parts) > 0 {
-			p.printf("missing (NULL) fields: %s\n", strings.Join(parts, ", "))
-		} else {
-			p.printf("missing (NULL) fields: none\n")
-		}
-	}
-	p.printf("balance, most imbalanced first (SMD: standardised mean difference, treated − control; |SMD| > %g is imbalance):\n", balance.Threshold)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	ranked := r.Ranked()
-	shown := ranked
-	if limit > 0 && len(shown) > limit {
-		shown = shown[:limit]
-	}
-	p.fprintf(tw, "  covariate\ttype\tmean treated\tmean control\tSMD\tweighted SMD\t\n")
-	for _, c := range shown {
-		t := "continuous"
-		if c.Binary {
-			t = "binary"
-		}
-		p.fprintf(tw, "  %s\t%s\t%.4g\t%.4g\t%s\t%s\t%s\n", c.Name, t, c.Mean[balance.Treated], c.Mean[balance.Control], smd(c.SMD), smd(c.WSMD), mark(c))
-	}
-	if err := tw.Flush(); err != nil && p.err == nil {
-		p.err = err
-	}
-	if len(shown) < len(ranked) {
-		p.printf("  … %d more covariates in crff_balance\n", len(ranked)-len(shown))
-	}
-	if imb := r.Imbalanced(false); len(imb) > 0 {
-		p.printf("imbalanced before weighting: %s; after: %s\n", listOrNone(imb), listOrNone(r.Imbalanced(true)))
-	}
-	p.printf("effective sample size after weighting: treated %.0f of %d, control %.0f of %d\n",
-		r.ESS[balance.Treated], r.Rows[balance.Treated], r.ESS[balance.Control], r.Rows[balance.Control])
-	p.printf("overlap: %s", r.Verdict)
-	if len(r.Reasons) > 0 {
-		p.printf(": %s", strings.Join(r.Reasons, "; "))
-	}
-	p.printf("\n  what to do: %s\n", r.Advice)
-	return p.err
-}
-
-// smd formats an SMD; NaN is a covariate that separates the arms.
-func smd(v float64) string {
-	if math.IsNaN(v) {
-		return "separates"
-	}
-	return fmt.Sprintf("%+.3f", v)
-}
-
-// mark says how weighting changed a covariate's balance.
-func mark(c balance.Covariate) string {
-	before, after := balance.IsImbalanced(c.SMD), balance.IsImbalanced(c.WSMD)
-	switch {
-	case before && after:
-		return "imbalanced"
-	case before:
-		return "balanced by weighting"
-	case after:
-		return "imbalanced after weighting"
-	}
-	return ""
-}
-
-func listOrNone(s []string) string {
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
-}
-
-// describeFaults counts the rows left out by column, for example
-// "bmi 3 (NULL), age 1", with the first row ids of each.
-func describeFaults(rej []store.Rejection) string {
-	type fault struct {
-		n   int
-		ids []string
-	}
-	var order []string
-	by := map[string]*fault{}
-	for _, r := range rej {
-		f, ok := by[r.Column]
-		if !ok {
-			f = &fault{}
-			by[r.Column] = f
-			order = append(order, r.Column)
-		}
-		f.n++
-		if len(f.ids) < 3 {
-			f.ids = append(f.ids, r.RowID.String())
-		}
-	}
-	parts := make([]string, len(order))
-	for i, c := range order {
-		f := by[c]
-		parts[i] = fmt.Sprintf("%d rows for column %s (ids %s%s)", f.n, c, strings.Join(f.ids, ", "), map[bool]string{true: ", …"}[f.n > len(f.ids)])
-	}
-	return strings.Join(parts, "; ") + "; crff_rejected lists them after crffd fit with site.on_invalid: skip"
-}
-
-// printer writes formatted lines and keeps the first error.
-type printer struct {
-	w   io.Writer
-	err error
-}
-
-func (p *printer) printf(format string, args ...any) { p.fprintf(p.w, format, args...) }
-
-func (p *printer) fprintf(w io.Writer, format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(w, format, args...)
-	}
+	return b.Report.WriteText(w, t)
 }
 
 // logBalance logs the verdict and the most imbalanced covariate at INFO,

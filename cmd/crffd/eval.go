@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -153,65 +152,8 @@ func parseKernelParams(pairs []string) (kernels.Params, error) {
 }
 
 func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
-	ctx := cmd.Context()
-	var err error
-	plan := evaluate.Plan{SourceSize: o.sourceSize, TestSource: o.testSource, Config: o.cfg, CrossFit: o.crossFit}
-	if err := checkFolds(o.cfg.Folds); err != nil {
-		return fmt.Errorf("--folds: %w", err)
-	}
-	switch o.optimizer {
-	case "lbfgs":
-		plan.Config.Method = estimator.LBFGS
-	case "adam":
-		plan.Config.Method = estimator.Adam
-	default:
-		return fmt.Errorf("--optimizer %q: want lbfgs or adam", o.optimizer)
-	}
-	if plan.Sources, err = evaluate.ParseList(o.sources); err != nil {
-		return fmt.Errorf("--sources: %w", err)
-	}
-	split, err := parseInts(o.split, 3, "--split")
+	plan, err := o.plan(cmd.Flags().Changed("seed"))
 	if err != nil {
-		return err
-	}
-	copy(plan.Split[:], split)
-	for _, m := range strings.Split(o.modes, ",") {
-		plan.Modes = append(plan.Modes, strings.TrimSpace(m))
-	}
-	if o.epsilons != "" {
-		for _, e := range strings.Split(o.epsilons, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(e), 64)
-			if err != nil || !(v > 0) {
-				return fmt.Errorf("--epsilon %q: want positive numbers or inf, comma-separated", o.epsilons)
-			}
-			plan.Epsilons = append(plan.Epsilons, v)
-		}
-		plan.Delta, plan.Clip, plan.PsiClip = o.delta, o.clip, o.psiClip
-		if plan.Bounds, err = parseBounds(o.bounds); err != nil {
-			return err
-		}
-		plan.Exact = []string{federation.ExactRowCount}
-		for _, e := range strings.Split(o.exact, ",") {
-			if e = strings.TrimSpace(e); e != "" && e != federation.ExactRowCount {
-				plan.Exact = append(plan.Exact, e)
-			}
-		}
-	}
-	if o.seeds != "" {
-		if cmd.Flags().Changed("seed") {
-			return errors.New("--seed and --seeds: give one of them")
-		}
-		if plan.Seeds, err = evaluate.ParseSeeds(o.seeds); err != nil {
-			return fmt.Errorf("--seeds: %w", err)
-		}
-	}
-	var sel []int
-	if o.replicates != "" {
-		if sel, err = evaluate.ParseList(o.replicates); err != nil {
-			return fmt.Errorf("--replicates: %w", err)
-		}
-	}
-	if plan.Replicates, err = evaluate.FindReplicates(o.data, sel); err != nil {
 		return err
 	}
 	params, err := parseKernelParams(o.kernelParams)
@@ -234,28 +176,13 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 			return err
 		}
 		defer closeAll()
-		if o.selectionZ < 0 {
-			return fmt.Errorf("--selection-z %v: must not be negative", o.selectionZ)
-		}
-		plan.SelectionZ = &o.selectionZ
-		switch {
-		case o.autoEstimator == "auto":
-		case slices.Contains(estimatorNames, o.autoEstimator):
-			plan.AutoKinds = []string{o.autoEstimator}
-		default:
-			return fmt.Errorf("--auto-estimator %q: want one of %s", o.autoEstimator, strings.Join(estimatorNames, ", "))
+		if err := o.autoPlan(&plan); err != nil {
+			return err
 		}
 	}
 	bar := progress.New(os.Stderr, a.log)
-	plan.Progress = func(done, total int, r evaluate.Result) {
-		bar.Update("eval", done, total, fmt.Sprintf("runs (last: replicate %d, %s, %d sources, seed %d, sqrt(PEHE) %.3f)", r.Replicate, r.Mode, r.Sources, r.Seed, r.SqrtPEHE))
-		a.log.Debug("eval run", slog.Int(logKeyDone, done), slog.Int(logKeyTotal, total),
-			slog.Int(logKeyReplicate, r.Replicate), slog.String(logKeyMode, r.Mode), slog.Int(logKeySources, r.Sources),
-			slog.Uint64(logKeySeed, r.Seed),
-			slog.Float64("sqrt_pehe", r.SqrtPEHE), slog.Float64("ate_err", r.ATEErr),
-			slog.Float64(logKeySeconds, r.TrainSeconds), slog.Int(logKeyRounds, r.Rounds))
-	}
-	rep, err := evaluate.Run(ctx, plan)
+	plan.Progress = func(done, total int, r evaluate.Result) { a.evalProgress(bar, done, total, r) }
+	rep, err := evaluate.Run(cmd.Context(), plan)
 	bar.Done()
 	if err != nil {
 		return err
@@ -271,34 +198,107 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 		fmt.Fprintf(a.stdout, "seeds %s: each replicate's runs averaged over the seeds, standard errors over replicates\n", o.seeds)
 	}
 	fmt.Fprintln(a.stdout)
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODE\tSOURCES\tN\tSQRT(PEHE)\tATE ERROR\tATE BIAS")
-	for _, s := range rep.Summary {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f ± %.3f\t%.3f ± %.3f\t%+.3f\n", s.Mode, s.Sources, s.N, s.SqrtPEHEMean, s.SqrtPEHESE, s.ATEErrMean, s.ATEErrSE, s.ATEBiasMean)
+	return rep.WriteText(a.stdout)
+}
+
+// plan returns the evaluation plan of o's flags but the kernels; seedSet
+// says whether --seed was given.
+func (o evalOptions) plan(seedSet bool) (evaluate.Plan, error) {
+	var err error
+	plan := evaluate.Plan{SourceSize: o.sourceSize, TestSource: o.testSource, Config: o.cfg, CrossFit: o.crossFit}
+	if err := checkFolds(o.cfg.Folds); err != nil {
+		return plan, fmt.Errorf("--folds: %w", err)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	switch o.optimizer {
+	case "lbfgs":
+		plan.Config.Method = estimator.LBFGS
+	case "adam":
+		plan.Config.Method = estimator.Adam
+	default:
+		return plan, fmt.Errorf("--optimizer %q: want lbfgs or adam", o.optimizer)
 	}
-	fmt.Fprintln(a.stdout, "\nDoubly robust figures on the same test rows (95% intervals):")
-	fmt.Fprintln(tw, "MODE\tSOURCES\tAIPW ERROR\tAIPW BIAS\tAIPW COVERAGE\tAIPW WIDTH\tDR SQRT(PEHE)\tCATE COVERAGE\tCATE WIDTH")
-	for _, s := range rep.Summary {
-		aipw, dr := "-\t-\t-\t-", "-\t-\t-"
-		if s.AIPWATEErrMean != nil {
-			aipw = fmt.Sprintf("%.3f ± %.3f\t%+.3f\t%.2f\t%.3f", *s.AIPWATEErrMean, *s.AIPWATEErrSE, *s.AIPWBiasMean, *s.AIPWCoverage, *s.AIPWWidthMean)
+	if plan.Sources, err = evaluate.ParseList(o.sources); err != nil {
+		return plan, fmt.Errorf("--sources: %w", err)
+	}
+	split, err := parseInts(o.split, 3, "--split")
+	if err != nil {
+		return plan, err
+	}
+	copy(plan.Split[:], split)
+	for _, m := range strings.Split(o.modes, ",") {
+		plan.Modes = append(plan.Modes, strings.TrimSpace(m))
+	}
+	if err := o.privatePlan(&plan); err != nil {
+		return plan, err
+	}
+	if o.seeds != "" {
+		if seedSet {
+			return plan, errors.New("--seed and --seeds: give one of them")
 		}
-		if s.DRSqrtPEHEMean != nil {
-			dr = fmt.Sprintf("%.3f ± %.3f\t%.2f\t%.3f", *s.DRSqrtPEHEMean, *s.DRSqrtPEHESE, *s.CATECoverage, *s.CATEWidthMean)
+		if plan.Seeds, err = evaluate.ParseSeeds(o.seeds); err != nil {
+			return plan, fmt.Errorf("--seeds: %w", err)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Mode, s.Sources, aipw, dr)
 	}
-	if err := tw.Flush(); err != nil {
+	var sel []int
+	if o.replicates != "" {
+		if sel, err = evaluate.ParseList(o.replicates); err != nil {
+			return plan, fmt.Errorf("--replicates: %w", err)
+		}
+	}
+	plan.Replicates, err = evaluate.FindReplicates(o.data, sel)
+	return plan, err
+}
+
+// privatePlan sets the private runs of --epsilon in plan.
+func (o evalOptions) privatePlan(plan *evaluate.Plan) error {
+	if o.epsilons == "" {
+		return nil
+	}
+	for _, e := range strings.Split(o.epsilons, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(e), 64)
+		if err != nil || !(v > 0) {
+			return fmt.Errorf("--epsilon %q: want positive numbers or inf, comma-separated", o.epsilons)
+		}
+		plan.Epsilons = append(plan.Epsilons, v)
+	}
+	plan.Delta, plan.Clip, plan.PsiClip = o.delta, o.clip, o.psiClip
+	var err error
+	if plan.Bounds, err = parseBounds(o.bounds); err != nil {
 		return err
 	}
-	if err := printChoices(a, rep); err != nil {
-		return err
+	plan.Exact = []string{federation.ExactRowCount}
+	for _, e := range strings.Split(o.exact, ",") {
+		if e = strings.TrimSpace(e); e != "" && e != federation.ExactRowCount {
+			plan.Exact = append(plan.Exact, e)
+		}
 	}
-	_, err = fmt.Fprintf(a.stdout, "\n%d runs in %.1f s\n", len(rep.Runs), rep.Seconds)
-	return err
+	return nil
+}
+
+// autoPlan sets the auto mode's threshold and candidate kinds in plan.
+func (o evalOptions) autoPlan(plan *evaluate.Plan) error {
+	if o.selectionZ < 0 {
+		return fmt.Errorf("--selection-z %v: must not be negative", o.selectionZ)
+	}
+	plan.SelectionZ = &o.selectionZ
+	switch {
+	case o.autoEstimator == "auto":
+	case slices.Contains(estimatorNames, o.autoEstimator):
+		plan.AutoKinds = []string{o.autoEstimator}
+	default:
+		return fmt.Errorf("--auto-estimator %q: want one of %s", o.autoEstimator, strings.Join(estimatorNames, ", "))
+	}
+	return nil
+}
+
+// evalProgress shows the progress of crffd eval after run r.
+func (a *app) evalProgress(bar *progress.Line, done, total int, r evaluate.Result) {
+	bar.Update("eval", done, total, fmt.Sprintf("runs (last: replicate %d, %s, %d sources, seed %d, sqrt(PEHE) %.3f)", r.Replicate, r.Mode, r.Sources, r.Seed, r.SqrtPEHE))
+	a.log.Debug("eval run", slog.Int(logKeyDone, done), slog.Int(logKeyTotal, total),
+		slog.Int(logKeyReplicate, r.Replicate), slog.String(logKeyMode, r.Mode), slog.Int(logKeySources, r.Sources),
+		slog.Uint64(logKeySeed, r.Seed),
+		slog.Float64("sqrt_pehe", r.SqrtPEHE), slog.Float64("ate_err", r.ATEErr),
+		slog.Float64(logKeySeconds, r.TrainSeconds), slog.Int(logKeyRounds, r.Rounds))
 }
 
 // defaultAutoKernels are the installed kernels with the parameters the
@@ -344,53 +344,6 @@ func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evalua
 		plan.Kernels = append(plan.Kernels, selection.Kernel{Name: label, Spectral: bound, GridPoint: grid})
 	}
 	return closeAll, nil
-}
-
-// printChoices prints how often each candidate was a member of the auto
-// mode's ensemble, per source count.
-func printChoices(a *app, rep *evaluate.Report) error {
-	type key struct {
-		sources int
-		name    string
-	}
-	member := map[key]int{}
-	runs := map[int]int{}
-	var keys []key
-	for _, r := range rep.Runs {
-		if r.Mode != "auto" {
-			continue
-		}
-		runs[r.Sources]++
-		for _, c := range r.Candidates {
-			k := key{r.Sources, c.Name}
-			if !c.Member {
-				continue
-			}
-			if member[k] == 0 {
-				keys = append(keys, k)
-			}
-			member[k]++
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	slices.SortFunc(keys, func(x, y key) int {
-		if x.sources != y.sources {
-			return x.sources - y.sources
-		}
-		if d := member[y] - member[x]; d != 0 {
-			return d
-		}
-		return strings.Compare(x.name, y.name)
-	})
-	fmt.Fprintln(a.stdout, "\nauto: how often each candidate was a member of the chosen ensemble (chosen on the validation rows):")
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCES\tCANDIDATE\tRUNS")
-	for _, k := range keys {
-		fmt.Fprintf(tw, "%d\t%s\t%d of %d\n", k.sources, k.name, member[k], runs[k.sources])
-	}
-	return tw.Flush()
 }
 
 // parseInts parses exactly n comma-separated non-negative integers.

@@ -17,10 +17,3 @@ const (
 // one already (daemon.WithExit).
 func withExit(code int, err error) error { return daemon.WithExit(code, err) }
 
-// storageError marks err, when not nil, as a storage failure
-// (daemon.StorageError).
-func storageError(err error) error { return daemon.StorageError(err) }
-
-// fatalRunError returns the error with which a daemon stops after a run
-// ended with err, or nil when it goes on (daemon.Fatal).
-func fatalRunError(err error) error { return daemon.Fatal(err) }

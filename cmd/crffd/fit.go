@@ -111,7 +111,7 @@ func (a *app) checkFit(ctx context.Context, db *store.Site, src store.Source, re
 	if err := checkFitRecords(a, src, recs); err != nil {
 		return err
 	}
-	bal, err := pipeline.CheckBalance(ctx, db, recs, nil)
+	bal, err := db.CheckBalance(ctx, recs, nil)
 	if err != nil {
 		return err
 	}

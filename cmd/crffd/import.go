@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"unicode/utf8"
@@ -83,7 +82,7 @@ NULL) with their count, for example
 			if err != nil {
 				return err
 			}
-			return printImport(a.stdout, db, res)
+			return res.WriteText(a.stdout, db)
 		},
 	}
 	f := cmd.Flags()
@@ -97,37 +96,6 @@ NULL) with their count, for example
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
-}
-
-func describeColumns(cols []store.Column) string {
-	s := ""
-	for i, c := range cols {
-		if i > 0 {
-			s += ", "
-		}
-		s += c.Name + " " + string(c.Type)
-	}
-	return s
-}
-
-// printTextColumns says why each TEXT column of an import is TEXT: a
-// "warning:" line for a column of numbers with some other values, which
-// crffd fit refuses as a covariate, and a plain line for the others.
-func printTextColumns(w io.Writer, cols []store.TextColumn) error {
-	for _, c := range cols {
-		line := c.String()
-		switch {
-		case c.Mixed():
-			line = "warning: " + line + "; as a covariate, crffd fit refuses these rows until the values are corrected" +
-				" (or leaves them out with site.on_invalid: skip)"
-		case c.Values > 0:
-			line += "; crffd fit does not choose it as a covariate"
-		}
-		if _, err := fmt.Fprintln(w, line); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // parseDelimiter reads --delimiter: "" (detect), a name, or one character
@@ -146,70 +114,4 @@ func parseDelimiter(s string) (rune, error) {
 		return 0, fmt.Errorf("--delimiter %q: want one character (not a quote, a line break or NUL), or comma, semicolon, tab or pipe", s)
 	}
 	return rs[0], nil
-}
-
-// printImport prints what an import did: the table and its columns, the
-// separator when it is not a comma, the warnings of a header imported as
-// data or of a file of one column, why each TEXT column is TEXT (but for
-// those only a header read as data made TEXT, which its warning names),
-// and a summary of the types with the empty fields per column.
-func printImport(w io.Writer, db string, res store.ImportResult) error {
-	p := &printer{w: w}
-	p.printf("imported %d rows into %s.%s (%s)\n", res.Rows, db, res.Table, describeColumns(res.Columns))
-	if res.Comma != ',' {
-		how := "given"
-		if res.Detected {
-			how = "detected"
-		}
-		p.printf("delimiter: %s (%s)\n", store.DelimiterName(res.Comma), how)
-	}
-	if res.Detected && len(res.Columns) == 1 {
-		p.printf("warning: the file has a single column: no comma, semicolon, tab or pipe splits its lines into fields; if another character separates them, name it with --delimiter\n")
-	}
-	text := res.Text
-	if res.HeaderLike {
-		// A column of numbers whose one other value is the first row's is
-		// TEXT only because of the header read as data: say so once, here,
-		// rather than blaming a name on a line of its own per column.
-		var byHeader []string
-		text = nil
-		for _, c := range res.Text {
-			if c.ByHeader {
-				byHeader = append(byHeader, c.Name)
-				continue
-			}
-			text = append(text, c)
-		}
-		made := ""
-		switch len(byHeader) {
-		case 0:
-		case 1:
-			made = ", which made column " + byHeader[0] + " TEXT"
-		default:
-			made = ", which made columns " + strings.Join(byHeader, ", ") + " TEXT"
-		}
-		p.printf("warning: the first row looks like column names (none of its fields is a number, while the rows below hold numbers) but was imported as a data row%s; run import again with --header --replace\n", made)
-	}
-	if p.err != nil {
-		return p.err
-	}
-	if err := printTextColumns(w, text); err != nil {
-		return err
-	}
-	count := map[store.ColumnType]int{}
-	var empty []string
-	for j, c := range res.Columns {
-		count[c.Type]++
-		if j < len(res.Nulls) && res.Nulls[j] > 0 {
-			empty = append(empty, fmt.Sprintf("%s %d", c.Name, res.Nulls[j]))
-		}
-	}
-	var parts []string
-	for _, t := range []store.ColumnType{store.Integer, store.Real, store.Text} {
-		if count[t] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", count[t], t))
-		}
-	}
-	p.printf("types: %s; empty fields (NULL): %s\n", strings.Join(parts, ", "), listOrNone(empty))
-	return p.err
 }

@@ -32,10 +32,6 @@ const (
 	logKeyRetryIn   = "retry_in"   // how long until the coordinator's next attempt
 	logKeyWithout   = "without"    // the listed sites a run goes on without
 	logKeyMinSites  = "min_sites"
-	// Totals of one run at the coordinator.
-	logKeyRoundSeconds  = "round_seconds"
-	logKeyBytesSent     = "payload_bytes_sent"
-	logKeyBytesReceived = "payload_bytes_received"
 )
 
 // Log keys of the checks of a site's records before training: a

@@ -1,22 +1,15 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"io"
+	"context"
 	"log/slog"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/privacy/audit"
-	"github.com/crffd/crffd/store"
 )
-
-// errAuditFailed reports a sensitivity above the accountant's bound.
-var errAuditFailed = errors.New("privacy audit failed")
 
 func newPrivacyCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
@@ -51,54 +44,7 @@ and nothing is written to the file but crffd's own tables, which any crffd
 command creates on first opening it.`,
 		Example: `  crffd privacy audit --config hospital-a.yaml --rows 50`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			src, err := a.siteSource()
-			if err != nil {
-				return err
-			}
-			cfg, err := a.modelConfig()
-			if err != nil {
-				return err
-			}
-			// A private site trains with Adam; the setup's optimiser
-			// does not enter a round's gradient.
-			cfg.Method = estimator.Adam
-			clip := a.v.GetFloat64("privacy.clip")
-			db, recs, err := a.openRecords(ctx, src)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ch, err := a.choiceSettings(ctx)
-			if err != nil {
-				return err
-			}
-			spectral, err := a.openSpectral(ctx, ch.kernels[0])
-			if err != nil {
-				return err
-			}
-			scaler, err := estimator.NewScaler(recs.Schema, []estimator.Moments{recs.Data.Moments()})
-			if err != nil {
-				return err
-			}
-			setup, err := estimator.NewSetup(ctx, recs.Schema, spectral, cfg, scaler)
-			if err != nil {
-				return err
-			}
-			q := federation.SamplingRate(cfg, recs.Len())
-			opts := audit.Options{Clip: clip, Rows: rows, Seed: seed}
-			if q < 1 {
-				opts.Rate = q
-			}
-			a.log.Info("auditing the sensitivity of private training", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()),
-				slog.Int("audited_rows", min(rows, recs.Len())), slog.Float64("sampling_rate", q))
-			res, err := audit.Run(ctx, recs.Data, setup, opts)
-			if err != nil {
-				return err
-			}
-			return printAudit(a.stdout, res, recs.IDs, clip)
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runPrivacyAudit(cmd.Context(), a, rows, seed) },
 	}
 	f := cmd.Flags()
 	f.IntVar(&rows, "rows", 20, "how many of the site's rows to remove and replace in turn (K)")
@@ -107,36 +53,52 @@ command creates on first opening it.`,
 	return cmd
 }
 
-// printAudit writes the audit's table and returns errAuditFailed when a
-// ratio exceeds its bound.
-func printAudit(w io.Writer, res []audit.Result, ids []store.RowID, clip float64) error {
-	if _, err := fmt.Fprintf(w, "privacy audit: %d rows, clip C = %g; the largest ‖M(D) − M(D′)‖/C over the audited rows\n\n", len(ids), clip); err != nil {
+// runPrivacyAudit audits, on rows of the site's rows drawn with seed, the
+// sensitivity of private training (package audit).
+func runPrivacyAudit(ctx context.Context, a *app, rows int, seed uint64) error {
+	src, err := a.siteSource()
+	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "model\tbatch\trelation\trows\tmax ‖Δ‖/C\tat row id\tbound\t")
-	var bad int
-	for _, r := range res {
-		batch := "every row"
-		if r.Rate < 1 {
-			batch = fmt.Sprintf("Poisson q=%.4g", r.Rate)
-		}
-		verdict := "ok"
-		if !r.OK() {
-			verdict, bad = "ABOVE THE BOUND", bad+1
-		}
-		id := "-"
-		if r.Row >= 0 && r.Row < len(ids) {
-			id = fmt.Sprint(ids[r.Row])
-		}
-		fmt.Fprintf(tw, "%v\t%s\t%s\t%d\t%.4f\t%s\t%g\t%s\n", r.Model, batch, r.Relation, r.Rows, r.Ratio, id, r.Bound, verdict)
-	}
-	if err := tw.Flush(); err != nil {
+	cfg, err := a.modelConfig()
+	if err != nil {
 		return err
 	}
-	if bad > 0 {
-		return fmt.Errorf("%w: %d of %d ratios exceed the sensitivity the accountant assumes; the ε in crff_privacy does not hold", errAuditFailed, bad, len(res))
+	// A private site trains with Adam; the setup's optimiser
+	// does not enter a round's gradient.
+	cfg.Method = estimator.Adam
+	clip := a.v.GetFloat64("privacy.clip")
+	db, recs, err := a.openRecords(ctx, src)
+	if err != nil {
+		return err
 	}
-	_, err := fmt.Fprintf(w, "\nevery ratio is within its bound: the accountant's sensitivity holds on these rows\n")
-	return err
+	defer db.Close()
+	ch, err := a.choiceSettings(ctx)
+	if err != nil {
+		return err
+	}
+	spectral, err := a.openSpectral(ctx, ch.kernels[0])
+	if err != nil {
+		return err
+	}
+	scaler, err := estimator.NewScaler(recs.Schema, []estimator.Moments{recs.Data.Moments()})
+	if err != nil {
+		return err
+	}
+	setup, err := estimator.NewSetup(ctx, recs.Schema, spectral, cfg, scaler)
+	if err != nil {
+		return err
+	}
+	q := federation.SamplingRate(cfg, recs.Len())
+	opts := audit.Options{Clip: clip, Rows: rows, Seed: seed}
+	if q < 1 {
+		opts.Rate = q
+	}
+	a.log.Info("auditing the sensitivity of private training", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()),
+		slog.Int("audited_rows", min(rows, recs.Len())), slog.Float64("sampling_rate", q))
+	res, err := audit.Run(ctx, recs.Data, setup, opts)
+	if err != nil {
+		return err
+	}
+	return audit.WriteText(a.stdout, res, recs.IDs, clip)
 }

@@ -1,12 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -52,30 +51,7 @@ lock on the site file (CRFFD_SITE_BUSY_TIMEOUT=30s).`,
 			if (db == "") == (coordinator == "") {
 				return errors.New("report: give exactly one of --db and --coordinator")
 			}
-			ctx := cmd.Context()
-			var render func(w io.Writer) error
-			if db != "" {
-				timeout, err := a.durationSetting("site.busy_timeout")
-				if err != nil {
-					return err
-				}
-				s, err := store.Open(ctx, db, store.Options{BusyTimeout: timeout, Logger: a.log, ReadOnly: true})
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				render = func(w io.Writer) error { return report.Site(ctx, s, w) }
-			} else {
-				render = func(w io.Writer) error { return report.Coordinator(ctx, coordinator, w) }
-			}
-			n, err := writeReport(out, render)
-			if err != nil {
-				return err
-			}
-			// stdout says where; the log adds only the size, below info.
-			a.log.Debug("report written", slog.String(logKeyOut, out), slog.Int64(logKeyBytes, n))
-			_, err = fmt.Fprintf(a.stdout, "report written to %s\n", out)
-			return err
+			return runReport(cmd.Context(), a, db, coordinator, out)
 		},
 	}
 	f := cmd.Flags()
@@ -87,28 +63,30 @@ lock on the site file (CRFFD_SITE_BUSY_TIMEOUT=30s).`,
 	return cmd
 }
 
-// writeReport renders into a temporary file beside out, readable by its
-// owner only, and renames it to out once complete, so that out is never
-// left half written. It returns the page's size.
-func writeReport(out string, render func(io.Writer) error) (int64, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".crffd-report-*.html")
+// runReport writes the report of the site file db or else of the
+// coordinator's state file coordinator to out.
+func runReport(ctx context.Context, a *app, db, coordinator, out string) error {
+	var render func(w io.Writer) error
+	if db != "" {
+		timeout, err := a.durationSetting("site.busy_timeout")
+		if err != nil {
+			return err
+		}
+		s, err := store.Open(ctx, db, store.Options{BusyTimeout: timeout, Logger: a.log, ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		render = func(w io.Writer) error { return report.Site(ctx, s, w) }
+	} else {
+		render = func(w io.Writer) error { return report.Coordinator(ctx, coordinator, w) }
+	}
+	n, err := report.WriteFile(out, render)
 	if err != nil {
-		return 0, fmt.Errorf("report: %w", err)
+		return err
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if err := render(tmp); err != nil {
-		tmp.Close()
-		return 0, err
-	}
-	fi, err := tmp.Stat()
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return 0, fmt.Errorf("report: write %q: %w", out, err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return 0, fmt.Errorf("report: write %q: %w", out, err)
-	}
-	return fi.Size(), nil
+	// stdout says where; the log adds only the size, below info.
+	a.log.Debug("report written", slog.String(logKeyOut, out), slog.Int64(logKeyBytes, n))
+	_, err = fmt.Fprintf(a.stdout, "report written to %s\n", out)
+	return err
 }

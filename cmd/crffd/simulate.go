@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/crffd/crffd/dataset"
+	"github.com/crffd/crffd/sandbox"
 	"github.com/crffd/crffd/synth"
 )
 
@@ -152,89 +150,20 @@ func runSimulate(ctx context.Context, a *app, o simulateOptions) error {
 		return fmt.Errorf("--binary-outcome applies to --design %s only; --design %s is a binary-outcome design of its own",
 			synth.DesignPaper, synth.DesignBinary)
 	}
-	if o.format != "csv" && o.format != "sqlite" {
+	if o.format != sandbox.CSV && o.format != sandbox.SQLite {
 		return fmt.Errorf("--format %q: want csv or sqlite", o.format)
 	}
-	if o.federation && o.format != "sqlite" {
+	if o.federation && o.format != sandbox.SQLite {
 		return errors.New("--federation needs --format sqlite")
 	}
-	if o.format == "sqlite" && o.replicates != 1 {
+	if o.format == sandbox.SQLite && o.replicates != 1 {
 		return fmt.Errorf("--replicates %d: the sqlite format writes one replicate", o.replicates)
 	}
 	if o.replicates < 1 {
 		return fmt.Errorf("--replicates %d: want at least 1", o.replicates)
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fmt.Errorf("create output directory: %w", err)
-	}
-	for r := 1; r <= o.replicates; r++ {
-		seed := o.seed + uint64(r-1)
-		delta, err := o.deltas(seed)
-		if err != nil {
-			return err
-		}
-		design := synth.Design{Name: o.design, Sources: o.sources, Rows: o.rows, Delta: delta, Seed: seed, BinaryOutcome: o.binary}
-		tables, err := synth.Generate(design)
-		if err != nil {
-			return err
-		}
-		if o.format == "sqlite" {
-			binary := o.binary || o.design == synth.DesignBinary
-			paths, err := writeSiteFiles(ctx, o.out, tables, binary, design.Covariates(), design.Bounds())
-			if err != nil {
-				return err
-			}
-			if o.federation {
-				more, err := writeFederation(o.out, len(tables))
-				if err != nil {
-					return err
-				}
-				paths = append(paths, more...)
-			}
-			for _, p := range paths {
-				fmt.Fprintln(a.stdout, p)
-			}
-			continue
-		}
-		all, err := dataset.Concat(tables...)
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(o.out, fmt.Sprintf("synth_%d.csv", r))
-		if err := writeTable(path, all); err != nil {
-			return err
-		}
-		if o.design == synth.DesignPaper {
-			fmt.Fprintf(a.stdout, "%s: %d sources × %d rows, seed %d\n", path, o.sources, o.rows, seed)
-			continue
-		}
-		var ate float64
-		for _, tau := range all.Tau() {
-			ate += tau
-		}
-		fmt.Fprintf(a.stdout, "%s: %d sources × %d rows, seed %d, design %s, true ATE of the rows %.4f\n",
-			path, o.sources, o.rows, seed, o.design, ate/float64(all.Rows()))
-	}
-	return nil
-}
-
-// writeTable writes t to path through a temporary file, so that a reader
-// never sees half a file.
-func writeTable(path string, t *dataset.Table) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.csv")
-	if err != nil {
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := dataset.Write(tmp, t); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	return nil
+	return sandbox.Simulate(ctx, sandbox.Simulation{
+		Design:     synth.Design{Name: o.design, Sources: o.sources, Rows: o.rows, Seed: o.seed, BinaryOutcome: o.binary},
+		Replicates: o.replicates, Deltas: o.deltas, Format: o.format, Federation: o.federation, Dir: o.out,
+	}, a.stdout)
 }

@@ -147,7 +147,7 @@ func transfers(r *federation.SiteResult) []store.Transfer {
 func publishBalance(ctx context.Context, db *store.Site, recs *store.Records, r *federation.SiteResult) error {
 	// The sums of the site's hello, when it sent them, are of the same
 	// rows: no second propensity fit.
-	if _, err := pipeline.CheckBalance(ctx, db, recs, r.LocalBalance); err != nil {
+	if _, err := db.CheckBalance(ctx, recs, r.LocalBalance); err != nil {
 		return err
 	}
 	if r.Balance == nil {

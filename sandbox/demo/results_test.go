@@ -1,6 +1,7 @@
-package main
+package demo
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -11,19 +12,19 @@ import (
 func TestPositivityNote(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		site demoSite
+		site site
 		want string // a substring of the note; "" for no note
 	}{
-		{"balanced", demoSite{name: "site1", treated: 140, control: 160}, ""},
-		{"few controls", demoSite{name: "site3", treated: 291, control: 9},
+		{"balanced", site{name: "site1", treated: 140, control: 160}, ""},
+		{"few controls", site{name: "site3", treated: 291, control: 9},
 			"positivity: site3: 9 control rows (w = 0) among 300 (3.0%), below the 20 rows and 5% of the rows each arm should hold; its effects rest on extrapolation"},
-		{"few treated", demoSite{name: "site2", treated: 4, control: 296}, "positivity: site2: 4 treated rows (w = 1) among 300"},
-		{"at the soft minimum", demoSite{name: "site1", treated: 280, control: 20}, ""},
-		{"below the soft minimum of rows, above the share", demoSite{name: "site1", treated: 285, control: 15}, "site1: 15 control rows"},
-		{"a few extreme propensities", demoSite{name: "site1", treated: 150, control: 150, extreme: 2}, ""},
-		{"too many extreme propensities", demoSite{name: "site1", treated: 150, control: 150, extreme: 16},
+		{"few treated", site{name: "site2", treated: 4, control: 296}, "positivity: site2: 4 treated rows (w = 1) among 300"},
+		{"at the soft minimum", site{name: "site1", treated: 280, control: 20}, ""},
+		{"below the soft minimum of rows, above the share", site{name: "site1", treated: 285, control: 15}, "site1: 15 control rows"},
+		{"a few extreme propensities", site{name: "site1", treated: 150, control: 150, extreme: 2}, ""},
+		{"too many extreme propensities", site{name: "site1", treated: 150, control: 150, extreme: 16},
 			"positivity: site1: 16 of 300 rows (5.3%) have a propensity outside [0.01, 0.99], above the 5% limit"},
-		{"nothing scored", demoSite{name: "site1"}, ""},
+		{"nothing scored", site{name: "site1"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := positivityNote(tc.site)
@@ -41,5 +42,20 @@ func TestClipMatchesPositivityBounds(t *testing.T) {
 	if inference.DefaultClip != positivity.Low || 1-inference.DefaultClip != positivity.High {
 		t.Errorf("AIPW clips propensities to [%v, %v]; the positivity rules use [%v, %v]",
 			inference.DefaultClip, 1-inference.DefaultClip, positivity.Low, positivity.High)
+	}
+}
+
+func TestTruth(t *testing.T) {
+	tau := []float64{1, 2, 3, 6}
+	cate := []float64{2, 2, 1, 6} // errors 1, 0, -2, 0: PEHE 5/4
+	ate, pehe, err := truth(cate, tau)
+	if err != nil || ate != 3 || math.Abs(pehe-math.Sqrt(1.25)) > 1e-15 {
+		t.Errorf("truth = %v, %v, %v; want 3, %v, nil", ate, pehe, err, math.Sqrt(1.25))
+	}
+	if _, _, err := truth(nil, nil); err == nil {
+		t.Error("truth of no rows: no error")
+	}
+	if _, _, err := truth([]float64{1}, []float64{1, 2}); err == nil {
+		t.Error("truth of unpaired rows: no error")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package coordinatord
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestResumedSites(t *testing.T) {
 	}
 	defer db.Close()
 	all := []string{"a", "b", "c"}
-	if got, err := resumedSites(ctx, db, all, 2); err != nil || !slices.Equal(got, all) {
+	if got, err := ResumedSites(ctx, db, all, 2); err != nil || !slices.Equal(got, all) {
 		t.Errorf("without a checkpoint: %v, %v", got, err)
 	}
 	for _, tc := range []struct {
@@ -38,7 +38,7 @@ func TestResumedSites(t *testing.T) {
 		if err := db.Save(ctx, &federation.State{RunID: "run-1", Sites: tc.saved, Step: 3}); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := resumedSites(ctx, db, all, tc.minSites); err != nil || !slices.Equal(got, tc.want) {
+		if got, err := ResumedSites(ctx, db, all, tc.minSites); err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("checkpoint of %v, min_sites %d: %v, %v; want %v", tc.saved, tc.minSites, got, err, tc.want)
 		}
 	}

@@ -1,0 +1,166 @@
+// Package demo runs a whole federation on simulated data, as crffd demo
+// does: three sites of the paper's synthetic design, the last dissimilar
+// (Δ = 4), written by package sandbox with a CA and certificates; a
+// coordinator and three site daemons started as separate processes of
+// crffd itself, talking grpc over mutual TLS on loopback; and a report of
+// the local and global ATEs against the simulated truth, the model
+// selection and the learned transfer factors.
+//
+// Run stops every process it started, and removes the folder it made
+// unless asked to keep it. A demo that fails keeps its folder, with the
+// daemons' logs.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/crffd/crffd/plugins/host"
+	"github.com/crffd/crffd/sandbox"
+	"github.com/crffd/crffd/synth"
+)
+
+// Deltas are the shifts Δ of the demo's sites, of the paper's synthetic
+// design: the last one dissimilar, so that learned transfer has a site to
+// protect.
+var Deltas = []float64{0, 0, 4}
+
+// Config configures a demo.
+type Config struct {
+	// Dir is the folder to write into, which must be new or empty; ""
+	// makes a fresh one under the system's temporary folder.
+	Dir  string
+	Rows int    // rows per site
+	Seed uint64 // seed of the simulated data
+	// Keep keeps the folder made for an empty Dir; a Dir given is always
+	// kept.
+	Keep bool
+	// Executable is crffd, started as "crffd ROLE --plugin-dir PluginDir
+	// --config FILE --once" for each daemon.
+	Executable, PluginDir string
+	// PrintSelection prints the run's model selection (the candidates,
+	// the chosen one's index, the held-out rows, the threshold z, NaN when
+	// not known, and the shifts per site).
+	PrintSelection SelectionPrinter
+}
+
+// Run runs the demo and writes its report to w.
+func Run(ctx context.Context, cfg Config, w io.Writer) error {
+	start := time.Now()
+	dir, keep, err := folder(cfg.Dir, cfg.Keep)
+	if err != nil {
+		return err
+	}
+	names := []string{"site1", "site2", "site3"}
+	fmt.Fprintf(w, "crffd demo: %d simulated sites of %d rows (site3 dissimilar: Δ = 4) in %s\n", len(names), cfg.Rows, dir)
+	design := synth.Design{Sources: len(names), Rows: cfg.Rows, Delta: Deltas, Seed: cfg.Seed}
+	tables, err := synth.Generate(design)
+	if err != nil {
+		return err
+	}
+	if _, err := sandbox.WriteSites(ctx, dir, tables, false, nil, design.Bounds()); err != nil {
+		return err
+	}
+	if _, err := sandbox.WriteFederation(dir, len(names)); err != nil {
+		return err
+	}
+	logDir := filepath.Join(dir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	fmt.Fprintln(w, "training: a coordinator and 3 site daemons, grpc over mutual TLS on loopback, Gaussian kernel plugin")
+	fmt.Fprintf(w, "  (their logs: %s)\n", logDir)
+	if err := cfg.train(ctx, dir, logDir, names); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "done in %.1f s\n\n", time.Since(start).Seconds())
+	if err := printResults(ctx, w, dir, names, cfg.PrintSelection); err != nil {
+		return err
+	}
+	if keep {
+		return printQueries(w, dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("demo: remove %s: %w", dir, err)
+	}
+	_, err = fmt.Fprintf(w, "\nremoved %s; crffd demo --keep keeps the SQLite files, logs and certificates to look at\n", dir)
+	return err
+}
+
+// folder returns the demo's folder for dir, made when needed, and whether
+// to keep it.
+func folder(dir string, keep bool) (string, bool, error) {
+	var err error
+	keep = keep || dir != ""
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "crffd-demo-"); err != nil {
+			return "", false, fmt.Errorf("demo: %w", err)
+		}
+	} else if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return "", false, fmt.Errorf("demo: %s is not empty; give a new or empty --dir", dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", false, fmt.Errorf("demo: %w", err)
+	}
+	return dir, keep, nil
+}
+
+// train runs the coordinator and a daemon per site of names, configured in
+// dir, until they end, with their logs in logDir.
+func (cfg Config) train(ctx context.Context, dir, logDir string, names []string) error {
+	procs := []struct{ name, role string }{{"coordinator", "coordinator"}}
+	for _, n := range names {
+		procs = append(procs, struct{ name, role string }{n, "site"})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(procs))
+	for _, p := range procs {
+		config := filepath.Join(dir, p.name+".yaml")
+		if err := cfg.start(ctx, logDir, p.name, errs, p.role, "--config", config, "--once"); err != nil {
+			return err
+		}
+	}
+	var failed []error
+	for range procs {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
+			cancel() // one daemon failing dooms the run: stop the others now
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("demo: %w (see the logs in %s)", errors.Join(failed...), logDir)
+	}
+	return nil
+}
+
+// start starts crffd ROLE ARGS as a child that dies with the demo, logging
+// to logDir/NAME.log, and reports its end on errs.
+func (cfg Config) start(ctx context.Context, logDir, name string, errs chan<- error, role string, args ...string) error {
+	logFile, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, cfg.Executable, append([]string{role, "--plugin-dir", cfg.PluginDir}, args...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.WaitDelay = 10 * time.Second
+	host.DieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("demo: start %s: %w", name, err)
+	}
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		errs <- err
+	}()
+	return nil
+}
