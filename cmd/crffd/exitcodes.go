@@ -16,4 +16,3 @@ const (
 // withExit gives err, when not nil, the exit status code, unless it has
 // one already (daemon.WithExit).
 func withExit(code int, err error) error { return daemon.WithExit(code, err) }
-
