@@ -1,7 +1,7 @@
 // Package federation implements the round protocol of DESIGN.md §4: the
 // coordinator and site roles of a crffd federation, as state machines over an
 // abstract message channel (Conn), so that they run the same over a transport
-// plugin and over the in-memory network of tests (MemNetwork).
+// plugin and over the in-memory network of tests (federationtest.MemNetwork).
 //
 // # A run
 //

@@ -52,11 +52,11 @@ func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
 // gradients of round stopAt are in and then started again; it fails the
 // test unless the resumed run ends with want's models, and returns the
 // checkpoints.
-func stopAndResume(ctx context.Context, t *testing.T, cfg estimator.Config, want *estimator.Model, stopAt int, configure func(*CoordinatorConfig)) *MemCheckpoints {
+func stopAndResume(ctx context.Context, t *testing.T, cfg estimator.Config, want *estimator.Model, stopAt int, configure func(*CoordinatorConfig)) *memCheckpoints {
 	t.Helper()
 	f := newFed(40, 50)
 	sites := f.start(ctx)
-	cp := &MemCheckpoints{}
+	cp := &memCheckpoints{}
 	cctx, stop := context.WithCancel(ctx)
 	var mu sync.Mutex
 	grads := 0
@@ -132,12 +132,12 @@ func TestStateDBRoundTrip(t *testing.T) {
 
 // hookCheckpoints calls saved with every state it has stored.
 type hookCheckpoints struct {
-	MemCheckpoints
+	memCheckpoints
 	saved func(st *State)
 }
 
 func (h *hookCheckpoints) Save(ctx context.Context, st *State) error {
-	if err := h.MemCheckpoints.Save(ctx, st); err != nil {
+	if err := h.memCheckpoints.Save(ctx, st); err != nil {
 		return err
 	}
 	h.saved(st)

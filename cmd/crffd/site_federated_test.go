@@ -16,6 +16,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/federation/federationtest"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/selection"
@@ -70,7 +71,7 @@ func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]erro
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	net := federation.NewMemNetwork()
+	net := federationtest.NewMemNetwork()
 	errs := make([]chan error, len(sites))
 	var names []string
 	for i, s := range sites {
