@@ -14,7 +14,7 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/crffd/crffd/inference"
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 var (

@@ -16,7 +16,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 	"github.com/crffd/crffd/store"
 )
 

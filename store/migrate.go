@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // SchemaVersion returns the crff_ schema version of the file: the number of

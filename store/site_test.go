@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 	"github.com/crffd/crffd/store"
 )
 

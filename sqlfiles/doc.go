@@ -3,9 +3,8 @@
 // site's configuration. The files are embedded in the binary with go:embed,
 // so a crffd executable carries exactly the schema it was built with.
 //
-// The package lives in the directory sql/ (import path
-// github.com/crffd/crffd/sql) but is named sqlfiles, so that it can be
-// imported beside database/sql without an alias.
+// The package is named sqlfiles, not sql, so that it can be imported beside
+// database/sql without an alias.
 //
 // # Migrations
 //
