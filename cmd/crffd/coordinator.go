@@ -11,6 +11,7 @@ import (
 
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/plugins/transport"
+	"github.com/crffd/crffd/store/coordstore"
 )
 
 func newCoordinatorCmd(a *app) *cobra.Command {
@@ -59,7 +60,7 @@ const maxBackoff = 32
 // a resumption of the failed one, and returns how long to wait before the
 // next: retryAfter doubled for each of the failures before it, up to
 // maxBackoff times.
-func (a *app) runFailed(ctx context.Context, db *federation.StateDB, run string, err error, retryAfter time.Duration, failures int) (time.Duration, error) {
+func (a *app) runFailed(ctx context.Context, db *coordstore.DB, run string, err error, retryAfter time.Duration, failures int) (time.Duration, error) {
 	// A resumed run has the checkpoint's id.
 	var re *federation.RunError
 	if errors.As(err, &re) {
@@ -82,7 +83,7 @@ func (a *app) runFailed(ctx context.Context, db *federation.StateDB, run string,
 // the checkpoint of a run that went on without some of the listed sites,
 // which it resumes, or else every listed site. A checkpoint of other sites
 // is left for RunCoordinator to refuse (federation.ErrCheckpointSites).
-func resumedSites(ctx context.Context, db *federation.StateDB, sites []string, minSites int) ([]string, error) {
+func resumedSites(ctx context.Context, db *coordstore.DB, sites []string, minSites int) ([]string, error) {
 	st, err := db.Load(ctx)
 	if err != nil {
 		return nil, withExit(exitStorage, err)
@@ -95,7 +96,7 @@ func resumedSites(ctx context.Context, db *federation.StateDB, sites []string, m
 
 // storageCheckpoints is a Checkpointer whose errors are storage failures,
 // which stop the coordinator (exitStorage) instead of failing a run.
-type storageCheckpoints struct{ db *federation.StateDB }
+type storageCheckpoints struct{ db *coordstore.DB }
 
 func (s storageCheckpoints) Save(ctx context.Context, st *federation.State) error {
 	return storageError(s.db.Save(ctx, st))
@@ -164,7 +165,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	}
 	spectral, extra := spectra[kernelLabel(choice.kernels[0])], selectionKernels(choice.kernels[1:], spectra)
 	statePath := a.resolve(a.v.GetString("coordinator.state_db"))
-	db, err := federation.OpenStateDB(ctx, statePath, 5*time.Second)
+	db, err := coordstore.Open(ctx, statePath, 5*time.Second)
 	if err != nil {
 		return withExit(exitStorage, err)
 	}
