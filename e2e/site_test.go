@@ -32,10 +32,14 @@ const smallModel = `model:
   samples: 20
 `
 
-// openDB opens a site file as a second, independent client would.
+// openDB opens a site file as a second, independent client would: one
+// that waits out another connection's lock (busy_timeout) rather than fail
+// with SQLITE_BUSY, since a daemon may be writing the file meanwhile; a
+// test's write that met the daemon's scoring transaction failed under load
+// without it (TestSiteScoresEditedRows).
 func openDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	return openWaiting(t, path, 0)
+	return openWaiting(t, path, 10*time.Second)
 }
 
 // openWriter opens a site file as a client that writes records while a
