@@ -370,11 +370,11 @@ func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, schema est
 		if err != nil {
 			return fit, fmt.Errorf("source %d at ε = %g: %w (eval: --bounds, --exact)", s+1, eps, err)
 		}
-		if moments[s], err = sp.Moments(d, names, schema, noise.Aggregates, rng); err != nil {
+		if moments[s], err = sp.Moments(d, names, schema, noise.Moments, rng); err != nil {
 			return fit, fmt.Errorf("source %d: %w", s+1, err)
 		}
 		privs[s] = &estimator.Privacy{Clip: sp.Clip, Noise: noise.Training, Rate: noise.Rate}
-		fit.agg[s] = noise.Aggregates
+		fit.agg[s] = noise.ATE
 	}
 	scaler, err := estimator.NewScaler(schema, moments)
 	if err != nil {
@@ -502,7 +502,7 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 // release is how a private source releases its ATE's sums.
 type release struct {
 	priv   *federation.SitePrivacy
-	sigma  float64 // the source's aggregate noise multiplier
+	sigma  float64 // the noise multiplier of the source's ATE sums
 	schema estimator.Schema
 	rng    *rand.Rand
 }
@@ -530,7 +530,7 @@ func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, d *
 	}
 	r.AIPWATE, r.AIPWLower, r.AIPWUpper = &an.AIPW.Estimate, &an.AIPW.Lower, &an.AIPW.Upper
 	if rel != nil {
-		sent, err := rel.priv.ATE(an.Scores, cate, rel.schema, rel.sigma, rel.rng)
+		sent, err := rel.priv.ATE(an.Scores, cate, rel.schema, model.Setup.Scaler.YSD, rel.sigma, rel.rng)
 		if err != nil {
 			return err
 		}

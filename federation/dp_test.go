@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -64,7 +65,8 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 			case StepMoments:
 				rounds, mechanisms = 1, 1
 			case StepATE:
-				rounds, mechanisms = 1, 3
+				// Three sums, charged as the one mechanism they compose to.
+				rounds, mechanisms = 1, 1
 			}
 			if want := steps[k]; c.RunID != "run-1" || c.Step != want || c.Rounds != rounds || c.Steps != mechanisms || c.Q != 1 ||
 				c.Delta != b.Delta || c.Clip != b.Clip || c.Budget != b.Epsilon || c.Relation != Relation || !slices.Equal(c.Exact, []string{ExactRowCount}) {
@@ -74,6 +76,10 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 			if !(c.Noise > 0) || !(c.Epsilon > 0 && c.Epsilon < c.Total) && k > 0 {
 				t.Errorf("site%d: charge %d spends ε = %v of a total %v at noise %v", s+1, k, c.Epsilon, c.Total, c.Noise)
 			}
+		}
+		// The aggregates split their budget by their shares.
+		if m, a := l.charges[3].Noise, l.charges[4].Noise; math.Abs(m/a-math.Sqrt(ShareATE/ShareMoments)) > 1e-9 {
+			t.Errorf("site%d: the moments' noise %v over the ATE's %v, want √(%v/%v)", s+1, m, a, ShareATE, ShareMoments)
 		}
 		if c := l.charges[len(l.charges)-1]; !(c.Total <= run && c.Total > 0.99*run) {
 			t.Errorf("site%d: spent ε = %v, want just under %v", s+1, c.Total, run)

@@ -195,19 +195,47 @@ func (p *SitePrivacy) exact() []string {
 func (p *SitePrivacy) IsExact(name string) bool { return slices.Contains(p.exact(), name) }
 
 // release is one aggregate a private run releases with noise: count
-// Gaussian mechanisms on sums over every row.
+// Gaussian mechanisms on sums over every row, which together take share
+// of the run's aggregate budget (see the Share* weights).
 type release struct {
 	step  string
 	count int
+	share float64
 }
+
+// The shares of a run's aggregate budget, as weights of its Rényi
+// divergence (1/(2σ²) per Gaussian mechanism at q = 1, which adds up over
+// mechanisms): each release's weight over the weights of the releases the
+// run makes is the share it gets. The ATE's sums get the most since the
+// headline figure is made of them, and a noise of σ·B on Σψ of a site of
+// n rows moves its ATE by σ·B/n; the moments only standardise the inputs,
+// and model selection's eleven statistics choose among candidates whose
+// doubly robust losses differ by more than the noise does once rows are
+// many.
+const (
+	ShareMoments   = 1
+	ShareATE       = 5
+	ShareSelection = 4
+)
 
 // runCharge is what a private site keeps of its run's charges.
 type runCharge struct {
 	rounds int     // the most rounds of each model the site answers
 	q      float64 // the training rounds' sampling rate
 	noise  float64 // σ of the training rounds
-	agg    float64 // σ of the aggregates; 0 when none is released with noise
-	clip   float64
+	// agg holds σ of each Gaussian mechanism of each aggregate step
+	// released with noise (for the ATE's sums, see ATEShares).
+	agg  map[string]float64
+	clip float64
+}
+
+// aggregate returns σ of step's mechanisms; 0 when the run does not
+// release it with noise.
+func (rc *runCharge) aggregate(step string) float64 {
+	if rc == nil {
+		return 0
+	}
+	return rc.agg[step]
 }
 
 // releases returns the aggregates the run releases with noise, beside its
@@ -216,14 +244,20 @@ func (s *site) releases() []release {
 	return slices.Concat(s.aggregateReleases(), s.selectionReleases())
 }
 
-// noiseAggregate adds the noise of one aggregate release to v: independent
-// N(0, (σ·sensitivity)²) on every coordinate, σ the run's aggregate noise
-// multiplier, where sensitivity bounds the L2 norm by which adding or
+// noiseFor returns the noise of step's releases (see noiseAggregate).
+func (s *site) noiseFor(step string) func(v []float64, sensitivity float64) error {
+	return func(v []float64, sensitivity float64) error { return s.noiseAggregate(step, v, sensitivity) }
+}
+
+// noiseAggregate adds the noise of one aggregate release of step to v:
+// independent N(0, (σ·sensitivity)²) on every coordinate, σ the noise
+// multiplier the run calibrated step to, where sensitivity bounds the L2 norm by which adding or
 // removing one row moves v. The noise comes from a ChaCha8 source seeded
 // from crypto/rand, which the coordinator cannot know.
-func (s *site) noiseAggregate(v []float64, sensitivity float64) error {
-	if s.charge == nil || s.charge.agg == 0 {
-		return fmt.Errorf("privacy: an aggregate released with noise was not charged")
+func (s *site) noiseAggregate(step string, v []float64, sensitivity float64) error {
+	sigma := s.charge.aggregate(step)
+	if sigma == 0 {
+		return fmt.Errorf("privacy: an aggregate released with noise (%s) was not charged", step)
 	}
 	if s.aggRand == nil {
 		r, err := estimator.NewNoiseSource()
@@ -232,7 +266,7 @@ func (s *site) noiseAggregate(v []float64, sensitivity float64) error {
 		}
 		s.aggRand = r
 	}
-	sd := s.charge.agg * sensitivity
+	sd := sigma * sensitivity
 	for i := range v {
 		v[i] += sd * s.aggRand.NormFloat64()
 	}
@@ -320,7 +354,7 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 	}
 	s.log.Info("privacy budget charged", slog.String(wire.LogKeyRun, run), slog.Float64("epsilon", alone), slog.Float64("epsilon_total", total),
 		slog.Float64("epsilon_budget", p.Epsilon), slog.Float64("delta", p.Delta), slog.Int("rounds", steps), slog.Float64("sampling_rate", rc.q),
-		slog.Float64("noise", rc.noise), slog.Float64("aggregate_noise", rc.agg), slog.String("relation", Relation), slog.String("exact", strings.Join(exact, ",")))
+		slog.Float64("noise", rc.noise), slog.Float64("ate_noise", rc.aggregate(StepATE)), slog.String("relation", Relation), slog.String("exact", strings.Join(exact, ",")))
 	return nil
 }
 
@@ -348,9 +382,10 @@ func (p *SitePrivacy) runEpsilon() float64 {
 
 // calibrateRun calibrates the noise of a run of cfg at a site of rows rows
 // private under p that releases rel beside its training rounds: σ of the
-// training rounds at the Poisson rate of cfg's batch size, and σ of the
-// aggregates calibrated to AggregateShare of the run's ε, then both
-// scaled by one factor so that the charges, composed by Rényi DP, spend
+// training rounds at the Poisson rate of cfg's batch size, and σ of each
+// aggregate release, which together are calibrated to AggregateShare of
+// the run's ε and split among the releases by their shares; then every σ
+// is scaled by one factor so that the charges, composed by Rényi DP, spend
 // the run's ε (at most, to a relative 1e-4 of the noise). It returns the
 // run's charge and its charges, without their time and totals. A site
 // daemon (chargePrivacy) and crffd eval (SitePrivacy.Calibrate) both
@@ -364,18 +399,27 @@ func calibrateRun(p *SitePrivacy, run string, cfg estimator.Config, rows int, fu
 	train := trainingSteps(further)
 	steps := rounds * len(train)
 	runEps := p.runEpsilon()
-	once := 0
+	weight := 0.0
 	for _, r := range rel {
-		once += r.count
+		weight += r.share
 	}
-	rc := runCharge{rounds: rounds, q: q, clip: p.Clip}
+	rc := runCharge{rounds: rounds, q: q, clip: p.Clip, agg: map[string]float64{}}
 	var err error
-	if once == 0 {
+	if weight == 0 {
 		rc.noise, err = privacy.Calibrate(runEps, p.Delta, q, steps)
 	} else {
 		rc.noise, err = privacy.Calibrate(runEps*(1-AggregateShare), p.Delta, q, steps)
+		var one float64
 		if err == nil {
-			rc.agg, err = privacy.Calibrate(runEps*AggregateShare, p.Delta, 1, once)
+			// σ of one Gaussian mechanism spending the whole aggregate
+			// share. At q = 1 a mechanism's Rényi divergence is
+			// α/(2σ²) and adds up over mechanisms, so the count
+			// mechanisms of a release of share s/weight of it each
+			// take σ·√(count·weight/s).
+			one, err = privacy.Calibrate(runEps*AggregateShare, p.Delta, 1, 1)
+		}
+		for _, r := range rel {
+			rc.agg[r.step] = one * math.Sqrt(float64(r.count)*weight/r.share)
 		}
 	}
 	if err != nil {
@@ -386,12 +430,12 @@ func calibrateRun(p *SitePrivacy, run string, cfg estimator.Config, rows int, fu
 		charges = append(charges, Charge{RunID: run, Step: step, Rounds: rounds, Steps: rounds, Q: q, Noise: rc.noise})
 	}
 	for _, r := range rel {
-		charges = append(charges, Charge{RunID: run, Step: r.step, Rounds: 1, Steps: r.count, Q: 1, Noise: rc.agg})
+		charges = append(charges, Charge{RunID: run, Step: r.step, Rounds: 1, Steps: r.count, Q: 1, Noise: rc.agg[r.step]})
 	}
 	// The two calibrations each spend their share; composed by RDP the
-	// run spends less than their sum, often well below the run's ε (5/6
-	// of it with the moments and the ATE's sums). Both noises are then
-	// scaled by one factor, which keeps their ratio, so that the run
+	// run spends less than their sum, often well below the run's ε. Every
+	// noise is then scaled by one factor, which keeps their ratios, so
+	// that the run
 	// spends its ε: the largest noise that spends more, and the smallest
 	// that spends no more, are bisected to a relative 1e-4, and the run
 	// takes the latter.
@@ -435,7 +479,10 @@ func calibrateRun(p *SitePrivacy, run string, cfg estimator.Config, rows int, fu
 			lo = mid
 		}
 	}
-	rc.noise, rc.agg = rc.noise*hi, rc.agg*hi
+	rc.noise *= hi
+	for step := range rc.agg {
+		rc.agg[step] *= hi
+	}
 	for i := range charges {
 		charges[i].Noise *= hi
 	}

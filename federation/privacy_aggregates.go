@@ -44,13 +44,22 @@ import (
 //   - StepATE, the final ATE's sums, three Gaussian mechanisms: Σψ of the
 //     AIPW scores clipped to [−B, B] (sensitivity B), Σψ² of the same
 //     (sensitivity B²) and Σ τ̂ of the CATEs clipped to [−R, R]
-//     (sensitivity R), whose mean is the plug-in ATE. B is
-//     SitePrivacy.PsiClip, by default DefaultPsiClipRanges × R, where R =
-//     hi − lo is the width of the outcome's bound (1 for a binary outcome).
+//     (sensitivity R), whose mean is the plug-in ATE. They split the
+//     step's noise multiplier σ by ATEShares: the k-th has σ/√f_k, so that
+//     their Rényi divergences, f_k·α/(2σ²), add up to that of the one
+//     Gaussian mechanism of σ the ledger charges. Σψ, the ATE itself, gets
+//     most of it. R = hi − lo is the width of the outcome's bound (1 for a
+//     binary outcome). B is SitePrivacy.PsiClip when set; otherwise, for
+//     a continuous outcome, DefaultPsiClipSDs standard deviations of the
+//     outcome from the run's pooled standardisation, which the coordinator
+//     computed from the moments the sites released (with noise, at a
+//     private site), so using it is post-processing and costs nothing;
+//     never more than DefaultPsiClipRanges·R, which is also the bound of a
+//     binary outcome's scores.
 //     The row count n stays exact (row_count). The site sends the standard
 //     deviation of each noise (tATENoise), which is public, a function of
-//     σ and the bounds: the coordinator adds (σB)² of every private site to
-//     the variance of the global AIPW ATE (inference.Sums.NoiseVar). The
+//     σ and the bounds: the coordinator adds the variance of the noise on Σψ
+//     of every private site to the variance of the global AIPW ATE (inference.Sums.NoiseVar). The
 //     site also projects the noised sums onto what n clipped scores can
 //     give (|Σψ| ≤ nB, (Σψ)²/n ≤ Σψ² ≤ nB²). Clipping biases the estimate
 //     when |ψ| exceeds B; the site logs how many rows it clipped, which
@@ -59,10 +68,10 @@ import (
 //   - Balance sums (package balance) are released only when exact: a
 //     private site sends none unless privacy.exact names balance.
 //
-// Every release draws its noise with noiseAggregate at the run's aggregate
-// noise multiplier, charged by chargePrivacy before the hello computes
-// anything; an aggregate named in SitePrivacy.Exact is sent exactly and is
-// not charged.
+// Every release draws its noise with noiseAggregate at the noise multiplier
+// the run calibrated its step to (see the Share* weights), charged by
+// chargePrivacy before the hello computes anything; an aggregate named in
+// SitePrivacy.Exact is sent exactly and is not charged.
 
 // Bound is a public range [Lo, Hi] of a column's values. A private site
 // clips each value to it before the value enters a sum it releases with
@@ -91,14 +100,31 @@ func (b Bound) clip(v float64) (float64, bool) {
 	return v, false
 }
 
-// DefaultPsiClipRanges is the bound of the AIPW scores when
+// DefaultPsiClipRanges caps the bound of the AIPW scores when
 // SitePrivacy.PsiClip is 0, in widths of the outcome's bound: ψ is clipped
-// to ±2·(hi − lo). The outcome-model part of ψ, μ̂1 − μ̂0, lies within
-// ±(hi − lo) when the predictions do, and the weighted residual
-// (y − μ̂)/ê adds at most another width wherever |y − μ̂| ≤ ê·(hi − lo):
-// a residual of a quarter of the range survives a propensity of 0.25, and
-// one of a tenth, as with a loose public range, survives 0.1.
+// to ±2·(hi − lo) at most. The outcome-model part of ψ, μ̂1 − μ̂0, lies
+// within ±(hi − lo) when the predictions do, and the weighted residual
+// (y − μ̂)/ê adds at most another width wherever |y − μ̂| ≤ ê·(hi − lo).
+// It is the bound of a binary outcome's scores, and of a continuous one's
+// when DefaultPsiClipSDs standard deviations of the outcome are more.
 const DefaultPsiClipRanges = 2
+
+// DefaultPsiClipSDs is the bound of a continuous outcome's AIPW scores
+// when SitePrivacy.PsiClip is 0, in the outcome's pooled standard
+// deviations (estimator.Scaler.YSD). A public range is usually far wider
+// than the outcome's spread: the simulated designs' ranges are ten to
+// twenty standard deviations wide, and the noise on Σψ grows with the
+// bound. ψ is the effect plus a residual weighted by 1/ê, so beyond 8
+// standard deviations lie rows whose residual is large where their
+// propensity is small; on the linear design of 30 000 rows, 3 rows did,
+// and clipping them moved the ATE by 5e-5 (docs/privacy.md).
+const DefaultPsiClipSDs = 8
+
+// ATEShares split the noise multiplier σ of the ATE's step among its
+// three sums, Σψ, Σψ² and Σ τ̂: the k-th gets σ/√ATEShares[k]. The shares
+// add up to 1, so the three together spend what one mechanism of σ does.
+// Σψ is the ATE; Σψ² only sizes its interval, and Σ τ̂ the plug-in ATE.
+var ATEShares = [3]float64{0.8, 0.1, 0.1}
 
 // MinSDShare is the smallest standard deviation, as a share of half its
 // bound's width, that a private site's noised moments give a column. The
@@ -254,10 +280,10 @@ func aggregateReleasesOf(p *SitePrivacy, columns []string, schema estimator.Sche
 	}
 	var out []release
 	if cols, _ := p.momentColumns(columns, schema); len(cols) > 0 {
-		out = append(out, release{step: StepMoments, count: 1})
+		out = append(out, release{step: StepMoments, count: 1, share: ShareMoments})
 	}
 	if !p.IsExact(ExactATE) {
-		out = append(out, release{step: StepATE, count: 3})
+		out = append(out, release{step: StepATE, count: 1, share: ShareATE})
 	}
 	return out
 }
@@ -362,7 +388,7 @@ func (s *site) helloMoments() (estimator.Moments, error) {
 	if p == nil {
 		return s.cfg.Data.Moments(), nil
 	}
-	mo, cols, clipped, err := privateMoments(p, s.cfg.Data, s.cfg.Columns, s.cfg.Schema, s.noiseAggregate)
+	mo, cols, clipped, err := privateMoments(p, s.cfg.Data, s.cfg.Columns, s.cfg.Schema, s.noiseFor(StepMoments))
 	if err != nil {
 		return mo, err
 	}
@@ -397,16 +423,22 @@ type ATERelease struct {
 }
 
 // ateClips returns the bounds B of the scores and R of the CATEs that p
-// clips them to: R the width of the outcome's bound, B PsiClip or
-// DefaultPsiClipRanges·R. Without an outcome bound (PsiClip set) R is B.
-func (p *SitePrivacy) ateClips(schema estimator.Schema) (psi, cate float64) {
+// clips them to: R the width of the outcome's bound, and B PsiClip, or for
+// a continuous outcome DefaultPsiClipSDs·ysd capped at
+// DefaultPsiClipRanges·R, where ysd is the outcome's pooled standard
+// deviation (0: unknown), or for a binary one DefaultPsiClipRanges·R.
+// Without an outcome bound (PsiClip set) R is B.
+func (p *SitePrivacy) ateClips(schema estimator.Schema, ysd float64) (psi, cate float64) {
 	b, ok := p.outcomeBound(schema)
 	if !ok {
 		return p.PsiClip, p.PsiClip
 	}
 	r := b.Hi - b.Lo
-	if p.PsiClip > 0 {
+	switch {
+	case p.PsiClip > 0:
 		return p.PsiClip, r
+	case !schema.BinaryOutcome && ysd > 0:
+		return min(DefaultPsiClipSDs*ysd, DefaultPsiClipRanges*r), r
 	}
 	return DefaultPsiClipRanges * r, r
 }
@@ -438,25 +470,27 @@ func ateSensitivities(b, r float64) []float64 { return []float64{b, b * b, r} }
 
 // privateATE returns what a site private under p releases of its rows'
 // AIPW scores psi and CATEs cate, with noise: see ATERelease.
-func privateATE(p *SitePrivacy, psi, cate []float64, schema estimator.Schema, sigma float64,
+func privateATE(p *SitePrivacy, psi, cate []float64, schema estimator.Schema, ysd, sigma float64,
 	noise func(v []float64, sensitivity float64) error) (ATERelease, error) {
 	n := len(psi)
 	if n == 0 || len(cate) != n {
 		return ATERelease{}, fmt.Errorf("privacy: %d scores and %d CATEs to release", len(psi), len(cate))
 	}
-	b, r := p.ateClips(schema)
+	b, r := p.ateClips(schema, ysd)
 	if !(b > 0) || !(r > 0) {
 		return ATERelease{}, fmt.Errorf("privacy: no clip bound for the ATE's sums: set privacy.psi_clip or the outcome's privacy.bounds")
 	}
 	rel := ATERelease{PsiClip: b, CATEClip: r, Sums: inference.Sums{N: n}}
 	var sums []float64
 	sums, rel.PsiClipped, rel.CATEClipped = clippedATESums(psi, cate, b, r)
-	// Three Gaussian mechanisms, each at its own sensitivity.
+	// Three Gaussian mechanisms, each at its own sensitivity and its
+	// share of σ: noise(v, s) adds σ·s.
 	for k, sens := range ateSensitivities(b, r) {
-		if err := noise(sums[k:k+1], sens); err != nil {
+		scaled := sens / math.Sqrt(ATEShares[k])
+		if err := noise(sums[k:k+1], scaled); err != nil {
 			return ATERelease{}, err
 		}
-		rel.NoiseSD[k] = sigma * sens
+		rel.NoiseSD[k] = sigma * scaled
 	}
 	// Post-processing: what n clipped values can sum to.
 	fn := float64(n)
@@ -480,7 +514,7 @@ func (s *site) ateTensors(plugin float64, sums inference.Sums, clipped int, psi,
 	if s.charge == nil {
 		return nil, fmt.Errorf("privacy: the ATE's sums of a private site were not charged")
 	}
-	rel, err := privateATE(p, psi, cate, s.cfg.Schema, s.charge.agg, s.noiseAggregate)
+	rel, err := privateATE(p, psi, cate, s.cfg.Schema, s.outcomeSD(), s.charge.aggregate(StepATE), s.noiseFor(StepATE))
 	if err != nil {
 		return nil, err
 	}
@@ -495,14 +529,23 @@ func (s *site) ateTensors(plugin float64, sums inference.Sums, clipped int, psi,
 		wire.Vector(tATENoise, rel.NoiseSD[:])}, nil
 }
 
+// outcomeSD returns the outcome's pooled standard deviation of the run's
+// standardisation, or 0 before the run has one.
+func (s *site) outcomeSD() float64 {
+	if len(s.setups) == 0 || s.setups[0] == nil {
+		return 0
+	}
+	return s.setups[0].Scaler.YSD
+}
+
 // RunNoise is the noise a private site calibrates a run to (see
 // SitePrivacy.Calibrate).
 type RunNoise struct {
 	Rounds int     // the most rounds of each model the site answers
 	Rate   float64 // the Poisson sampling rate q of its training rounds
-	// Training is σ of the training rounds, Aggregates σ of the
-	// aggregates released with noise (0 when none is).
-	Training, Aggregates float64
+	// Training is σ of the training rounds, Moments that of the
+	// moments and ATE that of the ATE's sums (0 when released exactly).
+	Training, Moments, ATE float64
 	// Epsilon is what the run spends at the budget's δ, all charges
 	// composed.
 	Epsilon float64
@@ -530,21 +573,23 @@ func (p *SitePrivacy) Calibrate(cfg estimator.Config, rows int, columns []string
 	if err != nil {
 		return RunNoise{}, err
 	}
-	return RunNoise{Rounds: rc.rounds, Rate: rc.q, Training: rc.noise, Aggregates: rc.agg, Epsilon: eps}, nil
+	return RunNoise{Rounds: rc.rounds, Rate: rc.q, Training: rc.noise, Moments: rc.aggregate(StepMoments), ATE: rc.aggregate(StepATE), Epsilon: eps}, nil
 }
 
 // Moments returns the moments a site private under p releases of its
-// rows d in a run whose aggregate noise multiplier is sigma (see
-// RunNoise), drawing the noise from r: exact when p names moments exact.
+// rows d in a run whose moments' noise multiplier is sigma (see
+// RunNoise.Moments), drawing the noise from r: exact when p names moments exact.
 func (p *SitePrivacy) Moments(d *estimator.Data, columns []string, schema estimator.Schema, sigma float64, r *rand.Rand) (estimator.Moments, error) {
 	mo, _, _, err := privateMoments(p, d, columns, schema, gaussianNoise(sigma, r))
 	return mo, err
 }
 
 // ATE returns what a site private under p releases of its rows' AIPW
-// scores psi and CATEs cate in a run whose aggregate noise multiplier is
-// sigma, drawing the noise from r; with ate named exact, their exact sums.
-func (p *SitePrivacy) ATE(psi, cate []float64, schema estimator.Schema, sigma float64, r *rand.Rand) (ATERelease, error) {
+// scores psi and CATEs cate in a run whose ATE's noise multiplier is sigma
+// (RunNoise.ATE) and whose pooled outcome standard deviation is ysd
+// (estimator.Scaler.YSD), drawing the noise from r; with ate named exact,
+// their exact sums.
+func (p *SitePrivacy) ATE(psi, cate []float64, schema estimator.Schema, ysd, sigma float64, r *rand.Rand) (ATERelease, error) {
 	if p.IsExact(ExactATE) {
 		rel := ATERelease{Sums: inference.Accumulate(psi), Exact: true}
 		if len(cate) > 0 {
@@ -556,7 +601,7 @@ func (p *SitePrivacy) ATE(psi, cate []float64, schema estimator.Schema, sigma fl
 		}
 		return rel, nil
 	}
-	return privateATE(p, psi, cate, schema, sigma, gaussianNoise(sigma, r))
+	return privateATE(p, psi, cate, schema, ysd, sigma, gaussianNoise(sigma, r))
 }
 
 // gaussianNoise adds N(0, (sigma·sensitivity)²) noise drawn from r.

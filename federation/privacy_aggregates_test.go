@@ -178,18 +178,21 @@ func TestAggregateNoiseIsAdded(t *testing.T) {
 		for i := range psi {
 			psi[i], cate[i] = 2+4*r.NormFloat64(), 2+r.NormFloat64()
 		}
-		b, rr := p.ateClips(testSchema)
-		if want := DefaultPsiClipRanges * (testOutcomeBound.Hi - testOutcomeBound.Lo); b != want || rr != 25 {
-			t.Fatalf("clips %v and %v, want %v and 25", b, rr, want)
+		const ysd = 2 // 8 sds, 16, are within the cap of 2 × 25
+		b, rr := p.ateClips(testSchema, ysd)
+		if b != DefaultPsiClipSDs*ysd || rr != 25 {
+			t.Fatalf("clips %v and %v, want %v and 25", b, rr, DefaultPsiClipSDs*ysd)
 		}
+		// Each sum's noise: σ/√share times its sensitivity.
+		sd := [3]float64{sigma * b / math.Sqrt(ATEShares[0]), sigma * b * b / math.Sqrt(ATEShares[1]), sigma * rr / math.Sqrt(ATEShares[2])}
 		var s1, s2, tau []float64
 		for range draws {
-			rel, err := p.ATE(psi, cate, testSchema, sigma, r)
+			rel, err := p.ATE(psi, cate, testSchema, ysd, sigma, r)
 			if err != nil {
 				t.Fatal(err)
 			}
 			s1, s2, tau = append(s1, rel.Sums.Sum), append(s2, rel.Sums.SumSq), append(tau, rel.PlugIn*float64(len(cate)))
-			if rel.NoiseSD != [3]float64{sigma * b, sigma * b * b, sigma * rr} || rel.Sums.NoiseVar != sigma*sigma*b*b || rel.Sums.N != len(psi) {
+			if rel.NoiseSD != sd || rel.Sums.NoiseVar != sd[0]*sd[0] || rel.Sums.N != len(psi) {
 				t.Fatalf("release reports noise %v, variance %v over %d rows", rel.NoiseSD, rel.Sums.NoiseVar, rel.Sums.N)
 			}
 		}
@@ -200,7 +203,7 @@ func TestAggregateNoiseIsAdded(t *testing.T) {
 			name string
 			v    []float64
 			want float64
-		}{{"Σψ", s1, sigma * b}, {"Σψ²", s2, sigma * b * b}, {"Σ τ̂", tau, sigma * rr}} {
+		}{{"Σψ", s1, sd[0]}, {"Σψ²", s2, sd[1]}, {"Σ τ̂", tau, sd[2]}} {
 			if got := stat.StdDev(c.v, nil); math.Abs(got/c.want-1) > 0.06 {
 				t.Errorf("%s: noise sd %.4g, want %.4g", c.name, got, c.want)
 			}
@@ -361,9 +364,13 @@ func TestPrivateSitesNoiseTheirAggregates(t *testing.T) {
 			t.Fatalf("site%d keeps no release", s+1)
 		}
 		sd := sent1[s].ate[tATENoise]
-		b := DefaultPsiClipRanges * (testOutcomeBound.Hi - testOutcomeBound.Lo)
-		if len(sd) != 3 || sd[0] != r.NoiseSD[0] || math.Abs(sd[1]/sd[0]-b) > 1e-9 || math.Abs(sd[0]/sd[2]-b/25) > 1e-9 {
-			t.Errorf("site%d: noise sds %v, want σ·[B, B², R] with B = %v, R = 25", s+1, sd, b)
+		b := r.PsiClip
+		if want := min(DefaultPsiClipSDs*sites1[s].Setup.Scaler.YSD, DefaultPsiClipRanges*(testOutcomeBound.Hi-testOutcomeBound.Lo)); b != want {
+			t.Errorf("site%d: ψ clipped to %v, want %v", s+1, b, want)
+		}
+		f := ATEShares
+		if len(sd) != 3 || sd[0] != r.NoiseSD[0] || math.Abs(sd[1]/sd[0]-b*math.Sqrt(f[0]/f[1])) > 1e-9 || math.Abs(sd[0]/sd[2]-b/25*math.Sqrt(f[2]/f[0])) > 1e-9 {
+			t.Errorf("site%d: noise sds %v, want σ·[B/√f0, B²/√f1, R/√f2] with B = %v, R = 25", s+1, sd, b)
 		}
 		noiseVar += sd[0] * sd[0]
 		if sites1[s].Local.AIPW.NoiseSE != 0 {
@@ -458,14 +465,14 @@ func TestNoisedSumsOnTheWire(t *testing.T) {
 func TestReleaseErrors(t *testing.T) {
 	p := &SitePrivacy{Exact: []string{ExactRowCount, ExactMoments}}
 	r := rand.New(rand.NewPCG(1, 2))
-	if _, err := p.ATE([]float64{1, 2}, []float64{1}, testSchema, 1, r); err == nil || !strings.Contains(err.Error(), "2 scores and 1 CATEs") {
+	if _, err := p.ATE([]float64{1, 2}, []float64{1}, testSchema, 0, 1, r); err == nil || !strings.Contains(err.Error(), "2 scores and 1 CATEs") {
 		t.Errorf("mismatched scores and CATEs: %v", err)
 	}
-	if _, err := p.ATE([]float64{1, 2}, []float64{1, 2}, testSchema, 1, r); err == nil || !strings.Contains(err.Error(), "no clip bound for the ATE's sums") {
+	if _, err := p.ATE([]float64{1, 2}, []float64{1, 2}, testSchema, 0, 1, r); err == nil || !strings.Contains(err.Error(), "no clip bound for the ATE's sums") {
 		t.Errorf("no clip bound: %v", err)
 	}
 	p.PsiClip = 3
-	if _, err := p.ATE([]float64{1, 2}, []float64{1, 2}, testSchema, 0, r); err == nil || !strings.Contains(err.Error(), "noise multiplier 0") {
+	if _, err := p.ATE([]float64{1, 2}, []float64{1, 2}, testSchema, 0, 0, r); err == nil || !strings.Contains(err.Error(), "noise multiplier 0") {
 		t.Errorf("no noise: %v", err)
 	}
 	if _, err := (&SitePrivacy{}).Moments(makeData(10, 0), testColumns, testSchema, 1, r); err == nil || !strings.Contains(err.Error(), "no public bound") {
@@ -492,7 +499,7 @@ func TestCalibrateSharesTheSiteRules(t *testing.T) {
 	if err := s.chargePrivacy(context.Background(), "r", cfg, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got.Rate != 64.0/400 || got.Rate != s.charge.q || got.Training != s.charge.noise || got.Aggregates != s.charge.agg || got.Rounds != s.charge.rounds {
+	if got.Rate != 64.0/400 || got.Rate != s.charge.q || got.Training != s.charge.noise || got.Moments != s.charge.aggregate(StepMoments) || got.ATE != s.charge.aggregate(StepATE) || got.Rounds != s.charge.rounds {
 		t.Errorf("Calibrate %+v, the site charged %+v", got, *s.charge)
 	}
 	if !(got.Epsilon <= 2 && got.Epsilon > 1.98) {

@@ -46,7 +46,7 @@ func (s *site) selectionReleases() []release {
 	if !s.noisySelection() {
 		return nil
 	}
-	return []release{{step: StepSelection, count: selection.StatsPieces + selection.LossPieces}}
+	return []release{{step: StepSelection, count: selection.StatsPieces + selection.LossPieces, share: ShareSelection}}
 }
 
 // noisySelection reports whether the site releases the run's model
@@ -153,10 +153,10 @@ func (s *site) noisedOnce(e *wire.Envelope, stage int, answer func() ([]wire.Ten
 
 // addNoise is the selection.AddNoise of the run's aggregate noise.
 func (s *site) addNoise(v []float64, sensitivity float64) (float64, error) {
-	if err := s.noiseAggregate(v, sensitivity); err != nil {
+	if err := s.noiseAggregate(StepSelection, v, sensitivity); err != nil {
 		return 0, err
 	}
-	return s.charge.agg * sensitivity, nil
+	return s.charge.aggregate(StepSelection) * sensitivity, nil
 }
 
 // privateStats answers stage 1 at a site that noises its selection.
