@@ -107,8 +107,8 @@
 //
 // The coordinator saves a State (what the handshake agreed, the finished
 // models and the estimator.Checkpoint of the model in training) through a
-// Checkpointer — coordstore.DB, its own SQLite file — every CheckpointEvery rounds
-// and after every model. Restarted, it resumes the run at a step number past
+// Checkpointer — coordstore.DB, its own SQLite file — every CheckpointEvery
+// rounds and after every model. Restarted, it resumes the run at a step number past
 // any it may have sent before it stopped, so the sites take the resumed steps
 // as new; since estimator.ResumeCoordinator continues bit-identically, the
 // model is the uninterrupted run's.

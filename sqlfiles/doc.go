@@ -1,8 +1,9 @@
 // Package sqlfiles holds the SQL that crffd runs in its SQLite files: the
 // numbered schema migrations of a site's file and of a coordinator's, the
 // one mechanism that applies them ([Apply]), and the templates of the views
-// that depend on a site's configuration. The files are embedded in the binary with go:embed,
-// so a crffd executable carries exactly the schema it was built with.
+// that depend on a site's configuration. The files are embedded in the
+// binary with go:embed, so a crffd executable carries exactly the schema it
+// was built with.
 //
 // The package is named sqlfiles, not sql, so that it can be imported beside
 // database/sql without an alias.
