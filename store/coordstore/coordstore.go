@@ -38,8 +38,9 @@ var (
 )
 
 // DB is the coordinator's own SQLite file: a federation.Checkpointer, and
-// the list of finished runs. It uses WAL mode, and every save is one transaction, so a
-// coordinator killed at any moment leaves the last complete checkpoint.
+// the list of finished runs. It uses WAL mode, and every save is one
+// transaction, so a coordinator killed at any moment leaves the last
+// complete checkpoint.
 type DB struct {
 	db *sql.DB
 }
