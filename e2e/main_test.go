@@ -23,9 +23,9 @@ type result struct {
 
 // crffd runs the built crffd with args and extra environment variables and
 // waits for it to finish. The deadline only stops a command that hangs: it
-// is far above any command's time, since a fit that takes seconds alone
-// took over two minutes with every package's tests at once on a shared
-// 2-core machine (TestCSVToEstimateInThreeCommands).
+// is far above any command's time, since the fit of 1 000 rows in
+// TestCSVToEstimateInThreeCommands took over two minutes with every
+// package's tests at once on a shared 2-core machine.
 func crffd(t *testing.T, env []string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
