@@ -410,6 +410,14 @@ func TestSiteScoresEditedRows(t *testing.T) {
 	if n := queryFloat(t, db, `SELECT count(*) FROM crff_cate`); n != 119 {
 		t.Errorf("crff_cate has %v rows for 119", n)
 	}
+	// The local ATEs follow the scores, in a transaction of their own:
+	// wait for them to cover the 119 rows.
+	for queryFloat(t, db, "SELECT n FROM crff_ate WHERE scope = 'local' AND estimator = 'aipw'") != 119 {
+		if time.Now().After(deadline) {
+			t.Fatalf("crff_ate not recomputed over 119 rows; crffd site log:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	checkLocalATE(t, db, 119)
 
 	// on_invalid: refuse. A new row without x5 is refused: the daemon says
