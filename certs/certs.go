@@ -18,7 +18,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/ident"
 )
 
 // File names and validity periods.
@@ -298,7 +298,7 @@ func Renew(caDir, outDir string, req Request) (*Issued, error) {
 
 // checkLeafName checks the name of a daemon's certificate.
 func checkLeafName(name string) error {
-	if err := wire.CheckName(name); err != nil {
+	if err := ident.CheckName(name); err != nil {
 		return fmt.Errorf("certs: %w: %w", ErrName, err)
 	}
 	if name == "ca" {

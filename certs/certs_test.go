@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/certs"
-	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/ident"
 )
 
 // newCA makes a CA in a fresh folder and returns the folder.
@@ -134,7 +134,7 @@ func TestIssue(t *testing.T) {
 	}{
 		{caDir, out, req("coordinator"), certs.ErrExists, "coordinator.crt"},
 		{caDir, t.TempDir(), req("ca"), certs.ErrName, "reserved"},
-		{caDir, t.TempDir(), req("Site A"), wire.ErrName, "not allowed"},
+		{caDir, t.TempDir(), req("Site A"), ident.ErrName, "not allowed"},
 		{caDir, t.TempDir(), req(""), certs.ErrName, "empty"},
 		{caDir, t.TempDir(), certs.Request{Name: "coord", Role: certs.RoleCoordinator, Hosts: []string{""}}, certs.ErrInvalid, "empty host"},
 		{caDir, t.TempDir(), certs.Request{Name: "coord", Role: certs.RoleCoordinator}, certs.ErrInvalid, "needs the host names"},

@@ -12,7 +12,7 @@
 // # Names
 //
 // A certificate's federation name is its Subject CommonName, which must be
-// a valid federation name (wire.CheckName: lower-case letters, digits, '.',
+// a valid federation name (ident.CheckName: lower-case letters, digits, '.',
 // '_', '-'). Issue sets it to the name asked for. Transports compare it
 // with the sender named in every envelope that arrives over a connection
 // authenticated by that certificate. The DNS and IP subject alternative

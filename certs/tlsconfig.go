@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/ident"
 )
 
 // Name returns the federation name of a certificate: its Subject
-// CommonName, which must pass wire.CheckName. The error wraps ErrName.
+// CommonName, which must pass ident.CheckName. The error wraps ErrName.
 func Name(cert *x509.Certificate) (string, error) {
 	cn := cert.Subject.CommonName
-	if err := wire.CheckName(cn); err != nil {
+	if err := ident.CheckName(cn); err != nil {
 		return "", fmt.Errorf("certs: certificate CommonName: %w: %w", ErrName, err)
 	}
 	return cn, nil

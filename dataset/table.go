@@ -7,7 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/records"
 )
 
 // ErrShape means that the parts of a Table disagree in length, or that
@@ -212,8 +212,8 @@ func Concat(tables ...*Table) (*Table, error) {
 
 // Data returns the observed part of t, the covariates, treatments and
 // factual outcomes, for training or scoring. It shares storage with t.
-func (t *Table) Data() *estimator.Data {
-	return &estimator.Data{X: t.X, W: t.W, Y: t.Y}
+func (t *Table) Data() *records.Data {
+	return &records.Data{X: t.X, W: t.W, Y: t.Y}
 }
 
 // Tau returns the true conditional average treatment effect of every row,
@@ -235,21 +235,21 @@ func (t *Table) Tau() []float64 {
 // In the IHDP files x14 takes the values 1 and 2 and is therefore
 // continuous. InferSchema returns an error if there are no tables, if any is
 // not valid, or if their covariate counts differ.
-func InferSchema(tables ...*Table) (estimator.Schema, error) {
+func InferSchema(tables ...*Table) (records.Schema, error) {
 	if len(tables) == 0 {
-		return estimator.Schema{}, fmt.Errorf("dataset: no tables to infer a schema from: %w", ErrEmpty)
+		return records.Schema{}, fmt.Errorf("dataset: no tables to infer a schema from: %w", ErrEmpty)
 	}
 	dx := tables[0].Covariates()
-	s := estimator.Schema{Binary: make([]bool, dx), BinaryOutcome: true}
+	s := records.Schema{Binary: make([]bool, dx), BinaryOutcome: true}
 	for j := range s.Binary {
 		s.Binary[j] = true
 	}
 	for k, t := range tables {
 		if err := t.Validate(); err != nil {
-			return estimator.Schema{}, fmt.Errorf("dataset: table %d: %w", k+1, err)
+			return records.Schema{}, fmt.Errorf("dataset: table %d: %w", k+1, err)
 		}
 		if c := t.Covariates(); c != dx {
-			return estimator.Schema{}, fmt.Errorf("dataset: table %d has %d covariates, table 1 has %d: %w",
+			return records.Schema{}, fmt.Errorf("dataset: table %d has %d covariates, table 1 has %d: %w",
 				k+1, c, dx, ErrShape)
 		}
 		for i, y := range t.Y {

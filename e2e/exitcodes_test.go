@@ -11,7 +11,7 @@ import (
 )
 
 // TestDaemonExitStatuses: each documented cause of a daemon's stop at
-// start has its exit status (README, "exit statuses"): 2 for a setting
+// start has its exit status (docs/operations.md, "Exit statuses"): 2 for a setting
 // that cannot be used, 3 for a transport or certificate failure, 4 for a
 // file that cannot be opened or written; and the error names what failed.
 func TestDaemonExitStatuses(t *testing.T) {

@@ -106,7 +106,7 @@ func TestFederationSurvivesRefusedRun(t *testing.T) {
 }
 
 // TestOnceExitStatus: with --once, a refused run ends the refusing site and
-// the coordinator with exit status 5 (documented in the README), and each
+// the coordinator with exit status 5 (documented in docs/operations.md), and each
 // records why. (The other site is told the run is aborted only if the
 // coordinator's abort reaches it before the coordinator's transport ends;
 // it then waits for a next run, as a daemon does.)

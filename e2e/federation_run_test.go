@@ -263,7 +263,7 @@ func checkSiteResults(t *testing.T, dir string, sites int) string {
 				t.Fatal(err)
 			}
 			if _, err := wire.ParseKind(kind); err != nil {
-				t.Errorf("site%d: crff_audit lists kind %q, not one of DESIGN.md §4", k, kind)
+				t.Errorf("site%d: crff_audit lists kind %q, not one of the kinds of docs/protocol.md", k, kind)
 			}
 			kinds++
 		}

@@ -57,7 +57,7 @@ func TestFederatedSiteScoresNewRowsBetweenRuns(t *testing.T) {
 }
 
 // exitRunFailed is crffd's exit status for a run that failed or was
-// refused under --once (the README's table).
+// refused under --once (docs/operations.md's table).
 const exitRunFailed = 5
 
 // TestFederatedSiteRefusesARunOneRowAfterItsLast runs two runs with

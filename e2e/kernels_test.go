@@ -103,7 +103,7 @@ func TestHashPin(t *testing.T) {
 	crffd(t, nil, "kernels", "verify", "gaussian", "--config", cfg).mustFail(t, `pinned SHA-256 "xyz" is not 64 hex digits`)
 }
 
-// TestThirdPartyKernel builds the example plugin of the README from
+// TestThirdPartyKernel builds the example plugin of docs/plugins.md from
 // testdata, the way a third party would, and runs the self-test on it.
 func TestThirdPartyKernel(t *testing.T) {
 	dir := t.TempDir()
@@ -113,12 +113,12 @@ func TestThirdPartyKernel(t *testing.T) {
 		t.Errorf("%d result rows for alpha = 2 and 0.5, want 2:\n%s", n, r.stdout)
 	}
 
-	// The README shows the same program, so that it cannot drift.
+	// docs/plugins.md shows the same program, so that it cannot drift.
 	root, err := testbin.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	page, err := os.ReadFile(filepath.Join(root, "docs", "plugins.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestThirdPartyKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "```go\n"+string(example)+"```\n") {
-		t.Error("README.md does not hold e2e/testdata/kernel-rq/main.go verbatim in a ```go block")
+	if !strings.Contains(string(page), "```go\n"+string(example)+"```\n") {
+		t.Error("docs/plugins.md does not hold e2e/testdata/kernel-rq/main.go verbatim in a ```go block")
 	}
 }

@@ -52,7 +52,7 @@ func TestNoSilentConfounderLoss(t *testing.T) {
 	for _, want := range []string{
 		`warning: column score stored as TEXT: 1 of 300 values is not a number (line 18: "n/a")`,
 		`column name stored as TEXT: none of its 300 values is a number`,
-		// The README's example output, from this same file.
+		// docs/data.md's example output, from this same file.
 		"imported 300 rows into ",
 		".records (id INTEGER, w INTEGER, y REAL, age REAL, sex INTEGER, score TEXT, name TEXT)\n",
 		"\ntypes: 3 INTEGER, 2 REAL, 2 TEXT; empty fields (NULL): none\n",

@@ -107,7 +107,7 @@ type Config struct {
 	Draws    int // M: noise draws per row in the latent model's loss
 
 	// Ridge penalties ζ: the objective adds ζ Σ_v ‖θ_c^v‖² for every weight
-	// block of the model (DESIGN.md's (ζ/m)Σ_v‖θ^v‖² per site, summed).
+	// block of the model (the paper's (ζ/m)Σ_v‖θ^v‖² per site, summed).
 	ZetaPropensity float64
 	ZetaOutcome    float64
 	ZetaLatent     float64

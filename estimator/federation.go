@@ -147,7 +147,7 @@ func PooledScaler(sites []*Data, schema Schema) (Scaler, error) {
 	}
 	moments := make([]Moments, len(sites))
 	for s, d := range sites {
-		if err := d.validate(schema); err != nil {
+		if err := validateData(d, schema); err != nil {
 			return Scaler{}, fmt.Errorf("estimator: site %d: %w", s, err)
 		}
 		moments[s] = d.Moments()
@@ -176,7 +176,7 @@ func Fit(ctx context.Context, sites []*Data, schema Schema, spectral Spectral, c
 // Model selection agrees the setup on more rows than it trains on.
 func FitSetup(ctx context.Context, sites []*Data, setup *Setup) (*Model, error) {
 	for s, d := range sites {
-		if err := d.validate(setup.Schema); err != nil {
+		if err := validateData(d, setup.Schema); err != nil {
 			return nil, fmt.Errorf("estimator: site %d: %w", s, err)
 		}
 	}
@@ -188,7 +188,7 @@ func FitSetup(ctx context.Context, sites []*Data, setup *Setup) (*Model, error) 
 // site exact. Each Privacy's Rand, when set, serves that site alone.
 func FitPrivate(ctx context.Context, sites []*Data, setup *Setup, privacy []*Privacy) (*Model, error) {
 	for s, d := range sites {
-		if err := d.validate(setup.Schema); err != nil {
+		if err := validateData(d, setup.Schema); err != nil {
 			return nil, fmt.Errorf("estimator: site %d: %w", s, err)
 		}
 	}

@@ -122,7 +122,7 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 		return inference.Nuisance{}, errors.New("estimator: nil setup")
 	}
 	folds := setup.Config.folds()
-	if err := data.validate(setup.Schema); err != nil {
+	if err := validateData(data, setup.Schema); err != nil {
 		return inference.Nuisance{}, err
 	}
 	if err := setup.checkOutcomes(data); err != nil {

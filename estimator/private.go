@@ -120,10 +120,10 @@ func (p *Privacy) rate() float64 {
 }
 
 // siteRowKeys returns the key of each of s's prepared rows under key
-// (rowKeys on its standardised values), with bit 63 set, so that no key
+// (Data.RowKeys of its standardised values), with bit 63 set, so that no key
 // is a chunk number of a mini-batch.
 func siteRowKeys(s *Site, key [32]byte) []uint64 {
-	keys := rowKeys(s.x, s.w, s.y, key[:])
+	keys := (&Data{X: s.x, W: s.w, Y: s.y}).RowKeys(key[:])
 	for i := range keys {
 		keys[i] |= 1 << 63
 	}

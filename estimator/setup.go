@@ -138,7 +138,7 @@ func NewSetup(ctx context.Context, schema Schema, spectral Spectral, cfg Config,
 
 // EncodesOutcome reports whether the latent model's encoder reads the
 // outcome and the treatment, q(z|x,y,w) with one weight block per arm as in
-// DESIGN.md §3, or, for a binary outcome, x alone: q(z|x) with one block. See
+// the paper, or, for a binary outcome, x alone: q(z|x) with one block. See
 // the package documentation's departures for why.
 func (s *Setup) EncodesOutcome() bool { return !s.Schema.BinaryOutcome }
 

@@ -67,7 +67,7 @@ func NewSite(index int, data *Data, setup *Setup) (*Site, error) {
 	if setup == nil {
 		return nil, errors.New("estimator: nil setup")
 	}
-	if err := data.validate(setup.Schema); err != nil {
+	if err := validateData(data, setup.Schema); err != nil {
 		return nil, err
 	}
 	if err := setup.checkOutcomes(data); err != nil {

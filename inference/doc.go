@@ -28,6 +28,6 @@
 //
 // Folds assigns rows to cross-fitting folds, stratified by arm.
 //
-// The formulas and their sources are collected in INFERENCE.md of the
-// design documents.
+// The formulas and their sources are collected in docs/concepts.md of the
+// repository, under "Formulas and sources".
 package inference

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/records"
 	"github.com/crffd/crffd/sqlfiles"
 )
 
@@ -27,8 +27,8 @@ type Layout struct {
 }
 
 // Schema returns the estimator's view of the layout.
-func (l Layout) Schema() estimator.Schema {
-	return estimator.Schema{Binary: slices.Clone(l.Binary), BinaryOutcome: l.BinaryOutcome}
+func (l Layout) Schema() records.Schema {
+	return records.Schema{Binary: slices.Clone(l.Binary), BinaryOutcome: l.BinaryOutcome}
 }
 
 // column is one column of the user's table or view.

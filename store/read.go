@@ -11,26 +11,26 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/records"
 	"github.com/crffd/crffd/sqlfiles"
 )
 
 // Records are a site's rows as read through its Source and validated.
 // Row i of Data describes the record with id IDs[i].
 type Records struct {
-	File   string           // the site file the rows were read from
-	Layout Layout           // the resolved configuration the rows were read with
-	Schema estimator.Schema // Layout.Schema()
-	IDs    []RowID          // per kept row, in ascending id order
+	File   string         // the site file the rows were read from
+	Layout Layout         // the resolved configuration the rows were read with
+	Schema records.Schema // Layout.Schema()
+	IDs    []RowID        // per kept row, in ascending id order
 	// XDigests are, per kept row, the digest of its treatment, outcome and
 	// covariates as stored; a CATE written with its row's digest
 	// (CATE.XDigest) is dropped and the row scored again once one of them
 	// changes (see [Site.ForgetEdited]): the covariates change its CATE,
 	// and all three its AIPW score.
 	XDigests []RowDigest
-	Data     *estimator.Data // the kept rows; nil when there are none
-	Rejected []Rejection     // with on_invalid: skip, the faults of the rows left out
-	Read     int             // rows read, kept or not
+	Data     *records.Data // the kept rows; nil when there are none
+	Rejected []Rejection   // with on_invalid: skip, the faults of the rows left out
+	Read     int           // rows read, kept or not
 	// Unused lists, when the covariates are not configured, the other
 	// columns that are not covariates because they hold no number, with
 	// why (see [Source]); callers say so, so that no column is left out

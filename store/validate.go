@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/records"
 )
 
 // chosenHint explains a covariate with values that are not numbers when the
@@ -181,7 +181,7 @@ func (v *validator) finish() (*Records, error) {
 	recs.Schema = l.Schema()
 	recs.IDs, recs.XDigests = ids, xd
 	if m > 0 {
-		recs.Data = &estimator.Data{X: toDense(m, d, x), W: w, Y: y}
+		recs.Data = &records.Data{X: toDense(m, d, x), W: w, Y: y}
 	}
 	return recs, nil
 }

@@ -8,11 +8,11 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/balance"
+	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/store"
 )
 
@@ -94,7 +94,7 @@ func runCheck(ctx context.Context, a *app) error {
 		return err
 	}
 	warnUnused(a, src, recs)
-	b, err := checkBalance(ctx, db, recs, nil)
+	b, err := pipeline.CheckBalance(ctx, db, recs, nil)
 	if err != nil {
 		return err
 	}
@@ -103,43 +103,6 @@ func runCheck(ctx context.Context, a *app) error {
 	}
 	_, err = fmt.Fprintln(a.stdout, "stored in crff_balance (scope local)")
 	return err
-}
-
-// checkBalance computes the balance of recs' rows from sums, or from
-// balanceSums when sums is nil, with the missing fields of each covariate
-// column of the table, and stores it as the local balance of db.
-func checkBalance(ctx context.Context, db *store.Site, recs *store.Records, sums *balance.Sums) (store.Balance, error) {
-	missing, _, err := db.CountMissing(ctx, recs.Layout)
-	if err != nil {
-		return store.Balance{}, err
-	}
-	if sums == nil {
-		s, err := balanceSums(ctx, recs)
-		if err != nil {
-			return store.Balance{}, err
-		}
-		sums = &s
-	}
-	l := recs.Layout
-	r, err := balance.Summarise(*sums, l.Covariates, l.Binary, l.Treatment)
-	if err != nil {
-		return store.Balance{}, err
-	}
-	b := store.Balance{Scope: store.ScopeLocal, At: time.Now(), Sites: 1, LeftOut: len(recs.Rejected), Missing: missing, Report: r}
-	if err := db.WriteBalance(ctx, b); err != nil {
-		return store.Balance{}, err
-	}
-	return b, nil
-}
-
-// balanceSums returns the balance sums of recs' rows, weighted by a
-// logistic propensity fitted on them.
-func balanceSums(ctx context.Context, recs *store.Records) (balance.Sums, error) {
-	s, err := balance.Of(ctx, recs.Data.X, recs.Data.W)
-	if err != nil {
-		return balance.Sums{}, fmt.Errorf("balance of %q: %w", recs.File, err)
-	}
-	return s, nil
 }
 
 // printBalance prints b: the arms, the missing fields, the covariates by

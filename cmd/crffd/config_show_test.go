@@ -71,7 +71,7 @@ func layerSamples(s setting) (file, env, wantFile, wantEnv string) {
 }
 
 // TestEveryKeyThroughEveryLayer walks every key of the registry (settings,
-// from which the README's table is generated) through the layers: its
+// from which docs/configuration.md's table is generated) through the layers: its
 // documented default, the file, the environment over the file, and for
 // the keys with a flag, the flag over the environment, as crffd config show
 // reads them the way the commands do (lists split, map entries from the

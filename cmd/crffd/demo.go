@@ -25,7 +25,7 @@ import (
 )
 
 // Demo design: three sites of the paper's synthetic design, the last one
-// dissimilar (Δ = 4), as DESIGN.md's demo asks.
+// dissimilar (Δ = 4), so that learned transfer has a site to protect.
 var demoDeltas = []float64{0, 0, 4}
 
 func newDemoCmd(a *app) *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
@@ -68,20 +70,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return err
 	}
 	defer db.Close()
-	if len(recs.Rejected) > 0 {
-		a.log.Warn("rows left out (on_invalid: skip); see crff_rejected", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, len(recs.Rejected)))
-	}
-	if err := checkFitRecords(a, src, recs); err != nil {
+	if err := a.checkFit(ctx, db, src, recs); err != nil {
 		return err
 	}
-	bal, err := checkBalance(ctx, db, recs, nil)
-	if err != nil {
-		return err
-	}
-	if err := printBalance(a.stdout, bal, recs, 5); err != nil {
-		return err
-	}
-	logBalance(a, src, bal)
 	ch, err := a.choiceSettings(ctx)
 	if err != nil {
 		return err
@@ -93,91 +84,129 @@ func runFit(cmd *cobra.Command, a *app) error {
 	start := time.Now()
 	a.log.Info("training", slog.String(logKeyRun, run), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
 	bar := progress.New(os.Stderr, a.log)
-	var losses []store.Loss
-	var model *estimator.Model
-	var extra []*estimator.Model
-	var extraKernels []modelstore.Kernel
-	var sel *selected
-	kernel := ch.kernels[0]
-	est := selection.Estimator{Kind: selection.KindLatent}
-	if ch.single() {
-		spectral, err := a.openSpectral(ctx, kernel)
-		if err != nil {
-			return err
-		}
-		est.Kind = ch.kinds[0]
-		model, err = estimator.Fit(trainingProgress(ctx, bar, &losses), []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
-		bar.Done()
-		if err != nil {
-			return fmt.Errorf("fit %q: %w", src.DB, err)
-		}
-	} else {
+	t, err := a.trainFit(ctx, run, src, ch, cfg, recs, bar)
+	if err != nil {
+		return err
+	}
+	r, local, err := a.scoreFit(ctx, src, cfg, run, recs, t, bar)
+	if err != nil {
+		return err
+	}
+	if err := db.AppendLoss(ctx, run, pipeline.FiniteLosses(t.losses)...); err != nil {
+		return err
+	}
+	if err := pipeline.Publish(ctx, db, r); err != nil {
+		return err
+	}
+	return a.reportFit(r, t.sel, local, start)
+}
+
+// checkFit is what crffd fit does between reading the records and
+// training: it checks them (checkFitRecords), and prints, logs and
+// stores their balance.
+func (a *app) checkFit(ctx context.Context, db *store.Site, src store.Source, recs *store.Records) error {
+	if len(recs.Rejected) > 0 {
+		a.log.Warn("rows left out (on_invalid: skip); see crff_rejected", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, len(recs.Rejected)))
+	}
+	if err := checkFitRecords(a, src, recs); err != nil {
+		return err
+	}
+	bal, err := pipeline.CheckBalance(ctx, db, recs, nil)
+	if err != nil {
+		return err
+	}
+	if err := printBalance(a.stdout, bal, recs, 5); err != nil {
+		return err
+	}
+	logBalance(a, src, bal)
+	return nil
+}
+
+// fitTraining is what crffd fit trained: the models and estimator, the
+// model selection that chose them (nil when there was no choice), and
+// the loss history of the run's own kernel.
+type fitTraining struct {
+	pipeline.Fitted
+	sel    *pipeline.Selected
+	losses []store.Loss
+}
+
+// trainFit trains the models of ch on recs: one kernel's model, or every
+// candidate of model selection, of which it keeps the chosen one's.
+func (a *app) trainFit(ctx context.Context, run string, src store.Source, ch choice, cfg estimator.Config, recs *store.Records, bar *progress.Line) (fitTraining, error) {
+	if !ch.single() {
 		a.log.Info("fitting the candidates of model selection", slog.String(logKeyRun, run), slog.Int("kernels", len(ch.kernels)),
 			slog.Float64("validation_share", ch.share))
-		sel, err = a.selectModel(ctx, ch, recs.Data, recs.Schema, cfg, bar)
+		sel, err := a.selectModel(ctx, ch, recs.Data, recs.Schema, cfg, bar)
 		bar.Done()
 		if err != nil {
-			return fmt.Errorf("fit %q: %w", src.DB, err)
+			return fitTraining{}, fmt.Errorf("fit %q: %w", src.DB, err)
 		}
-		model, kernel, est, losses = sel.model, sel.kernel, sel.est, sel.losses
-		extra, extraKernels = sel.extra, sel.extraKernels
+		return fitTraining{Fitted: sel.Fitted, sel: sel, losses: sel.Losses}, nil
 	}
+	spectral, err := a.openSpectral(ctx, ch.kernels[0])
+	if err != nil {
+		return fitTraining{}, err
+	}
+	var losses []store.Loss
+	model, err := estimator.Fit(trainingProgress(ctx, bar, &losses), []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
+	bar.Done()
+	if err != nil {
+		return fitTraining{}, fmt.Errorf("fit %q: %w", src.DB, err)
+	}
+	f := pipeline.Fitted{Models: []*estimator.Model{model}, Kernels: ch.kernels[:1], Estimator: selection.Estimator{Kind: ch.kinds[0]}}
+	return fitTraining{Fitted: f, losses: losses}, nil
+}
+
+// scoreFit scores every row of recs with the models of t, computes their
+// AIPW ATE, and returns them as run, ready to publish, with the ATEs.
+func (a *app) scoreFit(ctx context.Context, src store.Source, cfg estimator.Config, run string, recs *store.Records, t fitTraining, bar *progress.Line) (pipeline.Run, inference.ATEs, error) {
+	model := t.Models[0]
 	eff, err := model.Effects(scoringProgress(ctx, bar), 0, recs.Data)
 	bar.Done()
 	if err != nil {
-		return fmt.Errorf("score %q: %w", src.DB, err)
+		return pipeline.Run{}, inference.ATEs{}, fmt.Errorf("score %q: %w", src.DB, err)
 	}
-	cate, err := est.CATEModels(ctx, append([]*estimator.Model{model}, extra...), 0, recs.Data, eff.CATE)
+	cate, err := t.CATE(ctx, 0, recs.Data, eff.CATE)
 	if err != nil {
-		return fmt.Errorf("score %q: %w", src.DB, err)
+		return pipeline.Run{}, inference.ATEs{}, fmt.Errorf("score %q: %w", src.DB, err)
 	}
-	var an *inference.Analysis
-	if sel != nil && model == sel.result.Models[0] {
+	var nu *inference.Nuisance
+	if t.sel != nil && model == t.sel.Result.Models[0] {
 		// Model selection cross-fitted these rows' nuisances under this
 		// model's setup for its held-out losses: the AIPW ATE reuses them.
-		an, err = inference.Analyse(recs.Data.W, recs.Data.Y, sel.result.Nuisance[0], cate, recs.Data.X)
+		nu = &t.sel.Result.Nuisance[0]
 	} else {
 		a.log.Info("cross-fitting the nuisance models of the AIPW ATE", slog.String(logKeyRun, run), slog.Int("folds", cfg.Folds))
-		an, err = estimator.Analyse(ctx, model.Setup, 0, recs.Data, cate)
 	}
+	an, local, err := pipeline.Analyse(ctx, model, recs.Data, cate, nu)
 	if err != nil {
-		return fmt.Errorf("ATE of %q: %w", src.DB, err)
+		return pipeline.Run{}, inference.ATEs{}, fmt.Errorf("ATE of %q: %w", src.DB, err)
 	}
-	plugin, err := inference.PlugIn(cate)
-	if err != nil {
-		return fmt.Errorf("ATE of %q: %w", src.DB, err)
+	pipeline.WarnUncalibrated(a.log, src.DB, recs.Len(), an.Calibration)
+	r := pipeline.Run{ID: run, Records: recs, Fitted: t.Fitted, Setup: modelstore.Setup{Config: cfg, Scaler: model.Setup.Scaler, Site: 0, Sites: 1},
+		Effects: eff, CATE: cate, Scores: pipeline.AnalysisScores(an), Calibration: an.Calibration,
+		Results: store.Results{ATE: pipeline.ATERows(store.ScopeLocal, local)}}
+	if t.sel != nil {
+		r.Results.Selection = t.sel.Rows
 	}
-	local := inference.ATEs{AIPW: an.AIPW, Clipped: an.Clipped, PlugIn: plugin}
-	cates, err := cateRows(recs, eff, cate, rowScores{an.Scores, an.ClippedRows}, an.Calibration)
-	if err != nil {
-		return fmt.Errorf("CATE of %q: %w", src.DB, err)
-	}
-	warnUncalibrated(a, src, recs.Len(), an.Calibration)
-	setup := modelstore.Setup{Kernel: kernel, Config: cfg, Scaler: model.Setup.Scaler, Schema: recs.Schema, Site: 0, Sites: 1,
-		Calibration: calibrationParams(an.Calibration), Estimator: &est, Extra: extraKernels}
-	if err := modelstore.Save(ctx, db, run, setup, model, extra...); err != nil {
+	return r, local, nil
+}
+
+// reportFit prints the positivity of published run r, its rows, its
+// model selection sel (nil: none) and its ATEs, and logs that it fitted.
+func (a *app) reportFit(r pipeline.Run, sel *pipeline.Selected, local inference.ATEs, start time.Time) error {
+	if err := printPositivity(a, r.Records, r.Effects); err != nil {
 		return err
 	}
-	if err := db.AppendLoss(ctx, run, finiteLosses(losses)...); err != nil {
-		return err
-	}
-	res := store.Results{CATE: cates, ATE: storeATEs(store.ScopeLocal, local), Rejected: recs.Rejected}
-	if sel != nil {
-		res.Selection = sel.rows
-	}
-	if err := db.WriteResults(ctx, run, res); err != nil {
-		return err
-	}
-	if err := printPositivity(a, recs, eff); err != nil {
-		return err
-	}
-	a.log.Info("fitted", slog.String(logKeyRun, run), slog.Float64(logKeySeconds, time.Since(start).Seconds()),
-		slog.Int(logKeyRounds, model.Propensity.Rounds+model.Outcome.Rounds+model.Latent.Rounds))
-	if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored, %d rejected\n", run, recs.Len(), len(recs.Rejected)); err != nil {
+	m := r.Fitted.Models[0]
+	a.log.Info("fitted", slog.String(logKeyRun, r.ID), slog.Float64(logKeySeconds, time.Since(start).Seconds()),
+		slog.Int(logKeyRounds, m.Propensity.Rounds+m.Outcome.Rounds+m.Latent.Rounds))
+	if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored, %d rejected\n", r.ID, r.Records.Len(), len(r.Records.Rejected)); err != nil {
 		return err
 	}
 	if sel != nil {
-		if err := printSelection(a.stdout, sel.result.Candidates, sel.result.Chosen, sel.val, sel.result.Z, []float64{sel.est.Shift}); err != nil {
+		if err := printSelection(a.stdout, sel.Result.Candidates, sel.Result.Chosen, sel.Validation, sel.Result.Z, []float64{sel.Estimator.Shift}); err != nil {
 			return err
 		}
 	}

@@ -13,11 +13,11 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/plugins/host"
 	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/selection"
-	"github.com/crffd/crffd/store"
 )
 
 // estimatorNames are the values of model.estimator.
@@ -168,24 +168,8 @@ func selectionKernels(ks []modelstore.Kernel, spectra map[string]estimator.Spect
 	return out
 }
 
-// kernelLabel names a kernel in candidate names: matern(nu=1.5), and at a
-// grid point gaussian(features=100,linear=0).
-func kernelLabel(k modelstore.Kernel) string {
-	var parts []string
-	if len(k.Params) > 0 {
-		parts = append(parts, kernels.Params(k.Params).String())
-	}
-	if k.Features > 0 {
-		parts = append(parts, fmt.Sprintf("features=%d", k.Features))
-	}
-	if k.Linear != nil {
-		parts = append(parts, fmt.Sprintf("linear=%g", *k.Linear))
-	}
-	if len(parts) == 0 {
-		return k.Name
-	}
-	return fmt.Sprintf("%s(%s)", k.Name, strings.Join(parts, ","))
-}
+// kernelLabel names a kernel in candidate names (pipeline.KernelLabel).
+func kernelLabel(k modelstore.Kernel) string { return pipeline.KernelLabel(k) }
 
 // parseGridPoint takes the grid settings features=N and linear=G out of
 // the NAME=VALUE fields of a kernel item and returns them, and the other
@@ -215,76 +199,16 @@ func parseGridPoint(fields []string) (selection.GridPoint, []string, error) {
 	return k, rest, nil
 }
 
-// selected is the outcome of fitting with model selection.
-type selected struct {
-	model  *estimator.Model
-	kernel modelstore.Kernel
-	// extra are the further models the chosen ensemble needs, of the
-	// kernels extraKernels; est's members number them from 1.
-	extra        []*estimator.Model
-	extraKernels []modelstore.Kernel
-	est          selection.Estimator
-	rows         []store.Selection
-	result       *selection.Result
-	val          int          // validation rows
-	losses       []store.Loss // the training rounds of the chosen candidate's kernel
-}
-
-// selectModel holds c.share of the rows out, fits every candidate of c on
-// the others, and chooses one on the held-out rows (package selection).
-func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, schema estimator.Schema, cfg estimator.Config, bar *progress.Line) (*selected, error) {
-	_, valRows, err := selection.Holdout(data.W, c.share, cfg.Seed)
-	if err != nil {
-		return nil, err
-	}
-	opt := selection.Options{Kinds: c.kinds, Z: c.z, OnFitted: func(done, total int) {
-		bar.Update("fitting the candidates' kernels", done, total, "kernels")
-	}}
+// selectModel holds c.share of the rows out, fits every candidate of c
+// on the others, and chooses one on the held-out rows (pipeline.Select).
+func (a *app) selectModel(ctx context.Context, c choice, data *estimator.Data, schema estimator.Schema, cfg estimator.Config, bar *progress.Line) (*pipeline.Selected, error) {
 	spectra, err := a.openKernels(ctx, c.kernels)
 	if err != nil {
 		return nil, err
 	}
-	opt.Kernels = selectionKernels(c.kernels, spectra)
-	res, err := selection.Run(ctx, []*estimator.Data{data}, [][]int{valRows}, schema, cfg, opt)
-	if err != nil {
-		return nil, fmt.Errorf("model selection: %w", err)
-	}
-	est, _, err := res.Estimator(res.Chosen, 0)
-	if err != nil {
-		return nil, err
-	}
-	// The model of the ensemble's first kernel is the run's; the others
-	// are kept beside it, renumbered from 1.
-	ks := est.Kernels()
-	ki := ks[0]
-	out := &selected{model: res.Models[ki], kernel: c.kernels[ki], est: est, result: res, val: len(valRows)}
-	out.est.Members = slices.Clone(est.Members)
-	for j := range out.est.Members {
-		out.est.Members[j].Kernel = slices.Index(ks, est.Members[j].Kernel)
-	}
-	for _, k := range ks[1:] {
-		out.extra, out.extraKernels = append(out.extra, res.Models[k]), append(out.extraKernels, c.kernels[k])
-	}
-	for _, p := range res.Progress[ki] {
-		out.losses = append(out.losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
-	}
-	out.rows = selectionRows(res.Candidates, func(k int) string { return kernelLabel(c.kernels[k]) }, len(valRows))
-	return out, nil
-}
-
-// selectionRows are the crff_model_selection rows of candidates scored on
-// n held-out rows; kernel names the kernel of index k.
-func selectionRows(cands []selection.Candidate, kernel func(k int) string, n int) []store.Selection {
-	var out []store.Selection
-	for _, cand := range cands {
-		row := store.Selection{Candidate: cand.Name, Kind: cand.Kind, Ridge: cand.Ridge, Loss: cand.Loss, SE: cand.SE,
-			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, Member: cand.Member, N: n}
-		if cand.Kind == selection.KindLatent || cand.Kind == selection.KindOutcome {
-			row.Kernel = kernel(cand.Kernel)
-		}
-		out = append(out, row)
-	}
-	return out
+	return pipeline.Select(ctx, data, schema, cfg, pipeline.Selection{Kinds: c.kinds, Kernels: c.kernels,
+		Candidates: selectionKernels(c.kernels, spectra), Share: c.share, Z: c.z,
+		OnFitted: func(done, total int) { bar.Update("fitting the candidates' kernels", done, total, "kernels") }})
 }
 
 // printSelection prints which of cands (the first the reference) won,

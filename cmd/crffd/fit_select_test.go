@@ -5,9 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/crffd/crffd/modelstore"
-	"github.com/crffd/crffd/selection"
 )
 
 func TestParseGridPoint(t *testing.T) {
@@ -27,23 +24,6 @@ func TestParseGridPoint(t *testing.T) {
 	} {
 		if _, _, err := parseGridPoint([]string{tc.field}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.field, err, tc.want)
-		}
-	}
-}
-
-func TestKernelLabel(t *testing.T) {
-	zero := 0.0
-	for _, tc := range []struct {
-		k    modelstore.Kernel
-		want string
-	}{
-		{modelstore.Kernel{Name: "gaussian"}, "gaussian"},
-		{modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": 1.5}}, "matern(nu=1.5)"},
-		{modelstore.Kernel{Name: "gaussian", GridPoint: selection.GridPoint{Features: 100, Linear: &zero}}, "gaussian(features=100,linear=0)"},
-		{modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": 0.5}, GridPoint: selection.GridPoint{Linear: &zero}}, "matern(nu=0.5,linear=0)"},
-	} {
-		if got := kernelLabel(tc.k); got != tc.want {
-			t.Errorf("%+v: %q, want %q", tc.k, got, tc.want)
 		}
 	}
 }

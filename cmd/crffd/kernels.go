@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/internal/kernelcheck"
 	"github.com/crffd/crffd/plugins/host"
 	"github.com/crffd/crffd/plugins/kernels"
 )
@@ -88,7 +89,7 @@ func (a *app) openKernelCtx(ctx context.Context, dir, name string, p kernels.Par
 var errVerifyFailed = errors.New("kernel self-test failed")
 
 func newKernelsVerifyCmd(a *app) *cobra.Command {
-	o := kernels.DefaultVerifyOptions
+	o := kernelcheck.DefaultOptions
 	cmd := &cobra.Command{
 		Use:   "verify [NAME]",
 		Short: "Check that each kernel's random features approximate its exact kernel",
@@ -162,7 +163,7 @@ new third-party kernel.`,
 
 // verifyKernel runs the self-test of one kernel at its default parameters
 // and at every value each parameter lists for testing.
-func (a *app) verifyKernel(cmd *cobra.Command, dir, name string, o kernels.VerifyOptions) ([]kernels.VerifyResult, error) {
+func (a *app) verifyKernel(cmd *cobra.Command, dir, name string, o kernelcheck.Options) ([]kernelcheck.Result, error) {
 	c, err := a.openKernel(cmd, dir, name, nil)
 	if err != nil {
 		return nil, err
@@ -176,13 +177,13 @@ func (a *app) verifyKernel(cmd *cobra.Command, dir, name string, o kernels.Verif
 			}
 		}
 	}
-	var out []kernels.VerifyResult
+	var out []kernelcheck.Result
 	for _, p := range settings {
 		cp, err := c.WithParams(p)
 		if err != nil {
 			return nil, err
 		}
-		r, err := kernels.Verify(cmd.Context(), cp, o)
+		r, err := kernelcheck.Verify(cmd.Context(), cp, o)
 		if err != nil {
 			return nil, err
 		}

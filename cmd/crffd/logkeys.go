@@ -14,12 +14,10 @@ const (
 
 // Log keys of the site commands.
 const (
-	logKeyDB       = "db"
-	logKeyRows     = "rows"
-	logKeyRejected = "rejected"
-	logKeyRun      = "run"
-	logKeyInterval = "interval"
-	logKeyError    = "error"
+	logKeyDB    = "db"
+	logKeyRows  = "rows"
+	logKeyRun   = "run"
+	logKeyError = "error"
 )
 
 // Log keys of the federation daemons.
@@ -34,38 +32,16 @@ const (
 	logKeyRetryIn   = "retry_in"   // how long until the coordinator's next attempt
 	logKeyWithout   = "without"    // the listed sites a run goes on without
 	logKeyMinSites  = "min_sites"
-	// A run a site refused: the earlier run its rows are compared with,
-	// how many rows differ and the fewest allowed (counts, never values).
-	logKeyEarlierRun = "earlier_run"
-	logKeyChanged    = "changed"
-	logKeyLeast      = "least"
 	// Totals of one run at the coordinator.
 	logKeyRoundSeconds  = "round_seconds"
 	logKeyBytesSent     = "payload_bytes_sent"
 	logKeyBytesReceived = "payload_bytes_received"
 )
 
-// Log keys of the checks of a site's records before and after training:
-// a column left out of the covariates and why, and a treatment arm with
-// few rows (counts, never values).
+// Log keys of the checks of a site's records before training: a
+// treatment arm with few rows, and the fewest it should have (counts,
+// never values).
 const (
-	logKeyColumn = "column"
-	logKeyReason = "reason"
-	logKeyArm    = "arm"
-)
-
-// Log keys of a private site: the aggregates it releases exactly, and of
-// the ATE's sums it releases with noise, the clip bounds, how many rows
-// they clipped (counts, never values) and the noise.
-const (
-	logKeyExact       = "exact"
-	logKeyNoised      = "noised"
-	logKeyWithheld    = "withheld"
-	logKeyRelation    = "relation"
-	logKeyPsiClip     = "psi_clip"
-	logKeyPsiClipped  = "psi_clipped"
-	logKeyCATEClip    = "cate_clip"
-	logKeyCATEClipped = "cate_clipped"
-	logKeyNoiseSD     = "noise_sd"
-	logKeyNoiseSE     = "noise_se"
+	logKeyArm   = "arm"
+	logKeyLeast = "least"
 )

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/store"
 )
@@ -54,13 +55,9 @@ func printCovariates(a *app, recs *store.Records) error {
 }
 
 // warnUnused logs, at WARN, each column left out of the covariates chosen
-// automatically, so that none is left out silently (crffd site as well as
-// crffd fit).
+// automatically (pipeline.WarnUnused).
 func warnUnused(a *app, src store.Source, recs *store.Records) {
-	for _, u := range recs.Unused {
-		a.log.Warn("column not used as a covariate (list site.covariates to choose them)",
-			slog.String(logKeyDB, src.DB), slog.String(logKeyColumn, u.Name), slog.String(logKeyReason, u.Reason))
-	}
+	pipeline.WarnUnused(a.log, src, recs)
 }
 
 // warnThinArms logs, at WARN, each arm below the soft minimum of package

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/viper"
-
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/store"
@@ -222,28 +220,6 @@ func TestFitWarnings(t *testing.T) {
 	}
 	if want := "positivity: ok: 150 treated and 150 control rows, 0 with a propensity outside [0.01, 0.99]\n"; out.String() != want {
 		t.Errorf("positivity line %q, want %q", out.String(), want)
-	}
-}
-
-// TestFederatedSiteWarnsOfUnusedColumns checks that crffd site, too, logs
-// the columns it left out of the covariates it chose.
-func TestFederatedSiteWarnsOfUnusedColumns(t *testing.T) {
-	s := newRowsSite(t, "a", 20, 1)
-	s.exec(t, `ALTER TABLE records ADD COLUMN name TEXT`)
-	s.exec(t, `UPDATE records SET name = 'patient ' || id`)
-	s.src.Covariates = nil
-	var logs bytes.Buffer
-	a := &app{v: viper.New(), log: slog.New(slog.NewTextHandler(&logs, nil))}
-	recs, _, err := readFederated(t.Context(), a, s.db, s.src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(recs.Layout.Covariates, " "); got != "x1 x2" {
-		t.Errorf("covariates %q, want x1 x2", got)
-	}
-	if want := `level=WARN msg="column not used as a covariate (list site.covariates to choose them)" db=` + s.path +
-		` column=name reason="none of its 20 values is a number"`; !strings.Contains(logs.String(), want) {
-		t.Errorf("log lacks\n%s\nin\n%s", want, logs.String())
 	}
 }
 

@@ -6,9 +6,10 @@ import (
 	"strings"
 )
 
-// configReference renders settings as the Markdown table of the README's
-// configuration reference, so that the documentation is generated from the
-// code and a test can tell when the two drift apart.
+// configReference renders settings as the Markdown table of the
+// configuration reference in docs/configuration.md, so that the
+// documentation is generated from the code and a test can tell when the two
+// drift apart.
 func configReference() string {
 	var b strings.Builder
 	b.WriteString("| key | default | environment | meaning |\n|---|---|---|---|\n")

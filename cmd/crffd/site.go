@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"time"
+	"math"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/daemon/site"
 	"github.com/crffd/crffd/estimator"
-	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/modelstore"
-	"github.com/crffd/crffd/selection"
+	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store"
 )
 
@@ -48,7 +51,7 @@ federation.secret (best set as CRFFD_FEDERATION_SECRET). crffd config show
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if federated(a) {
-				return runFederatedSite(cmd, a, once)
+				return runFederatedSite(cmd.Context(), a, once)
 			}
 			return runScoringSite(cmd.Context(), a, once)
 		},
@@ -57,7 +60,8 @@ federation.secret (best set as CRFFD_FEDERATION_SECRET). crffd config show
 	return cmd
 }
 
-// runScoringSite polls for unscored rows until ctx ends.
+// runScoringSite runs the site daemon without a federation: it polls for
+// unscored rows until ctx ends.
 func runScoringSite(ctx context.Context, a *app, once bool) error {
 	src, err := a.siteSource()
 	if err != nil {
@@ -72,254 +76,120 @@ func runScoringSite(ctx context.Context, a *app, once bool) error {
 		return withExit(exitStorage, err)
 	}
 	defer db.Close()
-	s := &scorer{a: a, db: db}
-	a.log.Info("site scoring", slog.String(logKeyDB, src.DB), slog.Duration(logKeyInterval, every))
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		if err := s.poll(ctx); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if once || !errors.Is(err, errTransient) {
-				return err
-			}
-			a.log.Warn("scoring poll failed; retrying", slog.String(logKeyError, err.Error()))
-		}
-		if once {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+	return site.Run(ctx, site.Config{DB: db, Source: src, PollInterval: every, Once: once, OpenKernel: a.openSpectral, Logger: a.log})
 }
 
-// scoreBetweenRuns scores, every interval until ctx ends, the rows added
-// to a federated site's table since its current run. Failures are logged,
-// not returned: the site keeps taking part in federation runs, and each
-// run rescores every row. Before the first run, and while a new run
-// replaces the current one, there is nothing to score with, which is not
-// worth a warning. kernels are the kernel plugins the site has open
-// already, by kernelLabel, which the scorer uses rather than start its own.
-func scoreBetweenRuns(ctx context.Context, a *app, db *store.Site, every time.Duration, kernels map[string]estimator.Spectral) {
-	s := &scorer{a: a, db: db, kernels: kernels}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		err := s.poll(ctx)
-		switch {
-		case err == nil || ctx.Err() != nil:
-		case errors.Is(err, store.ErrNoRun) || errors.Is(err, store.ErrStaleRun) || errors.Is(err, errTransient):
-			a.log.Debug("no new rows scored", slog.String(logKeyError, err.Error()))
-		default:
-			a.log.Warn("scoring new rows failed; retrying", slog.String(logKeyError, err.Error()))
-		}
+// runFederatedSite runs the site daemon of a site that takes part in a
+// federation: it reads the site's and the federation's settings, opens
+// the site file, and hands the rest to package site, which opens the
+// kernels and the transport through this command's plugins.
+func runFederatedSite(ctx context.Context, a *app, once bool) error {
+	if keys := a.ignoredModelKeys(); len(keys) > 0 {
+		a.log.Warn("model settings are the coordinator's in a federation; this site's are ignored",
+			slog.String("keys", strings.Join(keys, ", ")))
 	}
-}
-
-// errTransient marks a poll failure worth retrying, such as a locked file.
-var errTransient = errors.New("transient")
-
-// scorer holds the model of the current run between polls.
-type scorer struct {
-	a     *app
-	db    *store.Site
-	run   string
-	model *estimator.Model
-	extra []*estimator.Model // the further models of an ensemble (modelstore.Setup.Extra)
-	setup modelstore.Setup
-	cal   *inference.Calibration // the run's calibration of the CATEs; nil when it has none
-
-	// seen is the file's data version (store.Site.DataVersion) when the
-	// last poll began, and clean whether that poll succeeded: a poll that
-	// finds both unchanged has nothing to do.
-	seen  int64
-	clean bool
-	// ateStale is set when crff_cate changed since the local ATEs were
-	// last computed, and cleared when they are computed again.
-	ateStale bool
-
-	// open opens a kernel plugin (app.openSpectral when nil). Each kernel
-	// is opened once and kept in kernels for the daemon's life, so that
-	// reloading the model after every run does not start one more plugin
-	// process each time.
-	open    modelstore.SpectralFunc
-	kernels map[string]estimator.Spectral
-}
-
-// spectral returns the kernel k, opening its plugin on first use.
-func (s *scorer) spectral(ctx context.Context, k modelstore.Kernel) (estimator.Spectral, error) {
-	key := kernelLabel(k)
-	if sp, ok := s.kernels[key]; ok {
-		return sp, nil
-	}
-	open := s.open
-	if open == nil {
-		open = s.a.openSpectral
-	}
-	sp, err := open(ctx, k)
+	src, err := a.siteSource()
 	if err != nil {
-		return nil, err
+		return withExit(exitConfig, err)
 	}
-	if s.kernels == nil {
-		s.kernels = map[string]estimator.Spectral{}
+	cfg, err := a.federatedSite(src)
+	if err != nil {
+		return withExit(exitConfig, err)
 	}
-	s.kernels[key] = sp
-	return sp, nil
+	db, err := a.openSite(ctx, src)
+	if err != nil {
+		return withExit(exitStorage, err)
+	}
+	defer db.Close()
+	cfg.DB, cfg.Once = db, once
+	return site.Run(ctx, cfg)
 }
 
-// transient marks err as transient (errTransient) when the next poll may
-// not meet it: a lock another writer held, or a run another process (crffd
-// fit) published meanwhile, which the next poll loads.
-func transient(err error) error {
-	if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun) {
-		return fmt.Errorf("%w: %w", errTransient, err)
+// federatedSite returns the configuration of a federated site daemon,
+// without its file: the site's records src, and the federation.*,
+// limits.*, privacy.* and kernel.name settings, with the hooks through
+// which the site opens its kernels and its transport and reports each
+// run.
+func (a *app) federatedSite(src store.Source) (site.Config, error) {
+	name := a.v.GetString("site.name")
+	if err := wire.CheckName(name); err != nil {
+		return site.Config{}, fmt.Errorf("site.name: %w", err)
 	}
-	return err
+	minArm := a.v.GetInt("federation.min_arm_rows")
+	if minArm < 1 {
+		return site.Config{}, fmt.Errorf("federation.min_arm_rows %d: want at least 1", minArm)
+	}
+	every, err := a.durationSetting("site.poll_interval")
+	if err != nil {
+		return site.Config{}, err
+	}
+	secret := a.v.GetString("federation.secret")
+	if secret != "" {
+		if err := checkSecret(secret); err != nil {
+			return site.Config{}, err
+		}
+	} else {
+		a.log.Warn("federation.secret is not set: column names are fingerprinted with unkeyed SHA-256, which the coordinator can test guessed names against")
+	}
+	limits, err := a.siteLimits()
+	if err != nil {
+		return site.Config{}, err
+	}
+	priv, err := a.sitePrivacy()
+	if err != nil {
+		return site.Config{}, err
+	}
+	metrics := &federation.Metrics{}
+	f := &site.Federation{Name: name, Coordinator: a.v.GetString("federation.coordinator"), Secret: []byte(secret),
+		MinArmRows: minArm, Limits: limits, Privacy: priv, Metrics: metrics,
+		// With kernel.name auto the site trains any installed kernel a
+		// run names, the Gaussian when it names none; otherwise its one
+		// kernel alone.
+		AnyKernel: a.v.GetString("kernel.name") == "auto", Kernels: a.siteKernels,
+		Connect: func(ctx context.Context) (federation.Conn, func(), error) { return a.connectSite(ctx, name, metrics) },
+		Ran:     func(r *federation.SiteResult) error { return printSiteRun(a.stdout, r) },
+	}
+	return site.Config{Source: src, PollInterval: every, OpenKernel: a.openSpectral, Logger: a.log, Federation: f}, nil
 }
 
-// poll loads the current run's model when it changed, and rescores when
-// the run or the file changed since the last poll that succeeded: a poll
-// of an unchanged file costs two small queries, not a pass over the table.
-func (s *scorer) poll(ctx context.Context) error {
-	cur, err := s.db.CurrentRun(ctx)
+// siteKernels returns the kernels kernel.name asks a federated site to
+// train, with their plugins open, by kernelLabel.
+func (a *app) siteKernels(ctx context.Context) ([]modelstore.Kernel, map[string]estimator.Spectral, error) {
+	ks, err := a.kernelSettings(ctx)
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
-			return fmt.Errorf("%w: %w", errTransient, err)
-		}
-		return fmt.Errorf("nothing to score with: %w (run crffd fit first)", err)
+		return nil, nil, err
 	}
-	if cur.ID != s.run {
-		models, setup, err := modelstore.LoadAll(ctx, s.db, cur.ID, s.spectral)
-		if err != nil {
-			return err
-		}
-		m := models[0]
-		s.extra = models[1:]
-		var cal *inference.Calibration
-		if setup.Calibration != nil {
-			if cal, err = inference.NewCalibration(*setup.Calibration); err != nil {
-				return fmt.Errorf("load the calibration of run %q: %w", cur.ID, err)
-			}
-		}
-		s.run, s.model, s.setup, s.cal, s.clean, s.ateStale = cur.ID, m, setup, cal, false, false
-		s.a.log.Info("loaded model", slog.String(logKeyRun, cur.ID))
-	}
-	seen, err := s.db.DataVersion(ctx)
+	spectra, err := a.openKernels(ctx, ks)
+	return ks, spectra, err
+}
+
+// connectSite opens the transport of site name, and serves /healthz and
+// /metrics when configured.
+func (a *app) connectSite(ctx context.Context, name string, m *federation.Metrics) (federation.Conn, func(), error) {
+	client, err := a.openTransport(ctx, transport.RoleSite, name)
 	if err != nil {
-		return transient(err)
+		return nil, nil, err
 	}
-	if s.clean && seen == s.seen {
-		return nil
+	if err := a.serveMetrics(ctx, "site", m); err != nil {
+		client.Close()
+		return nil, nil, withExit(exitConfig, err)
 	}
-	s.clean, s.seen = false, seen
-	if err := s.rescore(ctx); err != nil {
+	return clientConn{c: client, in: client.Receive(ctx)}, func() { client.Close() }, nil
+}
+
+// printSiteRun prints a run the site completed: its rows, its model
+// selection, and its local and global ATEs.
+func printSiteRun(w io.Writer, r *federation.SiteResult) error {
+	if _, err := fmt.Fprintf(w, "run %s: %d rows scored\n", r.RunID, len(r.CATE)); err != nil {
 		return err
 	}
-	s.clean = true
-	return nil
-}
-
-// rescore drops the CATEs of rows deleted or whose covariates were edited
-// since they were scored, scores the rows that have no CATE, and then
-// recomputes the local ATEs over the rows the site now holds.
-func (s *scorer) rescore(ctx context.Context) error {
-	pruned, err := s.db.PruneScores(ctx, s.run)
-	if err != nil {
-		return transient(err)
+	if sel := r.Selection; sel != nil {
+		if err := printSelection(w, sel.Candidates, sel.Chosen, sel.HeldAll, math.NaN(), []float64{sel.Estimator.Shift}); err != nil {
+			return err
+		}
 	}
-	if pruned > 0 {
-		s.ateStale = true
-		s.a.log.Info("dropped the CATEs of deleted rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, pruned))
-	}
-	edited, err := s.db.ForgetEdited(ctx, s.run)
-	if err != nil {
-		return transient(err)
-	}
-	if edited > 0 {
-		s.a.log.Info("scoring edited rows again", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, edited))
-	}
-	if err := s.scoreNew(ctx); err != nil {
+	if err := printATEs(w, store.ScopeLocal, r.Local); err != nil {
 		return err
 	}
-	if !s.ateStale {
-		return nil
-	}
-	ates, err := s.db.UpdateLocalATE(ctx, s.run)
-	if err != nil {
-		return transient(err)
-	}
-	s.ateStale = false
-	if len(ates) > 0 {
-		s.a.log.Info("recomputed the local ATEs", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, ates[len(ates)-1].N))
-	}
-	return nil
-}
-
-// scoreNew scores the rows that have no CATE, with their AIPW scores
-// from the model's nuisance predictions where their treatment and
-// outcome are valid.
-func (s *scorer) scoreNew(ctx context.Context) error {
-	recs, err := s.db.UnscoredRows(ctx)
-	var invalid *store.ValidationError
-	if errors.As(err, &invalid) {
-		// on_invalid: refuse. The daemon keeps serving: the rows wait,
-		// unscored, until they are mended, and the next change to the
-		// file brings them back here.
-		s.a.log.Error("new rows refused (on_invalid: refuse); mend them, or set on_invalid: skip to score the others",
-			slog.String(logKeyRun, s.run), slog.String(logKeyError, err.Error()))
-		return nil
-	}
-	if err != nil {
-		return transient(err)
-	}
-	if recs.Len() == 0 && len(recs.Rejected) == 0 {
-		return nil
-	}
-	var scores []store.CATE
-	if recs.Len() > 0 {
-		eff, err := s.model.Effects(ctx, s.setup.Site, recs.Data)
-		if err != nil {
-			return err
-		}
-		var est selection.Estimator
-		if s.setup.Estimator != nil {
-			est = *s.setup.Estimator
-		}
-		cate, err := est.CATEModels(ctx, append([]*estimator.Model{s.model}, s.extra...), s.setup.Site, recs.Data, eff.CATE)
-		if err != nil {
-			return err
-		}
-		// The model never saw these rows, so its own nuisance predictions
-		// are out of sample for them, as the cross-fitted ones are for
-		// the run's rows.
-		nu, err := s.model.Nuisance(s.setup.Site, recs.Data)
-		if err != nil {
-			return err
-		}
-		sc, err := newScores(recs.Data, nu)
-		if err != nil {
-			return fmt.Errorf("AIPW scores of new rows: %w", err)
-		}
-		if scores, err = cateRows(recs, eff, cate, sc, s.cal); err != nil {
-			return err
-		}
-	}
-	rejected, err := s.db.AppendScores(ctx, s.run, scores, recs.Rejected)
-	if err != nil {
-		return transient(err)
-	}
-	s.ateStale = s.ateStale || len(scores) > 0
-	if len(scores) > 0 || rejected > 0 {
-		s.a.log.Info("scored new rows", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, len(scores)), slog.Int(logKeyRejected, rejected))
-	}
-	return nil
+	return printATEs(w, store.ScopeGlobal, r.Global)
 }

@@ -55,7 +55,7 @@ func (e *Envelope) Marshal() ([]byte, error) {
 }
 
 // Unmarshal decodes and validates an envelope. Unknown fields, a kind
-// outside DESIGN.md §4, a shape that does not match its values, a value
+// outside Kinds, a shape that does not match its values, a value
 // that is not finite and a payload digest that does not match are all
 // refused. Errors are *Error values that carry whatever header was decoded.
 func Unmarshal(b []byte) (*Envelope, error) {

@@ -1,5 +1,5 @@
 // Package wire defines the envelope, the only message that crosses the wire
-// between crffd daemons (DESIGN.md §4), and the checks every daemon applies
+// between crffd daemons (docs/protocol.md), and the checks every daemon applies
 // to it.
 //
 // # Envelopes
@@ -41,7 +41,7 @@
 // # Validation
 //
 // New, Validate, FromProto and Unmarshal apply the same rules: the kind is
-// one of the eight of DESIGN.md §4 (other values decode but are refused with
+// one of Kinds (other values decode but are refused with
 // ErrKind), sender and recipient are federation names (CheckName), the size
 // stays under MaxEnvelopeBytes and MaxTensors, every shape matches its value
 // count, every value is finite, names are unique, digest lists appear only

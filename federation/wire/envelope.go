@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+
+	"github.com/crffd/crffd/ident"
 )
 
 // Limits on one envelope. They bound what a decoder allocates, whatever a
@@ -29,10 +31,11 @@ var (
 	ErrMalformed = errors.New("malformed envelope")
 	// ErrTooLarge: a size limit (MaxEnvelopeBytes, MaxTensors, ...) is exceeded.
 	ErrTooLarge = errors.New("envelope too large")
-	// ErrKind: the kind is not one of DESIGN.md §4.
+	// ErrKind: the kind is not one of Kinds.
 	ErrKind = errors.New("unknown envelope kind")
-	// ErrName: a federation, run, model or tensor name is invalid or repeated.
-	ErrName = errors.New("invalid name")
+	// ErrName: a federation, run, model or tensor name is invalid or
+	// repeated. It is ident.ErrName, which the name checks wrap.
+	ErrName = ident.ErrName
 	// ErrHeader: a header field is missing or invalid.
 	ErrHeader = errors.New("invalid envelope header")
 	// ErrShape: a tensor's shape does not match its number of values.
@@ -70,12 +73,12 @@ func (h Header) check() error {
 	if !h.Kind.Known() {
 		return fmt.Errorf("%s: %w", h.Kind, ErrKind)
 	}
-	if err := checkRunID(h.RunID); err != nil {
+	if err := ident.CheckRunID(h.RunID); err != nil {
 		return fmt.Errorf("%w: %w", ErrHeader, err)
 	}
 	if h.Model != "" {
-		if err := checkToken(h.Model, MaxNameBytes, false); err != nil {
-			return fmt.Errorf("%w: model %q: %w", ErrHeader, h.Model, err)
+		if err := ident.CheckModel(h.Model); err != nil {
+			return fmt.Errorf("%w: %w", ErrHeader, err)
 		}
 	}
 	if err := CheckName(h.Sender); err != nil {

@@ -324,15 +324,3 @@ func TestKinds(t *testing.T) {
 		t.Error("unknown kinds reported known")
 	}
 }
-
-func TestCheckName(t *testing.T) {
-	for name, ok := range map[string]bool{
-		"site-a": true, "coordinator": true, "h1.example_2": true, "0site": true,
-		"": false, "Site": false, ".hidden": false, "-x": false, "a/b": false, "..": false, "a b": false,
-		strings.Repeat("a", wire.MaxNameBytes): true, strings.Repeat("a", wire.MaxNameBytes+1): false,
-	} {
-		if err := wire.CheckName(name); (err == nil) != ok || (err != nil && !errors.Is(err, wire.ErrName)) {
-			t.Errorf("CheckName(%q) = %v, want ok=%v", name, err, ok)
-		}
-	}
-}

@@ -9,7 +9,7 @@ import (
 // Kind says what an envelope is for.
 type Kind int32
 
-// The kinds of DESIGN.md §4. Any other value is unknown: it decodes but is
+// The kinds of docs/protocol.md. Any other value is unknown: it decodes but is
 // refused by validation.
 const (
 	KindUnspecified  Kind = Kind(wirepb.Kind_KIND_UNSPECIFIED)
@@ -43,7 +43,7 @@ func Kinds() []Kind {
 	return []Kind{KindHello, KindDedupHashes, KindDedupVerdict, KindWeights, KindGradient, KindStats, KindLosses, KindATE, KindGlobalATE, KindDone}
 }
 
-// String returns the kind's name as in DESIGN.md ("dedup-hashes"), or
+// String returns the kind's name as in docs/protocol.md ("dedup-hashes"), or
 // "kind(N)" for an unknown value.
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -52,7 +52,7 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", int32(k))
 }
 
-// Known reports whether k is one of the kinds of DESIGN.md §4.
+// Known reports whether k is one of Kinds.
 func (k Kind) Known() bool {
 	_, ok := kindNames[k]
 	return ok

@@ -4,59 +4,27 @@ import (
 	"fmt"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/crffd/crffd/ident"
 )
 
 // Limits on the names an envelope carries.
 const (
-	// MaxNameBytes bounds a federation name (sender, recipient, model).
-	MaxNameBytes = 64
-	// MaxRunIDBytes bounds a run id.
-	MaxRunIDBytes = 128
+	// MaxNameBytes bounds a federation name (sender, recipient, model):
+	// ident.MaxNameBytes.
+	MaxNameBytes = ident.MaxNameBytes
+	// MaxRunIDBytes bounds a run id: ident.MaxRunIDBytes.
+	MaxRunIDBytes = ident.MaxRunIDBytes
 	// MaxTensorNameBytes bounds a tensor or digest-list name.
 	MaxTensorNameBytes = 256
 )
 
 // CheckName reports whether name is a valid federation name: the name of a
 // site or a coordinator, as it appears in envelopes, certificates (their
-// Subject CommonName) and spool directories. A name has 1 to MaxNameBytes
-// characters from a–z, 0–9, '.', '_' and '-', and starts with a letter or a
-// digit, so it is also a safe file name. The error wraps ErrName.
-func CheckName(name string) error {
-	if err := checkToken(name, MaxNameBytes, false); err != nil {
-		return fmt.Errorf("federation name %q: %w", name, err)
-	}
-	return nil
-}
-
-// checkRunID checks a run id: like a name, but up to MaxRunIDBytes and
-// upper-case letters and ':' are allowed too (timestamps, UUIDs).
-func checkRunID(id string) error {
-	if err := checkToken(id, MaxRunIDBytes, true); err != nil {
-		return fmt.Errorf("run id %q: %w", id, err)
-	}
-	return nil
-}
-
-func checkToken(s string, max int, wide bool) error {
-	if s == "" {
-		return fmt.Errorf("empty: %w", ErrName)
-	}
-	if len(s) > max {
-		return fmt.Errorf("longer than %d bytes: %w", max, ErrName)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-'):
-		case wide && (c >= 'A' && c <= 'Z'):
-		case wide && i > 0 && c == ':':
-		default:
-			return fmt.Errorf("character %d (%q) is not allowed: %w", i, rune(c), ErrName)
-		}
-	}
-	return nil
-}
+// Subject CommonName) and spool directories. It is ident.CheckName, which
+// the certificate code applies too; the rule lives there. The error wraps
+// ErrName.
+func CheckName(name string) error { return ident.CheckName(name) }
 
 // checkTensorName checks a tensor or digest-list name: 1 to
 // MaxTensorNameBytes bytes of valid UTF-8 without control characters, so

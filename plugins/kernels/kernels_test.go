@@ -7,21 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/plugins/kernels/builtin"
 )
-
-// liar samples Gaussian frequencies but claims the Laplacian kernel: the
-// self-test must catch the mismatch.
-type liar struct{ builtin.Gaussian }
-
-func (liar) Info() kernels.Info { return kernels.Info{Name: "liar"} }
-func (liar) Eval(a, b []float64, _ kernels.Params) (float64, error) {
-	return math.Exp(-floats.Distance(a, b, 1)), nil
-}
 
 // badShape returns a sample of the wrong shape.
 type badShape struct{ builtin.Gaussian }
@@ -44,36 +34,6 @@ type panicky struct{ builtin.Gaussian }
 
 func (panicky) Sample(d, n int, seed uint64, p kernels.Params) (*mat.Dense, error) {
 	panic("bug in plugin")
-}
-
-func TestVerifyInProcess(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name   string
-		kernel kernels.Kernel
-		params kernels.Params
-		ok     bool
-	}{
-		{"gaussian", builtin.Gaussian{}, nil, true},
-		{"laplacian", builtin.Laplacian{}, nil, true},
-		{"matern 0.5", builtin.Matern{}, kernels.Params{"nu": 0.5}, true},
-		{"matern 2.5", builtin.Matern{}, kernels.Params{"nu": 2.5}, true},
-		{"mismatched kernel", liar{}, nil, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := kernels.NewTestClient(t, tc.kernel, tc.params)
-			r, err := kernels.Verify(ctx, c, kernels.DefaultVerifyOptions)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.OK() != tc.ok {
-				t.Errorf("OK() = %v with max error %.4f, want %v", r.OK(), r.MaxAbsErr, tc.ok)
-			}
-			if r.MinK > 0.2 || r.MaxK < 0.9 {
-				t.Errorf("kernel values span [%.3f, %.3f]: the pairs do not cover the kernel's range", r.MinK, r.MaxK)
-			}
-		})
-	}
 }
 
 func TestServerRejectsBadRequests(t *testing.T) {

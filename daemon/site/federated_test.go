@@ -1,4 +1,4 @@
-package main
+package site
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/crffd/crffd/federation/federationtest"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/modelstore"
-	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -65,9 +63,9 @@ func (s *rowsSite) exec(t *testing.T, query string, args ...any) {
 }
 
 // runFederation runs one federation run over fresh in-memory connections,
-// each site configured as runFederatedSite configures it, and returns each
+// each site configured as runFederated configures it, and returns each
 // site's error and the coordinator's.
-func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]error, error) {
+func runFederation(t *testing.T, log *slog.Logger, run string, sites ...*rowsSite) ([]error, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -80,9 +78,9 @@ func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]erro
 			t.Fatal(err)
 		}
 		cfg := federation.SiteConfig{Name: s.name, Coordinator: "coord", Data: recs.Data, Schema: recs.Schema,
-			Columns: recs.Layout.Covariates, Spectral: estimator.GaussianSpectral{}, Logger: a.log,
+			Columns: recs.Layout.Covariates, Spectral: estimator.GaussianSpectral{}, Logger: log,
 			MinArmRows: federation.DefaultMinArmRows,
-			Join:       joinRun(a, s.db, s.name, func() *store.Records { return recs }, federation.DefaultMinArmRows),
+			Join:       joinRun(log, s.db, s.name, func() *store.Records { return recs }, federation.DefaultMinArmRows),
 			Audit: func(ctx context.Context, d federation.Direction, e *wire.Envelope) error {
 				return s.db.AppendAudit(ctx, auditEntry(d, e))
 			}}
@@ -118,7 +116,7 @@ func runFederation(t *testing.T, a *app, run string, sites ...*rowsSite) ([]erro
 // site and the reason; no change, or min_arm_rows changes or more, runs.
 func TestFederatedSiteRefusesRunsDifferingByFewRows(t *testing.T) {
 	var logs bytes.Buffer
-	a := &app{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	site1, site2 := newRowsSite(t, "site1", 30, 1), newRowsSite(t, "site2", 30, 2)
 	for _, step := range []struct {
 		name, change, run, want string
@@ -139,7 +137,7 @@ func TestFederatedSiteRefusesRunsDifferingByFewRows(t *testing.T) {
 		}
 		logs.Reset()
 		audited := lastAudit(t, site1)
-		errs, cerr := runFederation(t, a, step.run, site1, site2)
+		errs, cerr := runFederation(t, log, step.run, site1, site2)
 		if step.want == "" {
 			if cerr != nil || errs[0] != nil || errs[1] != nil {
 				t.Fatalf("%s: coordinator %v, sites %v; want the run to complete", step.name, cerr, errs)
@@ -231,7 +229,7 @@ func sentAudit(t *testing.T, s *rowsSite, after int64) string {
 func TestRejoiningSiteWithRowsEditedInPlaceIsRefused(t *testing.T) {
 	ctx := context.Background()
 	var logs bytes.Buffer
-	a := &app{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s := newRowsSite(t, "site1", 30, 1)
 	join := func() error {
 		t.Helper()
@@ -239,7 +237,7 @@ func TestRejoiningSiteWithRowsEditedInPlaceIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return joinRun(a, s.db, s.name, func() *store.Records { return recs }, federation.DefaultMinArmRows)(ctx, "run-1")
+		return joinRun(log, s.db, s.name, func() *store.Records { return recs }, federation.DefaultMinArmRows)(ctx, "run-1")
 	}
 	if err := join(); err != nil {
 		t.Fatalf("first join: %v", err)
@@ -258,31 +256,9 @@ func TestRejoiningSiteWithRowsEditedInPlaceIsRefused(t *testing.T) {
 	}
 }
 
-// TestKeptModels: a site keeps the run's kernel's model and those of the
-// further kernels an ensemble's members need, numbered from 1 in the
-// run's order, as modelstore.LoadAll numbers them; other estimators need
-// the run's kernel's alone.
-func TestKeptModels(t *testing.T) {
-	ens := selection.Estimator{Kind: selection.KindEnsemble, Shift: 0.5, Members: []selection.Member{
-		{Estimator: selection.Estimator{Kind: selection.KindLatent}, Kernel: 3},
-		{Estimator: selection.Estimator{Kind: selection.KindTLearner}, Kernel: 0},
-		{Estimator: selection.Estimator{Kind: selection.KindOutcome}, Kernel: 1},
-		{Estimator: selection.Estimator{Kind: selection.KindLatent}, Kernel: 1},
-	}}
-	got, used := keptModels(ens)
-	var kernels []int
-	for _, m := range got.Members {
-		kernels = append(kernels, m.Kernel)
-	}
-	if !slices.Equal(used, []int{1, 3}) || !slices.Equal(kernels, []int{2, 0, 1, 1}) || got.Shift != 0.5 {
-		t.Errorf("kept models of kernels %v, members renumbered %v (shift %v); want [1 3], [2 0 1 1]", used, kernels, got.Shift)
-	}
-	if ens.Members[0].Kernel != 3 {
-		t.Errorf("keptModels changed its argument's members: %+v", ens.Members)
-	}
-	if _, used := keptModels(selection.Estimator{Kind: selection.KindDR}); used != nil {
-		t.Errorf("a DR-learner keeps further models %v", used)
-	}
+// TestRunKernels: a run's kernels are the site's by their labels; a
+// kernel the site lacks, or has not installed, is named in the error.
+func TestRunKernels(t *testing.T) {
 	if _, err := runKernel([]modelstore.Kernel{{Name: "gaussian"}}, "laplacian"); err == nil || !strings.Contains(err.Error(), `kernel "laplacian"`) {
 		t.Errorf("a kernel the site lacks: %v", err)
 	}
@@ -321,9 +297,9 @@ func TestPrivateSiteNeedsBoundsAtStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			a := &app{log: slog.New(slog.NewTextHandler(&logs, nil))}
+			log := slog.New(slog.NewTextHandler(&logs, nil))
 			p := tc.p
-			err := a.privateColumns(&p, s.src, recs)
+			err := privateColumns(log, &p, s.src, recs)
 			switch {
 			case tc.err == "" && err != nil:
 				t.Errorf("%v, want none", err)
@@ -338,8 +314,29 @@ func TestPrivateSiteNeedsBoundsAtStart(t *testing.T) {
 			}
 		})
 	}
-	a := &app{log: slog.New(slog.DiscardHandler)}
-	if err := a.privateColumns(nil, s.src, recs); err != nil {
+	if err := privateColumns(slog.New(slog.DiscardHandler), nil, s.src, recs); err != nil {
 		t.Errorf("a site without privacy: %v", err)
+	}
+}
+
+// TestFederatedSiteWarnsOfUnusedColumns checks that a federated site, too, logs
+// the columns it left out of the covariates it chose.
+func TestFederatedSiteWarnsOfUnusedColumns(t *testing.T) {
+	s := newRowsSite(t, "a", 20, 1)
+	s.exec(t, `ALTER TABLE records ADD COLUMN name TEXT`)
+	s.exec(t, `UPDATE records SET name = 'patient ' || id`)
+	s.src.Covariates = nil
+	var logs bytes.Buffer
+	f := &federated{cfg: Config{DB: s.db, Source: s.src}, f: &Federation{}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	recs, _, err := f.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(recs.Layout.Covariates, " "); got != "x1 x2" {
+		t.Errorf("covariates %q, want x1 x2", got)
+	}
+	if want := `level=WARN msg="column not used as a covariate (list site.covariates to choose them)" db=` + s.path +
+		` column=name reason="none of its 20 values is a number"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log lacks\n%s\nin\n%s", want, logs.String())
 	}
 }

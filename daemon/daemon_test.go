@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -9,26 +9,26 @@ import (
 	"github.com/crffd/crffd/store"
 )
 
-// TestFatalRunError: only storage failures and a closed transport stop a
+// TestFatal: only storage failures and a closed transport stop a
 // daemon after a run, each with its documented exit status; refusals,
 // silent sites and protocol errors do not.
-func TestFatalRunError(t *testing.T) {
+func TestFatal(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		code int // 0: the daemon goes on
 	}{
-		{storageError(errors.New("disk full")), exitStorage},
-		{fmt.Errorf("publish: %w", store.ErrReadOnly), exitStorage},
-		{&federation.RunError{RunID: "r", Err: federation.ErrTransportClosed}, exitTransport},
+		{StorageError(errors.New("disk full")), ExitStorage},
+		{fmt.Errorf("publish: %w", store.ErrReadOnly), ExitStorage},
+		{&federation.RunError{RunID: "r", Err: federation.ErrTransportClosed}, ExitTransport},
 		{&federation.RunError{RunID: "r", Err: federation.ErrTooFewRows}, 0},
 		{fmt.Errorf("site2 %w: reason", federation.ErrSiteRefused), 0},
 		{fmt.Errorf("%w: site3", federation.ErrSilent), 0},
 		{fmt.Errorf("%w: bad tensor", federation.ErrProtocol), 0},
 		{fmt.Errorf("publish: %w", store.ErrLocked), 0},
-		{storageError(fmt.Errorf("audit: %w", store.ErrLocked)), 0},
-		{fmt.Errorf("%w: sites [a] in the configuration", federation.ErrCheckpointSites), exitConfig},
+		{StorageError(fmt.Errorf("audit: %w", store.ErrLocked)), 0},
+		{fmt.Errorf("%w: sites [a] in the configuration", federation.ErrCheckpointSites), ExitConfig},
 	} {
-		fatal := fatalRunError(tc.err)
+		fatal := Fatal(tc.err)
 		code := 0
 		var ec exitCoder
 		if errors.As(fatal, &ec) {
@@ -38,10 +38,10 @@ func TestFatalRunError(t *testing.T) {
 			t.Errorf("%v: exit %d (%v), want %d", tc.err, code, fatal, tc.code)
 		}
 	}
-	if err := withExit(exitConfig, withExit(exitStorage, errors.New("x"))); err.(exitCoder).ExitCode() != exitStorage {
+	if err := WithExit(ExitConfig, WithExit(ExitStorage, errors.New("x"))); err.(exitCoder).ExitCode() != ExitStorage {
 		t.Error("withExit replaced an exit status already set")
 	}
-	if withExit(exitConfig, nil) != nil {
+	if WithExit(ExitConfig, nil) != nil {
 		t.Error("withExit of nil is not nil")
 	}
 }

@@ -1,4 +1,10 @@
-package kernels
+// Package kernelcheck is the self-test of a kernel plugin (crffd kernels
+// verify): random Fourier features built by the estimator from the
+// plugin's frequencies must approximate the plugin's exact kernel.
+//
+// It lives on the command side, not in plugins/kernels, because it needs
+// the estimator's feature map, which a kernel plugin must not link.
+package kernelcheck
 
 import (
 	"context"
@@ -11,10 +17,26 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/plugins/kernels"
 )
 
-// VerifyOptions size the self-test of a kernel plugin.
-type VerifyOptions struct {
+// Kernel is the kernel under test with its parameters bound, as a
+// *kernels.Client is.
+type Kernel interface {
+	// Info describes the kernel.
+	Info() kernels.Info
+	// Params returns the bound parameters.
+	Params() kernels.Params
+	// Sample returns d×D base frequencies at unit lengthscale for seed.
+	Sample(ctx context.Context, d, D int, seed uint64) (*mat.Dense, error)
+	// Eval returns k(a_i, b_i) for each row i of a and b.
+	Eval(ctx context.Context, a, b mat.Matrix) ([]float64, error)
+}
+
+var _ Kernel = (*kernels.Client)(nil)
+
+// Options size the self-test of a kernel plugin.
+type Options struct {
 	Dim       int     // input dimension of the test points
 	Features  int     // number of frequencies D
 	Pairs     int     // number of random pairs
@@ -23,29 +45,29 @@ type VerifyOptions struct {
 	Seed      uint64
 }
 
-// DefaultVerifyOptions are the figures of the documented self-test.
-var DefaultVerifyOptions = VerifyOptions{Dim: 5, Features: 20000, Pairs: 200, MaxRadius: 2.5, Tolerance: 0.03, Seed: 1}
+// DefaultOptions are the figures of the documented self-test.
+var DefaultOptions = Options{Dim: 5, Features: 20000, Pairs: 200, MaxRadius: 2.5, Tolerance: 0.03, Seed: 1}
 
-// VerifyResult reports one self-test.
-type VerifyResult struct {
+// Result reports one self-test.
+type Result struct {
 	Kernel     string
-	Params     Params
-	Options    VerifyOptions
+	Params     kernels.Params
+	Options    Options
 	MaxAbsErr  float64 // max over pairs of |φ(a)ᵀφ(b) − k(a, b)|
 	MeanAbsErr float64
 	MinK, MaxK float64 // range of the exact kernel values tested
 }
 
 // OK reports whether the largest error is within the tolerance.
-func (r VerifyResult) OK() bool { return r.MaxAbsErr <= r.Options.Tolerance }
+func (r Result) OK() bool { return r.MaxAbsErr <= r.Options.Tolerance }
 
-// Verify checks that random Fourier features built from the plugin's
+// Verify checks that random Fourier features built from the kernel's
 // frequencies approximate its exact kernel: for random pairs (a, b) it
-// compares φ(a)ᵀφ(b), with φ the estimator's feature map, with Eval(a, b). The pairs are
-// spread over distances from 0 to MaxRadius so that the kernel values
-// cover its range rather than sitting near 0.
-func Verify(ctx context.Context, c *Client, o VerifyOptions) (VerifyResult, error) {
-	res := VerifyResult{Kernel: c.Info().Name, Params: c.Params(), Options: o}
+// compares φ(a)ᵀφ(b), with φ the estimator's feature map, with Eval(a, b).
+// The pairs are spread over distances from 0 to MaxRadius so that the
+// kernel values cover its range rather than sitting near 0.
+func Verify(ctx context.Context, c Kernel, o Options) (Result, error) {
+	res := Result{Kernel: c.Info().Name, Params: c.Params(), Options: o}
 	if o.Dim < 1 || o.Features < 1 || o.Pairs < 1 || !(o.Tolerance > 0) || !(o.MaxRadius > 0) {
 		return res, fmt.Errorf("verify kernel %q: dimension, features, pairs, radius and tolerance must be positive", res.Kernel)
 	}
@@ -78,7 +100,7 @@ func Verify(ctx context.Context, c *Client, o VerifyOptions) (VerifyResult, erro
 
 // verifyPairs returns Pairs×Dim matrices a and b with b = a + r·u, u a
 // uniform direction and r uniform on [0, MaxRadius].
-func verifyPairs(o VerifyOptions) (a, b *mat.Dense) {
+func verifyPairs(o Options) (a, b *mat.Dense) {
 	src := rand.NewPCG(o.Seed, 0x7665726966) // "verif"
 	norm := distuv.Normal{Mu: 0, Sigma: 1, Src: src}
 	unif := distuv.Uniform{Min: 0, Max: o.MaxRadius, Src: src}

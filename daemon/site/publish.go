@@ -1,0 +1,181 @@
+package site
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/crffd/crffd/balance"
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/pipeline"
+	"github.com/crffd/crffd/selection"
+	"github.com/crffd/crffd/store"
+)
+
+// publish is the federation.SiteConfig.Publish hook: it publishes run r
+// (publishRun), then records its loss history, a diagnostic whose failure
+// does not fail the run.
+func (s *federated) publish(ctx context.Context, r *federation.SiteResult) error {
+	if err := s.publishRun(ctx, r); err != nil {
+		return err
+	}
+	if err := s.cfg.DB.AppendLoss(ctx, r.RunID, pipeline.FiniteLosses(s.losses)...); err != nil {
+		s.log.Warn("loss history not recorded", slog.String(logKeyRun, r.RunID), slog.String(logKeyError, err.Error()))
+	}
+	return nil
+}
+
+// publishRun writes a run's model and results as crffd fit does, and its
+// balance, a diagnostic whose failure does not fail the run. A run
+// published already (the coordinator restarted after the site published
+// but before it heard the site's done) is left as it is: its results are
+// a deterministic function of the run.
+func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) error {
+	db, recs := s.cfg.DB, s.recs
+	if cur, err := db.CurrentRun(ctx); err == nil && cur.ID == r.RunID {
+		s.log.Info("run published already", slog.String(logKeyRun, r.RunID))
+		return nil
+	}
+	if err := db.BeginRun(ctx, r.RunID, recs.Layout); err != nil {
+		return err
+	}
+	fitted, err := keptFitted(s.kernels, r)
+	if err != nil {
+		return err
+	}
+	rounds := map[string]int{}
+	for k, n := range r.Rounds {
+		rounds[k.String()] = n
+	}
+	pipeline.WarnUncalibrated(s.log, db.Path(), len(r.Kept), r.Calibration)
+	run := pipeline.Run{ID: r.RunID, Records: recs, Fitted: fitted,
+		Setup:   modelstore.Setup{Config: r.Setup.Config, Scaler: r.Setup.Scaler, Site: r.Index, Sites: r.Sites, Rounds: rounds},
+		Effects: r.Effects, CATE: r.CATE, Scores: pipeline.Scores{PSI: r.Scores, Clipped: r.ScoreClipped}, Calibration: r.Calibration,
+		Results: s.results(r)}
+	if err := pipeline.Publish(ctx, db, run); err != nil {
+		return err
+	}
+	s.log.Info("published federated results", slog.String(logKeyRun, r.RunID), slog.Int(logKeyRows, recs.Len()))
+	if err := publishBalance(ctx, db, recs, r); err != nil {
+		s.log.Warn("balance diagnostics not recorded", slog.String(logKeyRun, r.RunID), slog.String(logKeyError, err.Error()))
+	}
+	return nil
+}
+
+// keptFitted returns the models of run r that the site keeps: its own
+// kernel's, and those of the further kernels the chosen estimator's
+// members need (pipeline.KeptModels). kernels are the site's kernels,
+// among them those the run trained (r.Kernels, by pipeline.KernelLabel).
+func keptFitted(kernels []modelstore.Kernel, r *federation.SiteResult) (pipeline.Fitted, error) {
+	est := selection.Estimator{Kind: selection.KindLatent}
+	if r.Selection != nil {
+		est = r.Selection.Estimator
+	}
+	est, used := pipeline.KeptModels(est, 0)
+	own, err := runKernel(kernels, r.Kernels[0])
+	if err != nil {
+		return pipeline.Fitted{}, err
+	}
+	f := pipeline.Fitted{Models: []*estimator.Model{r.Models[0]}, Kernels: []modelstore.Kernel{own}, Estimator: est}
+	for _, k := range used {
+		mk, err := runKernel(kernels, r.Kernels[k])
+		if err != nil {
+			return pipeline.Fitted{}, err
+		}
+		f.Models, f.Kernels = append(f.Models, r.Models[k]), append(f.Kernels, mk)
+	}
+	return f, nil
+}
+
+// results are the results of run r besides its CATEs: the local and
+// global ATEs, the model selection and the transfer factors.
+func (s *federated) results(r *federation.SiteResult) store.Results {
+	global := pipeline.ATERows(store.ScopeGlobal, r.Global)
+	for i := range global {
+		// The run's sites: with coordinator.min_sites, perhaps fewer than
+		// the coordinator lists.
+		global[i].Sites = runSites(r)
+		global[i].Private = r.PrivateSites > 0
+	}
+	local := pipeline.ATERows(store.ScopeLocal, r.Local)
+	for i := range local {
+		local[i].Private = r.Private
+	}
+	if r.PrivateSites > 0 {
+		s.log.Info("the run's global AIPW interval includes the noise its private sites added to their sums (crff_ate.noise_se), not the bias of their clipping, nor the training noise's effect on the models; crff_ate marks it private",
+			slog.Int(logKeySites, r.PrivateSites), slog.Float64(logKeyNoiseSE, r.Global.AIPW.NoiseSE))
+	}
+	if rel := r.Released; rel != nil {
+		s.log.Info("the ATE's sums were released with noise; the local crff_ate rows are this site's exact ones",
+			slog.Float64(logKeyPsiClip, rel.PsiClip), slog.Int(logKeyPsiClipped, rel.PsiClipped), slog.Float64(logKeyCATEClip, rel.CATEClip),
+			slog.Int(logKeyCATEClipped, rel.CATEClipped), slog.Float64(logKeyNoiseSD, rel.NoiseSD[0]), slog.Int(logKeyRows, rel.Sums.N))
+	}
+	res := store.Results{ATE: append(local, global...), Transfer: transfers(r)}
+	if sel := r.Selection; sel != nil {
+		res.Selection = pipeline.SelectionRows(sel.Candidates, func(k int) string { return r.Kernels[k] }, sel.HeldAll)
+	}
+	return res
+}
+
+// transfers are the transfer factors λ of r's models from the other
+// sites to this one.
+func transfers(r *federation.SiteResult) []store.Transfer {
+	var out []store.Transfer
+	for _, k := range estimator.Kinds {
+		for v, l := range r.Lambda[k] {
+			if v != r.Index {
+				// Peers are named by their position in the coordinator's
+				// coordinator.sites list: site names never reach a site.
+				peer := fmt.Sprintf("#%d", v+1) // a coordinator that does not name the sites
+				if v < len(r.Peers) && r.Peers[v] != "" {
+					peer = r.Peers[v]
+				}
+				out = append(out, store.Transfer{Peer: peer, Model: k.String(), Lambda: l})
+			}
+		}
+	}
+	return out
+}
+
+// publishBalance records the balance of the site's rows of run r (scope
+// local) and, when every site sent its sums, of all the sites' rows (scope
+// global) in crff_balance.
+func publishBalance(ctx context.Context, db *store.Site, recs *store.Records, r *federation.SiteResult) error {
+	// The sums of the site's hello, when it sent them, are of the same
+	// rows: no second propensity fit.
+	if _, err := pipeline.CheckBalance(ctx, db, recs, r.LocalBalance); err != nil {
+		return err
+	}
+	if r.Balance == nil {
+		return nil
+	}
+	l := recs.Layout
+	g, err := balance.Summarise(*r.Balance, l.Covariates, l.Binary, l.Treatment)
+	if err != nil {
+		return err
+	}
+	return db.WriteBalance(ctx, store.Balance{Scope: store.ScopeGlobal, At: time.Now(), Run: r.RunID, Sites: r.Sites, LeftOut: -1, Report: g})
+}
+
+// runSites returns the names of the sites of r's run, or nil when the
+// coordinator did not name them all.
+func runSites(r *federation.SiteResult) []string {
+	if len(r.Peers) != r.Sites || slices.Contains(r.Peers, "") {
+		return nil
+	}
+	return slices.Clone(r.Peers)
+}
+
+// runKernel returns the kernel of kernels whose label is name.
+func runKernel(kernels []modelstore.Kernel, name string) (modelstore.Kernel, error) {
+	for _, k := range kernels {
+		if pipeline.KernelLabel(k) == name {
+			return k, nil
+		}
+	}
+	return modelstore.Kernel{}, fmt.Errorf("the run chose a model of kernel %q, which this site does not have", name)
+}

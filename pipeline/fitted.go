@@ -1,0 +1,149 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/plugins/kernels"
+	"github.com/crffd/crffd/selection"
+	"github.com/crffd/crffd/store"
+)
+
+// Fitted is a run's fitted models as a site keeps them: the model of the
+// run's own kernel first, then those of the further kernels its
+// estimator's members need, each with its kernel, and the estimator that
+// turns their predictions into the CATEs crff_cate reports, whose members
+// number the models from 0 as modelstore.LoadAll returns them.
+type Fitted struct {
+	Models    []*estimator.Model
+	Kernels   []modelstore.Kernel
+	Estimator selection.Estimator
+}
+
+// CATE returns the CATEs of f's estimator of the rows of d, which belong
+// to site; latent, when not nil, is the first model's latent CATE of the
+// rows, already computed.
+func (f Fitted) CATE(ctx context.Context, site int, d *estimator.Data, latent []float64) ([]float64, error) {
+	return f.Estimator.CATEModels(ctx, f.Models, site, d, latent)
+}
+
+// KeptModels returns the estimator est as a site keeps it with the model
+// of kernel own first: the indices of the further kernels its members
+// need (used, increasing, own not among them), and est with its members'
+// kernels renumbered to match, own 0 and used[j] j+1, as
+// modelstore.LoadAll numbers the models. An estimator other than an
+// ensemble needs the one model and is returned as it is.
+func KeptModels(est selection.Estimator, own int) (selection.Estimator, []int) {
+	if est.Kind != selection.KindEnsemble {
+		return est, nil
+	}
+	var used []int
+	for _, k := range est.Kernels() {
+		if k != own {
+			used = append(used, k)
+		}
+	}
+	est.Members = slices.Clone(est.Members)
+	for j, m := range est.Members {
+		if m.Kernel == own {
+			est.Members[j].Kernel = 0
+		} else {
+			est.Members[j].Kernel = slices.Index(used, m.Kernel) + 1
+		}
+	}
+	return est, used
+}
+
+// KernelLabel names a kernel in candidate names and in a run's list of
+// kernels: matern(nu=1.5), and at a grid point
+// gaussian(features=100,linear=0).
+func KernelLabel(k modelstore.Kernel) string {
+	var parts []string
+	if len(k.Params) > 0 {
+		parts = append(parts, kernels.Params(k.Params).String())
+	}
+	if k.Features > 0 {
+		parts = append(parts, fmt.Sprintf("features=%d", k.Features))
+	}
+	if k.Linear != nil {
+		parts = append(parts, fmt.Sprintf("linear=%g", *k.Linear))
+	}
+	if len(parts) == 0 {
+		return k.Name
+	}
+	return fmt.Sprintf("%s(%s)", k.Name, strings.Join(parts, ","))
+}
+
+// SelectionRows are the crff_model_selection rows of candidates scored on
+// n held-out rows; kernel names the kernel of index k.
+func SelectionRows(cands []selection.Candidate, kernel func(k int) string, n int) []store.Selection {
+	var out []store.Selection
+	for _, cand := range cands {
+		row := store.Selection{Candidate: cand.Name, Kind: cand.Kind, Ridge: cand.Ridge, Loss: cand.Loss, SE: cand.SE,
+			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, Member: cand.Member, N: n}
+		if cand.Kind == selection.KindLatent || cand.Kind == selection.KindOutcome {
+			row.Kernel = kernel(cand.Kernel)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// Selection asks a site alone to choose its estimator and kernel on
+// held-out rows (package selection).
+type Selection struct {
+	Kinds []string // the candidate kinds; empty: every kind
+	// Kernels are the candidate kernels, and Candidates the same with
+	// their open plugins, in the same order.
+	Kernels    []modelstore.Kernel
+	Candidates []selection.Kernel
+	Share      float64 // the share of each arm's rows held out
+	Z          float64 // selection.Options.Z
+	// OnFitted, when not nil, is told as each kernel's models are fitted.
+	OnFitted func(done, total int)
+}
+
+// Selected is the outcome of fitting with model selection.
+type Selected struct {
+	Fitted     // the chosen estimator with the models it needs
+	Result     *selection.Result
+	Rows       []store.Selection // crff_model_selection
+	Validation int               // held-out rows
+	Losses     []store.Loss      // the training rounds of the chosen estimator's first kernel
+}
+
+// Select holds c.Share of the rows of data out, fits every candidate of c
+// on the others with cfg, and chooses one on the held-out rows.
+func Select(ctx context.Context, data *estimator.Data, schema estimator.Schema, cfg estimator.Config, c Selection) (*Selected, error) {
+	_, valRows, err := selection.Holdout(data.W, c.Share, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	opt := selection.Options{Kinds: c.Kinds, Z: c.Z, OnFitted: c.OnFitted, Kernels: c.Candidates}
+	res, err := selection.Run(ctx, []*estimator.Data{data}, [][]int{valRows}, schema, cfg, opt)
+	if err != nil {
+		return nil, fmt.Errorf("model selection: %w", err)
+	}
+	est, _, err := res.Estimator(res.Chosen, 0)
+	if err != nil {
+		return nil, err
+	}
+	// The model of the ensemble's first kernel is the run's; the others
+	// are kept beside it, renumbered from 1.
+	own := est.Kernels()[0]
+	est, used := KeptModels(est, own)
+	out := &Selected{Fitted: Fitted{Models: []*estimator.Model{res.Models[own]}, Kernels: []modelstore.Kernel{c.Kernels[own]}, Estimator: est},
+		Result: res, Validation: len(valRows)}
+	for _, k := range used {
+		out.Models, out.Kernels = append(out.Models, res.Models[k]), append(out.Kernels, c.Kernels[k])
+	}
+	for _, p := range res.Progress[own] {
+		out.Losses = append(out.Losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
+	}
+	out.Rows = SelectionRows(res.Candidates, func(k int) string { return KernelLabel(c.Kernels[k]) }, len(valRows))
+	return out, nil
+}

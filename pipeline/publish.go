@@ -1,0 +1,81 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/store"
+)
+
+// Run is one run of a site as it is published: its fitted models, the
+// rows it scored with their effects, CATEs and AIPW scores, and its
+// other results.
+type Run struct {
+	ID      string
+	Records *store.Records // the rows scored, all of them published
+	Fitted  Fitted
+	// Setup is the run's setup: Config, Scaler, Site, Sites and Rounds;
+	// Publish sets the rest from the fields of Run.
+	Setup   modelstore.Setup
+	Effects *estimator.Effects // the rows' effects under Fitted.Models[0]
+	CATE    []float64          // the rows' CATEs by Fitted.Estimator
+	Scores  Scores             // the rows' AIPW scores
+	// Calibration corrects the CATEs and gives their intervals; nil when
+	// the run had too few rows for one.
+	Calibration *inference.Calibration
+	// Results are the run's ATEs, model selection and transfer factors;
+	// Publish adds the rows' CATEs and the rows rejected.
+	Results store.Results
+}
+
+// Publish publishes run r in db: it saves its models, so that rows added
+// later can be scored without retraining, and writes its results, which
+// replace those of the current run in one transaction. The run must have
+// begun (store.Site.BeginRun).
+func Publish(ctx context.Context, db *store.Site, r Run) error {
+	rows, err := Rows(r.Records, r.Effects, r.CATE, r.Scores, r.Calibration)
+	if err != nil {
+		return fmt.Errorf("CATE of %q: %w", db.Path(), err)
+	}
+	est := r.Fitted.Estimator
+	setup := r.Setup
+	setup.Kernel, setup.Extra, setup.Estimator = r.Fitted.Kernels[0], r.Fitted.Kernels[1:], &est
+	setup.Schema, setup.Calibration = r.Records.Schema, CalibrationParams(r.Calibration)
+	if err := modelstore.Save(ctx, db, r.ID, setup, r.Fitted.Models[0], r.Fitted.Models[1:]...); err != nil {
+		return err
+	}
+	res := r.Results
+	res.CATE, res.Rejected = rows, r.Records.Rejected
+	return db.WriteResults(ctx, r.ID, res)
+}
+
+// Analyse returns the AIPW analysis of the rows of d of a site alone,
+// whose CATEs are cate, and their ATEs: the AIPW one and the plug-in mean
+// of cate. nu, when not nil, are the rows' nuisance predictions
+// cross-fitted already (by model selection, under m's setup); otherwise
+// the nuisance models are cross-fitted over m's folds.
+func Analyse(ctx context.Context, m *estimator.Model, d *estimator.Data, cate []float64, nu *inference.Nuisance) (*inference.Analysis, inference.ATEs, error) {
+	var an *inference.Analysis
+	var err error
+	if nu != nil {
+		an, err = inference.Analyse(d.W, d.Y, *nu, cate, d.X)
+	} else {
+		an, err = estimator.Analyse(ctx, m.Setup, 0, d, cate)
+	}
+	if err != nil {
+		return nil, inference.ATEs{}, err
+	}
+	plugin, err := inference.PlugIn(cate)
+	if err != nil {
+		return nil, inference.ATEs{}, err
+	}
+	return an, inference.ATEs{AIPW: an.AIPW, Clipped: an.Clipped, PlugIn: plugin}, nil
+}
+
+// AnalysisScores returns the rows' AIPW scores of an.
+func AnalysisScores(an *inference.Analysis) Scores {
+	return Scores{PSI: an.Scores, Clipped: an.ClippedRows}
+}
