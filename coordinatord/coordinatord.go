@@ -3,7 +3,7 @@
 // sites that the caller opens.
 //
 // Each run is a federation.RunCoordinator over the listed sites. Run
-// checkpoints into a federation.StateDB and, restarted after a crash,
+// checkpoints into a coordstore.DB and, restarted after a crash,
 // resumes the interrupted run. A run that fails or is refused is logged,
 // recorded in the state file's run log, and its checkpoint forgotten; the
 // next starts after Config.RetryAfter, doubling after each further failure
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/store/coordstore"
 )
 
 // Errors with which Run stops, for errors.Is; the messages of the errors
@@ -76,7 +77,7 @@ type Config struct {
 	Once bool
 	// State holds the checkpoints and the run log; the caller opens and
 	// closes it.
-	State *federation.StateDB
+	State *coordstore.DB
 	// Conn carries the envelopes to and from the sites.
 	Conn federation.Conn
 	// NewRunID returns the id of a new run.
@@ -112,7 +113,7 @@ func storage(err error) error {
 
 // checkpoints is a Checkpointer whose errors are storage failures, which
 // stop the daemon instead of failing a run.
-type checkpoints struct{ db *federation.StateDB }
+type checkpoints struct{ db *coordstore.DB }
 
 func (s checkpoints) Save(ctx context.Context, st *federation.State) error {
 	return storage(s.db.Save(ctx, st))

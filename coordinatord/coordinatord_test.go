@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/store/coordstore"
 )
 
 // TestResumedSites: a coordinator restarted during a run that went on
@@ -16,7 +17,7 @@ import (
 // checkpoint of other sites is then refused by RunCoordinator).
 func TestResumedSites(t *testing.T) {
 	ctx := context.Background()
-	db, err := federation.OpenStateDB(ctx, filepath.Join(t.TempDir(), "coordinator.sqlite"), time.Second)
+	db, err := coordstore.Open(ctx, filepath.Join(t.TempDir(), "coordinator.sqlite"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/store/coordstore"
 )
 
 // daemon is the state of Run between runs.
@@ -147,7 +148,7 @@ func (d *daemon) failed(ctx context.Context, run string, err error) (time.Durati
 // checkpoint in db of a run that went on without some of sites, which it
 // resumes, or else sites. A checkpoint of other sites is left for
 // federation.RunCoordinator to refuse (federation.ErrCheckpointSites).
-func ResumedSites(ctx context.Context, db *federation.StateDB, sites []string, minSites int) ([]string, error) {
+func ResumedSites(ctx context.Context, db *coordstore.DB, sites []string, minSites int) ([]string, error) {
 	st, err := db.Load(ctx)
 	if err != nil {
 		return nil, mark(ErrStorage, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/store/coordstore"
 )
 
 // silentConn is a connection over which no site ever answers; a closed
@@ -24,7 +25,7 @@ func (c silentConn) Inbox() <-chan *wire.Envelope             { return c.in }
 // a state file in a test folder.
 func newConfig(t *testing.T, conn federation.Conn) Config {
 	t.Helper()
-	db, err := federation.OpenStateDB(context.Background(), filepath.Join(t.TempDir(), "coordinator.sqlite"), time.Second)
+	db, err := coordstore.Open(context.Background(), filepath.Join(t.TempDir(), "coordinator.sqlite"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -183,6 +183,24 @@ func patterns(v float64) [][]byte {
 	return [][]byte{le[:], be[:], []byte(strconv.FormatFloat(v, 'g', -1, 64)), []byte(strconv.FormatFloat(v, 'f', 6, 64))}
 }
 
+// waitLogged waits until d has logged msg, the event a test orders the
+// next daemon's start after; it fails the test if d exits first or takes
+// longer than two minutes.
+func waitLogged(t *testing.T, d *daemon, msg string) {
+	t.Helper()
+	exited := false
+	if !waitFor(2*time.Minute, func() bool {
+		select {
+		case <-d.done:
+			exited = true
+		default:
+		}
+		return exited || strings.Contains(d.err.String(), msg)
+	}) || !strings.Contains(d.err.String(), msg) {
+		t.Fatalf("%s did not log %q (exited: %v)\nstderr:\n%s", d.name, msg, exited, d.err.String())
+	}
+}
+
 // runFederation runs a coordinator and the sites of dir to completion,
 // starting the sites first or last.
 func runFederation(t *testing.T, dir string, sites int, sitesFirst bool) *daemon {
@@ -195,11 +213,13 @@ func runFederation(t *testing.T, dir string, sites int, sitesFirst bool) *daemon
 	}
 	if sitesFirst {
 		startSites()
-		time.Sleep(500 * time.Millisecond)
+		for _, d := range ds {
+			waitLogged(t, d, "site waiting for the coordinator")
+		}
 	}
 	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
 	if !sitesFirst {
-		time.Sleep(500 * time.Millisecond)
+		waitLogged(t, coord, "coordinator listening")
 		startSites()
 	}
 	coord.mustSucceed(t, 3*time.Minute)
@@ -495,8 +515,9 @@ func TestSimulateFederationSandbox(t *testing.T) {
 		return startDaemon(t, fmt.Sprintf("site%d", k), "site", "--config", filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "--once")
 	}
 	ds := []*daemon{site(1)}
+	waitLogged(t, ds[0], "site waiting for the coordinator")
 	coord := startDaemon(t, "coordinator", "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once")
-	time.Sleep(time.Second)
+	waitLogged(t, coord, "coordinator listening")
 	ds = append(ds, site(3), site(2))
 	coord.mustSucceed(t, 3*time.Minute)
 	for _, d := range ds {

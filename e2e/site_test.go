@@ -32,10 +32,14 @@ const smallModel = `model:
   samples: 20
 `
 
-// openDB opens a site file as a second, independent client would.
+// openDB opens a site file as a second, independent client would: one
+// that waits out another connection's lock (busy_timeout) rather than fail
+// with SQLITE_BUSY, since a daemon may be writing the file meanwhile; a
+// test's write that met the daemon's scoring transaction failed under load
+// without it (TestSiteScoresEditedRows).
 func openDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	return openWaiting(t, path, 0)
+	return openWaiting(t, path, 10*time.Second)
 }
 
 // openWriter opens a site file as a client that writes records while a
@@ -405,6 +409,14 @@ func TestSiteScoresEditedRows(t *testing.T) {
 	}
 	if n := queryFloat(t, db, `SELECT count(*) FROM crff_cate`); n != 119 {
 		t.Errorf("crff_cate has %v rows for 119", n)
+	}
+	// The local ATEs follow the scores, in a transaction of their own:
+	// wait for them to cover the 119 rows.
+	for queryFloat(t, db, "SELECT n FROM crff_ate WHERE scope = 'local' AND estimator = 'aipw'") != 119 {
+		if time.Now().After(deadline) {
+			t.Fatalf("crff_ate not recomputed over 119 rows; crffd site log:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	checkLocalATE(t, db, 119)
 

@@ -374,14 +374,23 @@ func TestSoak(t *testing.T) {
 			violate("%s: integrity_check %q %v", f, check, err)
 		}
 	}
-	time.Sleep(2 * time.Second)
+	// A plugin whose daemon stopped may take a moment to exit: wait for
+	// none to be left, up to 10 s, and report those that are.
 	bin := testbin.Build(t)
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
-		if err == nil && strings.HasPrefix(exe, bin) && strings.Contains(filepath.Base(exe), "crff-") {
-			violate("plugin %s (pid %s) outlived the daemons", exe, p.Name())
+	plugins := func() map[string]string {
+		left := map[string]string{}
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
+			if err == nil && strings.HasPrefix(exe, bin) && strings.Contains(filepath.Base(exe), "crff-") {
+				left[p.Name()] = exe
+			}
 		}
+		return left
+	}
+	waitFor(10*time.Second, func() bool { return len(plugins()) == 0 })
+	for pid, exe := range plugins() {
+		violate("plugin %s (pid %s) outlived the daemons", exe, pid)
 	}
 	// Open files and RSS of every process that lived through a warm-up of
 	// 30 s and three samples after it. The tolerance allows SQLite's

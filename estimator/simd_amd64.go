@@ -1,3 +1,5 @@
+//go:build !purego
+
 package estimator
 
 import (
@@ -11,8 +13,10 @@ import (
 // in simd_amd64.s, chosen at init when the CPU supports them. Each performs,
 // lane by lane, exactly the IEEE operations of its Go version (kernelGo,
 // adamGo, sincosGo) in the same order and without fused multiply-adds, so
-// the choice changes the speed, never the results; TestGemm, TestAdamKernel
-// and TestSincosKernel check this bit for bit.
+// the choice changes the speed, never the results; TestGemm, TestAdamKernel,
+// TestSincosKernel and TestFitPureGo check this bit for bit. The build tag
+// purego leaves this file and simd_amd64.s out, so that the Go versions
+// alone run: go test -tags purego ./estimator/... tests that path.
 
 // kernel4x8AVX is kernelGo's tile in AVX: a, b and c point
 // at the tile's first elements and the strides are in bytes. It uses
@@ -33,6 +37,10 @@ func adamAVX(x, m, v, grad *float64, n int, p *adamParams)
 //
 //go:noescape
 func sincosAVX2(cos, sin, x *float64, n int, scale, c float64, tab *sincosTable) (slow int)
+
+// asm reports that this build has the assembly kernels; the CPU decides
+// whether they run.
+const asm = true
 
 func init() {
 	// x/sys/cpu reports AVX only when the OS also saves the YMM registers.

@@ -1,3 +1,5 @@
+//go:build !purego
+
 #include "textflag.h"
 
 // ROW accumulates row r of the tile: broadcast A(r,k) from (ptr) and add

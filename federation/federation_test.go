@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation/internal/memnet"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/inference"
 )
@@ -50,7 +51,7 @@ func testConfig() estimator.Config {
 
 // fed is an in-memory federation of sites.
 type fed struct {
-	net    *MemNetwork
+	net    *memnet.Network
 	names  []string
 	data   []*estimator.Data
 	cfgs   []SiteConfig

@@ -512,7 +512,7 @@ func fuzzCoordinatorRun(ctx context.Context, t *testing.T, b []byte) (*Result, e
 	cc := CoordinatorConfig{Name: "coord", RunID: "run-1", Sites: names, Config: fuzzConfig(), Spectral: estimator.GaussianSpectral{},
 		KernelName: "gaussian", Selection: run.sel, Extra: run.extra(), RoundTimeout: 5 * time.Millisecond, Retries: 1}
 	if r.intn(2) == 1 {
-		cc.Checkpoints, cc.CheckpointEvery = &MemCheckpoints{}, 1
+		cc.Checkpoints, cc.CheckpointEvery = &memCheckpoints{}, 1
 	}
 	return RunCoordinator(ctx, cc, conn)
 }

@@ -494,7 +494,7 @@ func TestResumeChecksTheCheckpoint(t *testing.T) {
 	// crash, before it sends anything.
 	st := valid()
 	st.Checkpoint.Sites = 1 << 40
-	cp := &MemCheckpoints{}
+	cp := &memCheckpoints{}
 	if err := cp.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,20 @@
 package federation
 
 import (
-	"fmt"
 	"net/http"
-	"runtime"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/crffd/crffd/federation/wire"
 )
 
 // Metrics counts a daemon's federation traffic and rounds, and serves them
-// in the Prometheus text format. A nil *Metrics counts nothing. Bytes are
+// to Prometheus through its client library. Its zero value is ready to
+// use; a nil *Metrics counts nothing. Bytes are
 // payload bytes (wire.Envelope.PayloadBytes): 8 per value, 32 per digest.
 type Metrics struct {
 	mu               sync.Mutex
@@ -20,6 +23,9 @@ type Metrics struct {
 	sentBytes, recvB int64
 	sentEnv, recvEnv int64
 	droppedEnv       int64
+
+	once    sync.Once    // builds handler on the first scrape
+	handler http.Handler // the registry's, in ServeHTTP
 }
 
 func (m *Metrics) sent(e *wire.Envelope) {
@@ -80,18 +86,30 @@ func (m *Metrics) Snapshot() Snapshot {
 	return Snapshot{m.rounds, m.seconds, m.sentBytes, m.recvB, m.sentEnv, m.recvEnv, m.droppedEnv}
 }
 
-// ServeHTTP writes the metrics in the Prometheus text exposition format.
-func (m *Metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	s := m.Snapshot()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "# HELP crffd_rounds_total Training rounds completed.\n# TYPE crffd_rounds_total counter\ncrffd_rounds_total %d\n", s.Rounds)
-	fmt.Fprintf(w, "# HELP crffd_round_seconds_total Seconds spent in training rounds.\n# TYPE crffd_round_seconds_total counter\ncrffd_round_seconds_total %g\n", s.RoundSeconds)
-	fmt.Fprintf(w, "# HELP crffd_payload_bytes_sent_total Payload bytes of envelopes sent.\n# TYPE crffd_payload_bytes_sent_total counter\ncrffd_payload_bytes_sent_total %d\n", s.BytesSent)
-	fmt.Fprintf(w, "# HELP crffd_payload_bytes_received_total Payload bytes of envelopes received.\n# TYPE crffd_payload_bytes_received_total counter\ncrffd_payload_bytes_received_total %d\n", s.BytesReceived)
-	fmt.Fprintf(w, "# HELP crffd_envelopes_sent_total Envelopes sent.\n# TYPE crffd_envelopes_sent_total counter\ncrffd_envelopes_sent_total %d\n", s.EnvelopesSent)
-	fmt.Fprintf(w, "# HELP crffd_envelopes_received_total Envelopes received.\n# TYPE crffd_envelopes_received_total counter\ncrffd_envelopes_received_total %d\n", s.EnvelopesRcv)
-	fmt.Fprintf(w, "# HELP crffd_envelopes_dropped_total Envelopes dropped (stale, duplicate, unknown).\n# TYPE crffd_envelopes_dropped_total counter\ncrffd_envelopes_dropped_total %d\n", s.EnvelopesDropped)
-	// The Go client library's name, so that a daemon that leaks goroutines
-	// over months of runs shows it on the usual dashboards.
-	fmt.Fprintf(w, "# HELP go_goroutines Number of goroutines that currently exist.\n# TYPE go_goroutines gauge\ngo_goroutines %d\n", runtime.NumGoroutine())
+// ServeHTTP serves the metrics in the Prometheus exposition formats, with
+// the Go runtime's (go_goroutines and the other go_ metrics of the client
+// library's Go collector), so that a daemon that leaks goroutines over
+// months of runs shows it on the usual dashboards.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.once.Do(m.register)
+	m.handler.ServeHTTP(w, r)
+}
+
+// register builds the registry behind ServeHTTP. The counters read the
+// same fields as Snapshot, under the same lock, when scraped.
+func (m *Metrics) register() {
+	reg := prometheus.NewRegistry()
+	counter := func(name, help string, v func(Snapshot) float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return v(m.Snapshot()) }))
+	}
+	counter("crffd_rounds_total", "Training rounds completed.", func(s Snapshot) float64 { return float64(s.Rounds) })
+	counter("crffd_round_seconds_total", "Seconds spent in training rounds.", func(s Snapshot) float64 { return s.RoundSeconds })
+	counter("crffd_payload_bytes_sent_total", "Payload bytes of envelopes sent.", func(s Snapshot) float64 { return float64(s.BytesSent) })
+	counter("crffd_payload_bytes_received_total", "Payload bytes of envelopes received.", func(s Snapshot) float64 { return float64(s.BytesReceived) })
+	counter("crffd_envelopes_sent_total", "Envelopes sent.", func(s Snapshot) float64 { return float64(s.EnvelopesSent) })
+	counter("crffd_envelopes_received_total", "Envelopes received.", func(s Snapshot) float64 { return float64(s.EnvelopesRcv) })
+	counter("crffd_envelopes_dropped_total", "Envelopes dropped (stale, duplicate, unknown).", func(s Snapshot) float64 { return float64(s.EnvelopesDropped) })
+	reg.MustRegister(collectors.NewGoCollector())
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

@@ -139,9 +139,7 @@ func TestSiteRefusalStopsTheRun(t *testing.T) {
 			if tc.why == refusalUnknown {
 				cc.RoundTimeout = 300 * time.Millisecond
 			}
-			start := time.Now()
 			_, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
-			took := time.Since(start)
 			if tc.why == refusalUnknown {
 				if !errors.Is(err, ErrSilent) || !strings.Contains(err.Error(), name) {
 					t.Errorf("coordinator: %v, want ErrSilent naming %s", err, name)
@@ -154,9 +152,8 @@ func TestSiteRefusalStopsTheRun(t *testing.T) {
 				if got := FaultySites(err); !slices.Equal(got, []string{name}) {
 					t.Errorf("FaultySites: %v, want [%s]", got, name)
 				}
-				if took > 10*time.Second {
-					t.Errorf("coordinator stopped after %s, want within seconds of the refusal", took)
-				}
+				// It stopped on the refusal, not on waiting: the round
+				// timeout of a minute would have ended it with ErrSilent.
 			}
 			r := <-sites[tc.site]
 			if !errors.Is(r.err, tc.siteErr) || !strings.Contains(r.err.Error(), tc.siteMsg) {

@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"gonum.org/v1/gonum/mat"
-
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
-	"github.com/crffd/crffd/inference"
 )
 
 func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
@@ -52,11 +48,11 @@ func TestCoordinatorResumesFromCheckpoint(t *testing.T) {
 // gradients of round stopAt are in and then started again; it fails the
 // test unless the resumed run ends with want's models, and returns the
 // checkpoints.
-func stopAndResume(ctx context.Context, t *testing.T, cfg estimator.Config, want *estimator.Model, stopAt int, configure func(*CoordinatorConfig)) *MemCheckpoints {
+func stopAndResume(ctx context.Context, t *testing.T, cfg estimator.Config, want *estimator.Model, stopAt int, configure func(*CoordinatorConfig)) *memCheckpoints {
 	t.Helper()
 	f := newFed(40, 50)
 	sites := f.start(ctx)
-	cp := &MemCheckpoints{}
+	cp := &memCheckpoints{}
 	cctx, stop := context.WithCancel(ctx)
 	var mu sync.Mutex
 	grads := 0
@@ -93,51 +89,14 @@ func runUntilStopped(t *testing.T, cctx context.Context, cc CoordinatorConfig, f
 	}
 }
 
-func TestStateDBRoundTrip(t *testing.T) {
-	ctx := context.Background()
-	db, err := OpenStateDB(ctx, t.TempDir()+"/coord.sqlite", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if st, err := db.Load(ctx); err != nil || st != nil {
-		t.Fatalf("empty: %v %v", st, err)
-	}
-	tr := &estimator.Trained{Model: estimator.Outcome, Weights: []map[string]*mat.Dense{{"b": mat.NewDense(1, 2, []float64{0.1, -1e-300})}},
-		Shared: map[string][]float64{"a": {math.Pi}}, Lambda: mat.NewSymDense(1, []float64{1}), Rounds: 3, Loss: 2.5}
-	st := &State{RunID: "r", Sites: []string{"a"}, Step: 9, Trained: []*estimator.Trained{tr},
-		Checkpoint: &estimator.Checkpoint{X: []float64{1.0 / 3}},
-		Finish: &FinishState{LocalATE: []float64{0.1}, AIPW: []inference.Sums{{N: 7, Sum: 0.7, SumSq: 1e-17}}, Clipped: []int{2},
-			Done: []bool{true}}}
-	if err := db.Save(ctx, st); err != nil {
-		t.Fatal(err)
-	}
-	got, err := db.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Step != 9 || got.Checkpoint.X[0] != 1.0/3 || got.Trained[0].Weights[0]["b"].At(0, 1) != -1e-300 || got.Trained[0].Shared["a"][0] != math.Pi {
-		t.Fatalf("round trip: %+v", got)
-	}
-	if f := got.Finish; f == nil || f.LocalATE[0] != 0.1 || f.AIPW[0].SumSq != 1e-17 || f.Clipped[0] != 2 || f.AIPW[0].N != 7 || !f.Done[0] {
-		t.Fatalf("round trip of the finish phase: %+v", got.Finish)
-	}
-	if err := db.Clear(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := db.Load(ctx); st != nil {
-		t.Fatal("state after Clear")
-	}
-}
-
 // hookCheckpoints calls saved with every state it has stored.
 type hookCheckpoints struct {
-	MemCheckpoints
+	memCheckpoints
 	saved func(st *State)
 }
 
 func (h *hookCheckpoints) Save(ctx context.Context, st *State) error {
-	if err := h.MemCheckpoints.Save(ctx, st); err != nil {
+	if err := h.memCheckpoints.Save(ctx, st); err != nil {
 		return err
 	}
 	h.saved(st)

@@ -300,7 +300,7 @@ func interruptSelection(ctx context.Context, t *testing.T, sel Selection, extra 
 			}
 			return [][]byte{b}
 		}
-		cp := &MemCheckpoints{}
+		cp := &memCheckpoints{}
 		cc := f.coordinator(testConfig())
 		cc.Selection, cc.Extra, cc.Checkpoints = sel, extra, cp
 		runUntilStopped(t, cctx, cc, f)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
@@ -157,45 +156,6 @@ type Checkpointer interface {
 	Load(ctx context.Context) (*State, error)
 	// Clear forgets the stored state once a run is complete.
 	Clear(ctx context.Context) error
-}
-
-// MemCheckpoints is a Checkpointer in memory, for tests.
-type MemCheckpoints struct {
-	mu sync.Mutex
-	b  []byte
-	// Saves counts the calls of Save.
-	Saves int
-}
-
-// Save implements Checkpointer.
-func (m *MemCheckpoints) Save(_ context.Context, st *State) error {
-	b, err := EncodeState(st)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.b = b
-	m.Saves++
-	return nil
-}
-
-// Load implements Checkpointer.
-func (m *MemCheckpoints) Load(context.Context) (*State, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.b == nil {
-		return nil, nil
-	}
-	return DecodeState(m.b)
-}
-
-// Clear implements Checkpointer.
-func (m *MemCheckpoints) Clear(context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.b = nil
-	return nil
 }
 
 // floats is a []float64 that JSON carries as the base64 of its values'

@@ -1,7 +1,6 @@
 package federation
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -92,27 +91,6 @@ func TestEndOf(t *testing.T) {
 	}
 }
 
-func TestStateDBRunLog(t *testing.T) {
-	ctx := context.Background()
-	db, err := OpenStateDB(ctx, t.TempDir()+"/coord.sqlite", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, e := range []RunEnd{EndOf("r1", ErrSilent), EndOf("r2", nil)} {
-		if err := db.LogRun(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := db.RunLog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(got) != "[{r1 failed site silent} {r2 completed }]" {
-		t.Errorf("run log %v", got)
-	}
-}
-
 // TestStateFloatsAreBinary: a checkpoint's vectors travel as the base64 of
 // their bits, exact to the bit and smaller than decimal text, and states
 // saved as decimal arrays before read the same.
@@ -190,30 +168,5 @@ func TestWithoutAndSubsequence(t *testing.T) {
 	}
 	if FaultySites(errors.New("other")) != nil {
 		t.Error("FaultySites of an error that blames no site")
-	}
-}
-
-// TestFinishedRunKeepsLambda: crff_coordinator_runs keeps each model's
-// transfer factors, so that a report can show a finished run's matrix.
-func TestFinishedRunKeepsLambda(t *testing.T) {
-	ctx := context.Background()
-	path := t.TempDir() + "/coord.sqlite"
-	db, err := OpenStateDB(ctx, path, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	lam := mat.NewSymDense(2, []float64{1, 0.25, 0.25, 1})
-	res := &Result{RunID: "r1", Rows: []int{10, 20}, Sites: []string{"a", "b"},
-		Models: map[estimator.Kind]*estimator.Trained{estimator.Outcome: {Model: estimator.Outcome, Lambda: lam}}}
-	if err := db.Finish(ctx, res); err != nil {
-		t.Fatal(err)
-	}
-	runs, err := ReadRuns(ctx, db.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(runs) != 1 || fmt.Sprint(runs[0].Lambda) != "map[outcome:[[1 0.25] [0.25 1]]]" {
-		t.Errorf("runs %+v", runs)
 	}
 }

@@ -16,8 +16,9 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 	"github.com/crffd/crffd/store"
+	"github.com/crffd/crffd/store/coordstore"
 )
 
 // coordinatorPage is what the coordinator template shows.
@@ -123,7 +124,7 @@ func (pg *coordinatorPage) read(ctx context.Context, db *sql.DB) error {
 	if n != 2 {
 		return errors.New("not a coordinator state file (no crff_coordinator_state and crff_coordinator_runs tables)")
 	}
-	runs, err := federation.ReadRuns(ctx, db)
+	runs, err := coordstore.ReadRuns(ctx, db)
 	if err != nil {
 		return err
 	}

@@ -16,12 +16,13 @@ import (
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/report"
+	"github.com/crffd/crffd/store/coordstore"
 )
 
 func TestCoordinator(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "coordinator.sqlite")
-	db, err := federation.OpenStateDB(ctx, path, time.Second)
+	db, err := coordstore.Open(ctx, path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,6 +91,15 @@ func appendFile(path string, text []byte) error {
 }
 
 // freePorts returns n distinct loopback ports free at the time of the call.
+//
+// The ports are closed before they are written into the sandbox's
+// configurations, since the daemons that listen on them start later, in
+// other processes; another process may take one in between, and the
+// coordinator then fails to start with "address already in use" (edit the
+// port in coordinator.yaml and the sites' files). The daemons accept port 0
+// and log the address they bound ("coordinator listening", "serving health
+// and metrics"), but the sites need the coordinator's address before it
+// starts, so the sandbox cannot leave the choice to the kernel.
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	var lis []net.Listener

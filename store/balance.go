@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/balance"
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // ErrNoBalance means that the file holds no balance diagnostics of the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 	"github.com/crffd/crffd/store"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // ReadIdentities returns, for every row of the layout's table, the text of

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/crffd/crffd/records"
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // Layout is a resolved [Source]: the exact columns read, in the table's own

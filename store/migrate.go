@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // SchemaVersion returns the crff_ schema version of the file: the number of
@@ -21,23 +21,11 @@ func (s *Site) SchemaVersion(ctx context.Context) (int, error) {
 }
 
 // querier is what *sql.DB, *sql.Conn and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type querier = sqlfiles.Querier
 
 // schemaVersion returns 0 for a file without crff_ schema.
 func schemaVersion(ctx context.Context, q querier) (int, error) {
-	var n int
-	err := q.QueryRowContext(ctx,
-		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'crff_schema_version'`).Scan(&n)
-	if err != nil || n == 0 {
-		return 0, err
-	}
-	var v int
-	err = q.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM crff_schema_version`).Scan(&v)
-	return v, err
+	return sqlfiles.SchemaVersion(ctx, q)
 }
 
 // migrate applies the migrations the file lacks, all in one IMMEDIATE
@@ -73,17 +61,7 @@ func (s *Site) migrate(ctx context.Context) error {
 			return fmt.Errorf("%w: the file has schema version %d, this crffd knows up to %d", ErrSchemaTooNew, have, latest)
 		}
 		from = have
-		for _, m := range ms[have:] {
-			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-				return fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
-			}
-			if _, err := tx.ExecContext(ctx,
-				`INSERT INTO crff_schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
-				m.Version, m.Name, now()); err != nil {
-				return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
-			}
-		}
-		return nil
+		return sqlfiles.Apply(ctx, tx, ms, have, now())
 	})
 	if err == nil {
 		s.log.InfoContext(ctx, "crff schema migrated", "path", s.path, "from", from, "to", latest)

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/crffd/crffd/positivity"
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // OverlapBucket is one row of the crff_overlap view: the scored rows of the

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // CATE is the estimated effect for one row.

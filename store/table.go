@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // ErrTableExists means that a table or view of the name already exists and

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 // ensureCateRecords makes crff_cate_records the view of layout's table and

@@ -13,6 +13,7 @@ import (
 	"github.com/crffd/crffd/coordinatord"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/plugins/transport"
+	"github.com/crffd/crffd/store/coordstore"
 )
 
 func newCoordinatorCmd(a *app) *cobra.Command {
@@ -60,7 +61,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 		return withExit(exitConfig, err)
 	}
 	name, sites := cfg.Run.Name, cfg.Run.Sites
-	db, err := federation.OpenStateDB(ctx, a.resolve(a.v.GetString("coordinator.state_db")), 5*time.Second)
+	db, err := coordstore.Open(ctx, a.resolve(a.v.GetString("coordinator.state_db")), 5*time.Second)
 	if err != nil {
 		return withExit(exitStorage, err)
 	}

@@ -171,6 +171,12 @@ func (c *coordinator) Connect(stream netpb.Relay_ConnectServer) error {
 	if err == nil && name == c.name {
 		err = fmt.Errorf("a site may not use the coordinator's name %q", c.name)
 	}
+	// TLS checks revocation at the handshake only, and a site whose stream
+	// renewed closed opens the next one over the same connection: check
+	// again here, or a revoked site would be back at once.
+	if cert := peerCert(stream.Context()); err == nil && cert != nil && c.rel.Identity().Revoked(cert) {
+		err = fmt.Errorf("certificate revoked (serial %s)", cert.SerialNumber.Text(16))
+	}
 	if err != nil {
 		c.log.Warn("refused a connection", slog.String(transport.LogKeyRemote, remote), slog.String(transport.LogKeyReason, err.Error()))
 		return status.Error(codes.PermissionDenied, err.Error())
@@ -195,7 +201,16 @@ func (c *coordinator) Connect(stream netpb.Relay_ConnectServer) error {
 	s := &lockedStream{send: stream.Send}
 	done := make(chan error, 1)
 	go func() { done <- c.write(ctx, o, s) }()
-	err = c.read(ctx, name, stream, o, s, log)
+	// The reader runs apart, so that the stream ends when ctx does (a newer
+	// stream of the site, a revocation) even while the reader waits in
+	// Recv, which only the end of the handler interrupts.
+	read := make(chan error, 1)
+	go func() { read <- c.read(ctx, name, stream, o, s, log) }()
+	select {
+	case err = <-read:
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
 	cancel(err)
 	<-done
 	o.mu.Lock()
@@ -261,6 +276,11 @@ func (c *coordinator) read(ctx context.Context, name string, stream netpb.Relay_
 		}
 		if f.GetSeq() == 0 {
 			continue
+		}
+		if ctx.Err() != nil {
+			// The stream ended (revoked, replaced) while Recv waited:
+			// what it brought is not taken.
+			return ctx.Err()
 		}
 		if err := c.capture.Record(transport.Received, f.GetEnvelope()); err != nil {
 			log.Error("capture failed", slog.String(transport.LogKeyError, err.Error()))

@@ -14,7 +14,7 @@ import (
 	"text/template"
 )
 
-//go:embed migrations/*.sql views/*.sql
+//go:embed migrations/*.sql coordinator/*.sql views/*.sql
 var files embed.FS
 
 // Migration is one numbered schema change.
@@ -34,6 +34,14 @@ var migrationName = regexp.MustCompile(`^([0-9]{4})_([a-z0-9_]+)\.sql$`)
 // numbered 1, 2, … without gaps.
 func Migrations() ([]Migration, error) {
 	return parseMigrations(files, "migrations")
+}
+
+// CoordinatorMigrations returns the embedded migrations of a coordinator's
+// own SQLite file (its state store), in the order they apply, numbered 1,
+// 2, … without gaps. They are a sequence of their own: a coordinator's file
+// is not a site's.
+func CoordinatorMigrations() ([]Migration, error) {
+	return parseMigrations(files, "coordinator")
 }
 
 // parseMigrations reads dir of fsys as migration files.

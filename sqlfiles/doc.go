@@ -1,11 +1,12 @@
-// Package sqlfiles holds the SQL that crffd runs in a site's SQLite file: the
-// numbered schema migrations and the templates of the views that depend on a
-// site's configuration. The files are embedded in the binary with go:embed,
-// so a crffd executable carries exactly the schema it was built with.
+// Package sqlfiles holds the SQL that crffd runs in its SQLite files: the
+// numbered schema migrations of a site's file and of a coordinator's, the
+// one mechanism that applies them ([Apply]), and the templates of the views
+// that depend on a site's configuration. The files are embedded in the
+// binary with go:embed, so a crffd executable carries exactly the schema it
+// was built with.
 //
-// The package lives in the directory sql/ (import path
-// github.com/crffd/crffd/sql) but is named sqlfiles, so that it can be
-// imported beside database/sql without an alias.
+// The package is named sqlfiles, not sql, so that it can be imported beside
+// database/sql without an alias.
 //
 // # Migrations
 //
@@ -17,6 +18,12 @@
 //
 // Every object a migration creates is named crff_…; migrations never read or
 // change the user's tables, and the package tests check both rules.
+//
+// coordinator/NNNN_name.sql are the migrations of a coordinator's own file
+// (package store/coordstore), numbered on their own by the same rules and
+// recorded in the same crff_schema_version table of that file; see
+// [CoordinatorMigrations]. Both files are migrated by [Apply] inside one
+// IMMEDIATE transaction, after [SchemaVersion] has read what the file has.
 //
 // # Views
 //

@@ -1,4 +1,10 @@
-package federation
+// Package coordstore is a coordinator's own SQLite file: the checkpoints
+// of the run in progress (a federation.Checkpointer) and the record of the
+// runs it finished or gave up. Its schema is the numbered migrations of
+// sqlfiles.CoordinatorMigrations, applied on open by the same code as a
+// site file's (sqlfiles.Apply); a file written before it had a schema
+// version is adopted as the version its columns show.
+package coordstore
 
 import (
 	"context"
@@ -13,34 +19,36 @@ import (
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
+	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/inference"
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 var (
-	//go:embed sql/coordinator.sql
-	sqlSchema string
-	//go:embed sql/save.sql
+	//go:embed queries/save.sql
 	sqlSave string
-	//go:embed sql/load.sql
+	//go:embed queries/load.sql
 	sqlLoad string
-	//go:embed sql/clear.sql
+	//go:embed queries/clear.sql
 	sqlClear string
-	//go:embed sql/finish.sql
+	//go:embed queries/finish.sql
 	sqlFinish string
-	//go:embed sql/runlog.sql
+	//go:embed queries/runlog.sql
 	sqlRunLog string
 )
 
-// StateDB is the coordinator's own SQLite file: a Checkpointer, and the list
-// of finished runs. It uses WAL mode, and every save is one transaction, so a
-// coordinator killed at any moment leaves the last complete checkpoint.
-type StateDB struct {
+// DB is the coordinator's own SQLite file: a federation.Checkpointer, and
+// the list of finished runs. It uses WAL mode, and every save is one
+// transaction, so a coordinator killed at any moment leaves the last
+// complete checkpoint.
+type DB struct {
 	db *sql.DB
 }
 
-// OpenStateDB opens (creating when needed) the coordinator's SQLite file.
-func OpenStateDB(ctx context.Context, path string, busy time.Duration) (*StateDB, error) {
+// Open opens (creating when needed) the coordinator's SQLite file at path
+// and brings its schema up to date; busy is how long a statement waits for
+// another connection's lock.
+func Open(ctx context.Context, path string, busy time.Duration) (*DB, error) {
 	q := url.Values{}
 	q.Set("mode", "rwc")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
@@ -52,29 +60,24 @@ func OpenStateDB(ctx context.Context, path string, busy time.Duration) (*StateDB
 		return nil, fmt.Errorf("coordinator state %q: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, sqlSchema); err != nil {
+	if err := migrate(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("coordinator state %q: %w", path, err)
 	}
-	if err := addRunColumns(ctx, db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("coordinator state %q: %w", path, err)
-	}
-	return &StateDB{db: db}, nil
+	return &DB{db: db}, nil
 }
 
-// newRunColumns are the columns of crff_coordinator_runs, with their
-// types, that files written before them lack: the AIPW columns, then
-// sites.
-var newRunColumns = []struct{ name, typ string }{
-	{"global_lower", "REAL"}, {"global_upper", "REAL"}, {"plugin_ate", "REAL"},
-	// The sites a run covered, as a JSON array; NULL in runs recorded
-	// before coordinator.min_sites, which covered every configured site.
-	{"sites", "TEXT"},
-	// The learned transfer factors of each model, as a JSON object of
-	// model name to matrix (row s: how much site s borrowed from each
-	// site); NULL in runs recorded before it was kept.
-	{"lambda", "TEXT"},
+// newRunColumns are the columns of crff_coordinator_runs that files
+// written before them lack, each with the migration that adds it: ReadRuns
+// reads NULL in their place, and a file without a schema version is
+// adopted as the last migration whose columns it has.
+var newRunColumns = []struct {
+	name    string
+	version int
+}{
+	{"global_lower", 2}, {"global_upper", 2}, {"plugin_ate", 2},
+	{"sites", 3},
+	{"lambda", 4},
 }
 
 // missingRunColumns returns the names of the newRunColumns that q's
@@ -107,24 +110,88 @@ func missingRunColumns(ctx context.Context, q interface {
 	return missing, nil
 }
 
-// addRunColumns adds to crff_coordinator_runs of an older file the columns
-// it lacks. Its old rows keep NULL there, which is how ReadRuns tells that
-// their global_ate is the plug-in ATE and their global_se not a standard
-// error, or that they covered every site.
-func addRunColumns(ctx context.Context, db *sql.DB) error {
-	missing, err := missingRunColumns(ctx, db)
+// ErrSchemaTooNew means that the file was written by a newer crffd, whose
+// schema this one does not know.
+var ErrSchemaTooNew = errors.New("coordinator state written by a newer crffd")
+
+// migrate brings db's schema to the last of sqlfiles.CoordinatorMigrations
+// in one IMMEDIATE transaction (the DSN's _txlock), and refuses a file
+// whose schema is newer.
+func migrate(ctx context.Context, db *sql.DB) error {
+	ms, err := sqlfiles.CoordinatorMigrations()
 	if err != nil {
 		return err
 	}
-	for _, c := range newRunColumns {
-		if missing[c.name] {
-			// c is one of newRunColumns, never input.
-			if _, err := db.ExecContext(ctx, `ALTER TABLE crff_coordinator_runs ADD COLUMN `+c.name+` `+c.typ); err != nil {
-				return err
-			}
+	latest := ms[len(ms)-1].Version
+	have, err := sqlfiles.SchemaVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	if have == latest {
+		return nil // only read, so that opening waits for no write lock
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
+	// Read again under the write lock: another process may have migrated
+	// the file meanwhile.
+	if have, err = sqlfiles.SchemaVersion(ctx, tx); err != nil {
+		return err
+	}
+	if have > latest {
+		return fmt.Errorf("%w: the file has schema version %d, this crffd knows up to %d; use a newer crffd", ErrSchemaTooNew, have, latest)
+	}
+	now := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+	if have == 0 {
+		if have, err = adopt(ctx, tx, ms, now); err != nil {
+			return err
 		}
 	}
-	return nil
+	if err := sqlfiles.Apply(ctx, tx, ms, have, now); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// adopt gives a file without a schema version the version it has: none
+// for a new file; for one written before coordinator files had a version,
+// 0001_init (which creates only what such a file lacks) and then every
+// later migration whose columns it already has, recorded as applied.
+func adopt(ctx context.Context, tx *sql.Tx, ms []sqlfiles.Migration, now string) (int, error) {
+	var n int
+	if err := tx.QueryRowContext(ctx,
+		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'crff_coordinator_runs'`).Scan(&n); err != nil || n == 0 {
+		return 0, err
+	}
+	if err := sqlfiles.Apply(ctx, tx, ms[:1], 0, now); err != nil {
+		return 0, err
+	}
+	missing, err := missingRunColumns(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	have := 1
+	for _, c := range newRunColumns {
+		if missing[c.name] {
+			break
+		}
+		have = c.version
+	}
+	// A file got its columns in the order of newRunColumns, so a prefix of
+	// them; the migration of a column it lacks adds its group whole.
+	for _, c := range newRunColumns {
+		if c.version <= have && missing[c.name] {
+			return 0, fmt.Errorf("crff_coordinator_runs has some columns of migration %d and lacks %s", c.version, c.name)
+		}
+	}
+	for _, m := range ms[1:have] {
+		if err := sqlfiles.Record(ctx, tx, m, now); err != nil {
+			return 0, err
+		}
+	}
+	return have, nil
 }
 
 // FinishedRun is one row of crff_coordinator_runs: a run the coordinator
@@ -212,11 +279,11 @@ func orNaN(v sql.NullFloat64) float64 {
 }
 
 // Close closes the file.
-func (s *StateDB) Close() error { return s.db.Close() }
+func (s *DB) Close() error { return s.db.Close() }
 
-// Save implements Checkpointer.
-func (s *StateDB) Save(ctx context.Context, st *State) error {
-	b, err := EncodeState(st)
+// Save implements federation.Checkpointer.
+func (s *DB) Save(ctx context.Context, st *federation.State) error {
+	b, err := federation.EncodeState(st)
 	if err != nil {
 		return err
 	}
@@ -224,8 +291,8 @@ func (s *StateDB) Save(ctx context.Context, st *State) error {
 	return err
 }
 
-// Load implements Checkpointer.
-func (s *StateDB) Load(ctx context.Context) (*State, error) {
+// Load implements federation.Checkpointer.
+func (s *DB) Load(ctx context.Context) (*federation.State, error) {
 	var b []byte
 	err := s.db.QueryRowContext(ctx, sqlLoad).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -234,18 +301,18 @@ func (s *StateDB) Load(ctx context.Context) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DecodeState(b)
+	return federation.DecodeState(b)
 }
 
-// Clear implements Checkpointer.
-func (s *StateDB) Clear(ctx context.Context) error {
+// Clear implements federation.Checkpointer.
+func (s *DB) Clear(ctx context.Context) error {
 	_, err := s.db.ExecContext(ctx, sqlClear)
 	return err
 }
 
 // Finish records a completed run, in crff_coordinator_runs and in the run
 // log.
-func (s *StateDB) Finish(ctx context.Context, r *Result) error {
+func (s *DB) Finish(ctx context.Context, r *federation.Result) error {
 	total := 0
 	for _, n := range r.Rows {
 		total += n
@@ -268,58 +335,27 @@ func (s *StateDB) Finish(ctx context.Context, r *Result) error {
 		r.GlobalAIPW.Lower, r.GlobalAIPW.Upper, r.GlobalATE, total, string(sites), string(lj)); err != nil {
 		return err
 	}
-	return s.LogRun(ctx, RunEnd{Run: r.RunID, Status: RunCompleted})
-}
-
-// RunStatus is how a run ended.
-type RunStatus string
-
-// Run statuses, as crff_coordinator_run_log records them.
-const (
-	RunCompleted RunStatus = "completed"
-	RunRefused   RunStatus = "refused" // a site refused the run, or the coordinator a site
-	RunFailed    RunStatus = "failed"  // any other reason
-)
-
-// RunEnd is how one run ended, and why when it did not complete.
-type RunEnd struct {
-	Run    string
-	Status RunStatus
-	Reason string
-}
-
-// EndOf returns how the run ended with err (nil: completed): refused when
-// err says a site refused the run (ErrSiteRefused) or the coordinator
-// refused a site (ErrSchema, ErrFrequencies), failed otherwise.
-func EndOf(run string, err error) RunEnd {
-	switch {
-	case err == nil:
-		return RunEnd{Run: run, Status: RunCompleted}
-	case errors.Is(err, ErrSiteRefused), errors.Is(err, ErrSchema), errors.Is(err, ErrFrequencies),
-		errors.Is(err, ErrTooFewRows), errors.Is(err, ErrRowsChanged), errors.Is(err, ErrTooFewChanged):
-		return RunEnd{Run: run, Status: RunRefused, Reason: err.Error()}
-	}
-	return RunEnd{Run: run, Status: RunFailed, Reason: err.Error()}
+	return s.LogRun(ctx, federation.RunEnd{Run: r.RunID, Status: federation.RunCompleted})
 }
 
 // LogRun records how a run ended in crff_coordinator_run_log, replacing
 // what was recorded for it before.
-func (s *StateDB) LogRun(ctx context.Context, e RunEnd) error {
+func (s *DB) LogRun(ctx context.Context, e federation.RunEnd) error {
 	reason := sql.NullString{String: e.Reason, Valid: e.Reason != ""}
 	_, err := s.db.ExecContext(ctx, sqlRunLog, e.Run, string(e.Status), reason)
 	return err
 }
 
 // RunLog returns crff_coordinator_run_log in the order the runs ended.
-func (s *StateDB) RunLog(ctx context.Context) ([]RunEnd, error) {
+func (s *DB) RunLog(ctx context.Context) ([]federation.RunEnd, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT run, status, coalesce(reason, '') FROM crff_coordinator_run_log ORDER BY ended_at, rowid`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []RunEnd
+	var out []federation.RunEnd
 	for rows.Next() {
-		var e RunEnd
+		var e federation.RunEnd
 		if err := rows.Scan(&e.Run, &e.Status, &e.Reason); err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package federation
+package coordstore
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/federation"
 )
 
 // benchState is a coordinator state in the latent model's training, at the
 // default model size (D = 200, dz = 20) and 30 covariates, for sites
 // sites, with Adam's parameters and moments filled with random values as
 // after some rounds.
-func benchState(b *testing.B, sites int) *State {
+func benchState(b *testing.B, sites int) *federation.State {
 	b.Helper()
 	ctx := context.Background()
 	cfg := estimator.DefaultConfig()
@@ -49,7 +50,7 @@ func benchState(b *testing.B, sites int) *State {
 	for s := range names {
 		names[s] = fmt.Sprintf("site%d", s+1)
 	}
-	return &State{RunID: "bench", Sites: names, Step: 100, Every: 1, Config: cfg, Schema: schema, Scaler: scaler, Kind: 2, Checkpoint: cp}
+	return &federation.State{RunID: "bench", Sites: names, Step: 100, Every: 1, Config: cfg, Schema: schema, Scaler: scaler, Kind: 2, Checkpoint: cp}
 }
 
 // BenchmarkCheckpoint measures one checkpoint of the latent model in
@@ -59,13 +60,13 @@ func benchState(b *testing.B, sites int) *State {
 func BenchmarkCheckpoint(b *testing.B) {
 	for _, sites := range []int{3, 20} {
 		st := benchState(b, sites)
-		enc, err := EncodeState(st)
+		enc, err := federation.EncodeState(st)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Run(fmt.Sprintf("encode/sites=%d", sites), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := EncodeState(st); err != nil {
+				if _, err := federation.EncodeState(st); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -73,7 +74,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("save/sites=%d", sites), func(b *testing.B) {
 			ctx := context.Background()
-			db, err := OpenStateDB(ctx, filepath.Join(b.TempDir(), "coord.sqlite"), 5*time.Second)
+			db, err := Open(ctx, filepath.Join(b.TempDir(), "coord.sqlite"), 5*time.Second)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"log"
 
-	sqlfiles "github.com/crffd/crffd/sql"
+	"github.com/crffd/crffd/sqlfiles"
 )
 
 func ExampleQuoteIdent() {

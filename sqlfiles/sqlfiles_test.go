@@ -250,3 +250,42 @@ func apply(t *testing.T, db *sql.DB, m Migration) {
 		t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
 	}
 }
+
+// TestCoordinatorMigrations applies the coordinator's migrations with
+// Apply to an empty database: each is recorded, and every object is a
+// crff_ object.
+func TestCoordinatorMigrations(t *testing.T) {
+	ctx := context.Background()
+	ms, err := CoordinatorMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms[0].Version != 1 || ms[0].Name != "init" {
+		t.Errorf("first migration = %d %q, want 1 init", ms[0].Version, ms[0].Name)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "c.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := SchemaVersion(ctx, db); err != nil || v != 0 {
+		t.Fatalf("empty file: version %d (%v)", v, err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, tx, ms, 0, "2026-01-01T00:00:00.000Z"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := SchemaVersion(ctx, db); err != nil || v != ms[len(ms)-1].Version {
+		t.Errorf("version %d (%v), want %d", v, err, ms[len(ms)-1].Version)
+	}
+	var bad string
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(group_concat(name), '') FROM sqlite_schema WHERE name NOT LIKE 'crff\_%' ESCAPE '\' AND name NOT LIKE 'sqlite\_autoindex\_crff\_%' ESCAPE '\'`).Scan(&bad); err != nil || bad != "" {
+		t.Errorf("objects not named crff_: %q (%v)", bad, err)
+	}
+}

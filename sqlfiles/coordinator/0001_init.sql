@@ -1,4 +1,19 @@
--- The coordinator's own SQLite file: its resumable state and a log of runs.
+-- 0001_init: the coordinator's own SQLite file: its resumable state and a
+-- log of runs.
+--
+-- The tables are created IF NOT EXISTS because coordinator files written
+-- before this file had a schema version already hold them; opening such a
+-- file applies this migration and records which of the later ones its
+-- columns show it has (coordstore's adoption of a file without a version).
+
+-- The schema version: one row per migration applied, as in a site's file.
+CREATE TABLE IF NOT EXISTS crff_schema_version (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+);
+
+-- The state of the run in progress, saved at each checkpoint.
 CREATE TABLE IF NOT EXISTS crff_coordinator_state (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
     run        TEXT NOT NULL,
@@ -6,22 +21,17 @@ CREATE TABLE IF NOT EXISTS crff_coordinator_state (
     state      BLOB NOT NULL,      -- federation.EncodeState (JSON)
     saved_at   TEXT NOT NULL
 );
--- One row per finished run: global_ate is the AIPW estimate over every
--- site's rows with its standard error global_se and 95% interval
--- global_lower..global_upper; plugin_ate is the mean CausalRFF CATE. Rows
--- of files written before the AIPW estimate hold the plug-in ATE in
--- global_ate, a global_se that was not a standard error, and NULL in the
--- newer columns (see OpenStateDB).
+
+-- One row per finished run: global_ate and global_se are the run's global
+-- estimate and its spread (see 0002_aipw for what they hold since).
 CREATE TABLE IF NOT EXISTS crff_coordinator_runs (
     run          TEXT PRIMARY KEY,
     finished_at  TEXT NOT NULL,
     global_ate   REAL NOT NULL,
     global_se    REAL,
-    rows         INTEGER NOT NULL,
-    global_lower REAL,
-    global_upper REAL,
-    plugin_ate   REAL
+    rows         INTEGER NOT NULL
 );
+
 -- How every run the coordinator started ended: status is completed,
 -- refused (a site refused the run, or the coordinator refused a site) or
 -- failed (any other reason: a silent site, a protocol error, a numerical

@@ -1,0 +1,8 @@
+//go:build !amd64 || purego
+
+package estimator
+
+// asm reports that this build has the assembly kernels: it has not, on
+// this architecture or under the build tag purego, so kernelGo, adamGo
+// and sincosGo run.
+const asm = false
