@@ -75,7 +75,7 @@ func addRecordFlags(cmd *cobra.Command) {
 }
 
 func runCheck(ctx context.Context, a *app) error {
-	src, err := a.siteSource()
+	src, err := a.conf().SiteSource()
 	if err != nil {
 		return err
 	}

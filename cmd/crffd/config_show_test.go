@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cast"
 	"github.com/spf13/pflag"
+
+	"github.com/crffd/crffd/config"
 )
 
 // showConfig runs crffd config show with args and returns, by key, the
@@ -49,7 +51,7 @@ func yamlFor(key, value string) string {
 // layerSamples are, for setting s, a value for the file and one for the
 // environment, and what config show prints for each (the environment's
 // printed over the file's).
-func layerSamples(s setting) (file, env, wantFile, wantEnv string) {
+func layerSamples(s config.Setting) (file, env, wantFile, wantEnv string) {
 	switch s.Key {
 	case "log_level":
 		return "warn", "error", "warn", "error"
@@ -85,7 +87,7 @@ func TestEveryKeyThroughEveryLayer(t *testing.T) {
 			t.Errorf("flag --%s sets %s, which the walk does not try", f.Name, k[0])
 		}
 	})
-	for _, s := range settings {
+	for _, s := range config.Settings {
 		t.Run(s.Key, func(t *testing.T) {
 			file, env, wantFile, wantEnv := layerSamples(s)
 			want := func(got map[string][2]string, value, origin string) {
@@ -98,20 +100,20 @@ func TestEveryKeyThroughEveryLayer(t *testing.T) {
 			if v, ok := s.Default.([]string); ok {
 				def = strings.Join(v, ",")
 			}
-			if secretKeys[s.Key] {
+			if config.SecretKeys[s.Key] {
 				def, wantFile, wantEnv = "(empty)", "(set)", "(set)"
 			}
-			want(showConfig(t), def, originDefault)
+			want(showConfig(t), def, config.OriginDefault)
 			path := writeConfig(t, yamlFor(s.Key, file))
-			want(showConfig(t, "--config", path), wantFile, originFile)
-			variable := envName(s.Key)
-			if isMap(s.Default) {
+			want(showConfig(t, "--config", path), wantFile, config.OriginFile)
+			variable := config.EnvName(s.Key)
+			if config.IsMap(s.Default) {
 				variable += "_K2"
 			}
 			t.Setenv(variable, env)
-			want(showConfig(t, "--config", path), wantEnv, originEnv)
+			want(showConfig(t, "--config", path), wantEnv, config.OriginEnv)
 			if flag := flags[s.Key]; flag != "" {
-				want(showConfig(t, "--config", path, flag, flagValues[s.Key]), flagValues[s.Key], originFlag)
+				want(showConfig(t, "--config", path, flag, flagValues[s.Key]), flagValues[s.Key], config.OriginFlag)
 			}
 		})
 	}
@@ -129,19 +131,19 @@ func TestConfigShowOrigins(t *testing.T) {
 		want map[string][2]string
 	}{
 		{"file and defaults", nil, nil, map[string][2]string{
-			"model.seed": {"3", originFile}, "site.covariates": {"age,score", originFile},
-			"model.features": {"200", originDefault}, "log_level": {"warn", originFile}}},
+			"model.seed": {"3", config.OriginFile}, "site.covariates": {"age,score", config.OriginFile},
+			"model.features": {"200", config.OriginDefault}, "log_level": {"warn", config.OriginFile}}},
 		{"one variable over the file", map[string]string{"CRFFD_MODEL_SEED": "7"}, nil, map[string][2]string{
-			"model.seed": {"7", originEnv}, "model.rounds": {"9", originFile}}},
+			"model.seed": {"7", config.OriginEnv}, "model.rounds": {"9", config.OriginFile}}},
 		{"empty variables are unset", map[string]string{"CRFFD_MODEL_SEED": "", "CRFFD_SITE_DB": "", "CRFFD_SITE_COVARIATES": "", "CRFFD_SITE_TABLE": ""}, nil, map[string][2]string{
-			"model.seed": {"3", originFile}, "site.db": {"site1.sqlite", originFile},
-			"site.covariates": {"age,score", originFile}, "site.table": {"records", originDefault}}},
+			"model.seed": {"3", config.OriginFile}, "site.db": {"site1.sqlite", config.OriginFile},
+			"site.covariates": {"age,score", config.OriginFile}, "site.table": {"records", config.OriginDefault}}},
 		{"list from a variable", map[string]string{"CRFFD_SITE_COVARIATES": "age sex"}, nil, map[string][2]string{
-			"site.covariates": {"age,sex", originEnv}}},
+			"site.covariates": {"age,sex", config.OriginEnv}}},
 		{"flag over variable over file", map[string]string{"CRFFD_LOG_LEVEL": "error", "CRFFD_LOG_FORMAT": "json"}, []string{"--log-level", "debug"}, map[string][2]string{
-			"log_level": {"debug", originFlag}, "log_format": {"json", originEnv}}},
+			"log_level": {"debug", config.OriginFlag}, "log_format": {"json", config.OriginEnv}}},
 		{"flag with the default's value", nil, []string{"--log-format=text"}, map[string][2]string{
-			"log_format": {"text", originFlag}}},
+			"log_format": {"text", config.OriginFlag}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/plugins/transport"
@@ -140,17 +141,6 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-func TestEnvName(t *testing.T) {
-	for key, want := range map[string]string{
-		"plugin_dir":                         "CRFFD_PLUGIN_DIR",
-		"plugin_sha256.crff-kernel-gaussian": "CRFFD_PLUGIN_SHA256_CRFF_KERNEL_GAUSSIAN",
-	} {
-		if got := envName(key); got != want {
-			t.Errorf("envName(%q) = %q, want %q", key, got, want)
-		}
-	}
-}
-
 // TestModelFolds sets model.folds through the file and the environment,
 // which overrides the file, and refuses a value the estimator would.
 func TestModelFolds(t *testing.T) {
@@ -238,7 +228,7 @@ func TestFederatedSelection(t *testing.T) {
 		c, err := a.choiceSettings(context.Background())
 		var sel federation.Selection
 		if err == nil {
-			sel, err = federatedSelection(c)
+			sel, err = config.FederatedSelection(c)
 		}
 		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%q: %v, want %q", tc.file, err, tc.err)
@@ -280,7 +270,7 @@ func TestSiteSourceLayers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src, err := a.siteSource()
+			src, err := a.conf().SiteSource()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,7 +296,7 @@ func TestSiteSourceLayers(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s of a missing file succeeded", cmd)
 		}
-		src, err := a.siteSource()
+		src, err := a.conf().SiteSource()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +312,7 @@ func TestSiteSourceLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if src, err := a.siteSource(); err != nil || src.DB != "/elsewhere/other.sqlite" {
+	if src, err := a.conf().SiteSource(); err != nil || src.DB != "/elsewhere/other.sqlite" {
 		t.Errorf("CRFFD_SITE_DB: db %q, %v", src.DB, err)
 	}
 }
@@ -336,26 +326,26 @@ func TestMapKeysFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, err := a.kernelRef(); err != nil || k.Params["nu"] != 2.5 {
+	if k, err := a.conf().Kernel(); err != nil || k.Params["nu"] != 2.5 {
 		t.Errorf("from the file: %v, %v", k, err)
 	}
-	if federated(a) {
+	if a.conf().Federated() {
 		t.Error("a site without address or transport options counts as federated")
 	}
 
 	t.Setenv("CRFFD_KERNEL_PARAMS_NU", "1.5")
 	t.Setenv("CRFFD_FEDERATION_TRANSPORT_OPTIONS_DIR", "/srv/spool")
-	if k, err := a.kernelRef(); err != nil || k.Params["nu"] != 1.5 {
+	if k, err := a.conf().Kernel(); err != nil || k.Params["nu"] != 1.5 {
 		t.Errorf("CRFFD_KERNEL_PARAMS_NU: %v, %v", k, err)
 	}
-	if !federated(a) {
+	if !a.conf().Federated() {
 		t.Error("a site given its spool directory through the environment does not count as federated")
 	}
-	if got := a.transportConfig(transport.RoleSite, "s1").Options["dir"]; got != "/srv/spool" {
+	if got := a.conf().Transport(transport.RoleSite, "s1").Options["dir"]; got != "/srv/spool" {
 		t.Errorf("CRFFD_FEDERATION_TRANSPORT_OPTIONS_DIR: dir %q", got)
 	}
 	t.Setenv("CRFFD_KERNEL_PARAMS_NU", "one")
-	if _, err := a.kernelRef(); err == nil || !strings.Contains(err.Error(), `CRFFD_KERNEL_PARAMS_NU="one": kernel parameter nu is not a number`) {
+	if _, err := a.conf().Kernel(); err == nil || !strings.Contains(err.Error(), `CRFFD_KERNEL_PARAMS_NU="one": kernel parameter nu is not a number`) {
 		t.Errorf("bad CRFFD_KERNEL_PARAMS_NU: %v", err)
 	}
 	// A parameter in the file that is not a number was read as 0 before.
@@ -364,7 +354,7 @@ func TestMapKeysFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.kernelRef(); err == nil || !strings.Contains(err.Error(), `kernel.params.nu="one and a half": kernel parameter nu is not a number`) {
+	if _, err := a.conf().Kernel(); err == nil || !strings.Contains(err.Error(), `kernel.params.nu="one and a half": kernel parameter nu is not a number`) {
 		t.Errorf("bad kernel.params.nu in the file: %v", err)
 	}
 }
@@ -379,7 +369,7 @@ func TestIgnoredModelKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(a.ignoredModelKeys(), ", "); got != "model.features, model.rounds, model.estimator" {
+	if got := strings.Join(a.conf().IgnoredModelKeys(), ", "); got != "model.features, model.rounds, model.estimator" {
 		t.Errorf("ignored keys %q, want model.features, model.rounds, model.estimator", got)
 	}
 }
@@ -415,11 +405,11 @@ func TestChoiceSettingsLayers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(c.kinds, tc.kinds) || c.share != tc.share || c.z != tc.z {
-				t.Errorf("kinds %v, share %v, z %v; want %v, %v, %v", c.kinds, c.share, c.z, tc.kinds, tc.share, tc.z)
+			if !slices.Equal(c.Kinds, tc.kinds) || c.Share != tc.share || c.Z != tc.z {
+				t.Errorf("kinds %v, share %v, z %v; want %v, %v, %v", c.Kinds, c.Share, c.Z, tc.kinds, tc.share, tc.z)
 			}
-			if len(c.kernels) != 1 || c.kernels[0].Name != "gaussian" {
-				t.Errorf("kernels %v, want the configured gaussian", c.kernels)
+			if len(c.Kernels) != 1 || c.Kernels[0].Name != "gaussian" {
+				t.Errorf("kernels %v, want the configured gaussian", c.Kernels)
 			}
 		})
 	}
@@ -436,13 +426,13 @@ func TestDurationSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = a.duration("coordinator.checkpoint_interval")
+		_, err = a.conf().Duration("coordinator.checkpoint_interval")
 		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%q: %v, want %q", tc.value, err, tc.err)
 		}
 	}
 	a, _ := execute(t, "version", "--config", writeConfig(t, "site:\n  poll_interval: 0s\n"))
-	if _, err := a.durationSetting("site.poll_interval"); err == nil || !strings.Contains(err.Error(), "want a positive duration") {
+	if _, err := a.conf().PositiveDuration("site.poll_interval"); err == nil || !strings.Contains(err.Error(), "want a positive duration") {
 		t.Errorf("poll_interval 0s: %v", err)
 	}
 }
@@ -456,7 +446,7 @@ func modelConfigOf(t *testing.T, wantErr string, args ...string) (estimator.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := a.modelConfig()
+	cfg, err := a.conf().Model()
 	if wantErr != "" {
 		if err == nil || err.Error() != wantErr {
 			t.Errorf("error %v, want %q", err, wantErr)
@@ -483,12 +473,12 @@ func TestTransportConfigBindsTheCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := a.transportConfig(transport.RoleSite, "s1")
+	c := a.conf().Transport(transport.RoleSite, "s1")
 	if c.CoordinatorName != "hub" || c.TLS.CRL != filepath.Join(dir, "tls", "ca.crl") {
 		t.Errorf("coordinator name %q, revocation list %q; want hub and tls/ca.crl beside ca.crt", c.CoordinatorName, c.TLS.CRL)
 	}
 	t.Setenv("CRFFD_FEDERATION_TLS_CRL", "revoked.crl")
-	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "revoked.crl") {
+	if c := a.conf().Transport(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "revoked.crl") {
 		t.Errorf("federation.tls.crl: %q", c.TLS.CRL)
 	}
 	if _, err := a.openTransport(context.Background(), transport.RoleSite, "s1"); err == nil || !strings.Contains(err.Error(), "federation.tls.crl") {
@@ -510,17 +500,17 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.sitePrivacy()
+	p, err := a.conf().Privacy()
 	if err != nil || p == nil || p.Epsilon != 8 || p.RunEpsilon != 2 || p.Delta != 1e-6 || p.Clip != 0.5 || p.PsiClip != 30 ||
 		len(p.Bounds) != 2 || p.Bounds["age"] != (federation.Bound{Lo: 18, Hi: 100}) || p.Bounds["y"] != (federation.Bound{Lo: -1.5, Hi: 40}) {
 		t.Errorf("privacy from the file: %+v, %v", p, err)
 	}
-	l, err := a.siteLimits()
+	l, err := a.conf().Limits()
 	if err != nil || l.MinBatch != 64 || l.Rounds != 500 || l.Kernels != 3 || l.Sites != 20 || l.Candidates != 30 || len(l.Transfers) != 2 ||
 		l.Features != federation.DefaultLimits().Features {
 		t.Errorf("limits from the file: %+v, %v", l, err)
 	}
-	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "tls", "revoked.crl") {
+	if c := a.conf().Transport(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "tls", "revoked.crl") {
 		t.Errorf("federation.tls.crl from the file: %q", c.TLS.CRL)
 	}
 
@@ -534,15 +524,15 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 	t.Setenv("CRFFD_FEDERATION_TLS_CRL", "other.crl")
 	t.Setenv("CRFFD_PRIVACY_BOUNDS_AGE", "0, 120")
 	t.Setenv("CRFFD_PRIVACY_BOUNDS_SCORE", "-5,5")
-	if p, err := a.sitePrivacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 || len(p.Bounds) != 3 ||
+	if p, err := a.conf().Privacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 || len(p.Bounds) != 3 ||
 		p.Bounds["age"] != (federation.Bound{Lo: 0, Hi: 120}) || p.Bounds["score"] != (federation.Bound{Lo: -5, Hi: 5}) {
 		t.Errorf("privacy from the environment: %+v, %v", p, err)
 	}
-	if l, err := a.siteLimits(); err != nil || l.MinBatch != 1024 || l.Kernels != 5 || l.Sites != 50 || l.Candidates != 100 ||
+	if l, err := a.conf().Limits(); err != nil || l.MinBatch != 1024 || l.Kernels != 5 || l.Sites != 50 || l.Candidates != 100 ||
 		len(l.Transfers) != 1 || l.Transfers[0] != estimator.FullTransfer {
 		t.Errorf("limits from the environment: %+v, %v", l, err)
 	}
-	if c := a.transportConfig(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "other.crl") {
+	if c := a.conf().Transport(transport.RoleSite, "s1"); c.TLS.CRL != filepath.Join(dir, "other.crl") {
 		t.Errorf("federation.tls.crl from the environment: %q", c.TLS.CRL)
 	}
 }

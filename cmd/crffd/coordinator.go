@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/coordinatord"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/plugins/transport"
@@ -61,7 +62,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 		return withExit(exitConfig, err)
 	}
 	name, sites := cfg.Run.Name, cfg.Run.Sites
-	db, err := coordstore.Open(ctx, a.resolve(a.v.GetString("coordinator.state_db")), 5*time.Second)
+	db, err := coordstore.Open(ctx, a.conf().Resolve(a.v.GetString("coordinator.state_db")), 5*time.Second)
 	if err != nil {
 		return withExit(exitStorage, err)
 	}
@@ -84,7 +85,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 // opens its kernels, which end with ctx.
 func (a *app) coordinatorConfig(ctx context.Context, once bool) (coordinatord.Config, error) {
 	c := coordinatord.Config{Once: once}
-	sites := a.stringList("coordinator.sites")
+	sites := a.conf().StringList("coordinator.sites")
 	if len(sites) == 0 {
 		return c, errors.New("coordinator.sites is empty: list the sites' federation names")
 	}
@@ -93,13 +94,13 @@ func (a *app) coordinatorConfig(ctx context.Context, once bool) (coordinatord.Co
 	}
 	r := federation.CoordinatorConfig{Name: a.v.GetString("federation.coordinator"), Sites: sites, Logger: a.log, Metrics: &federation.Metrics{}}
 	var err error
-	if r.Config, err = a.modelConfig(); err != nil {
+	if r.Config, err = a.conf().Model(); err != nil {
 		return c, err
 	}
-	if r.RoundTimeout, err = a.durationSetting("federation.round_timeout"); err != nil {
+	if r.RoundTimeout, err = a.conf().PositiveDuration("federation.round_timeout"); err != nil {
 		return c, err
 	}
-	if c.RetryAfter, err = a.durationSetting("coordinator.retry_after"); err != nil {
+	if c.RetryAfter, err = a.conf().PositiveDuration("coordinator.retry_after"); err != nil {
 		return c, err
 	}
 	r.Retries, r.CheckpointEvery = a.v.GetInt("federation.retries"), a.v.GetInt("coordinator.checkpoint_every")
@@ -109,10 +110,10 @@ func (a *app) coordinatorConfig(ctx context.Context, once bool) (coordinatord.Co
 	if c.MinSites = a.v.GetInt("coordinator.min_sites"); c.MinSites < 0 || c.MinSites > len(sites) {
 		return c, fmt.Errorf("coordinator.min_sites %d: want 0 (every site) to the %d sites listed", c.MinSites, len(sites))
 	}
-	if r.CheckpointInterval, err = a.duration("coordinator.checkpoint_interval"); err != nil {
+	if r.CheckpointInterval, err = a.conf().Duration("coordinator.checkpoint_interval"); err != nil {
 		return c, err
 	}
-	if c.RunEvery, err = a.duration("coordinator.run_every"); err != nil {
+	if c.RunEvery, err = a.conf().Duration("coordinator.run_every"); err != nil {
 		return c, err
 	}
 	err = a.coordinatorKernels(ctx, &r)
@@ -127,15 +128,15 @@ func (a *app) coordinatorKernels(ctx context.Context, r *federation.CoordinatorC
 	if err != nil {
 		return err
 	}
-	if r.Selection, err = federatedSelection(choice); err != nil {
+	if r.Selection, err = config.FederatedSelection(choice); err != nil {
 		return err
 	}
-	spectra, err := a.openKernels(ctx, choice.kernels)
+	spectra, err := a.openKernels(ctx, choice.Kernels)
 	if err != nil {
 		return err
 	}
-	r.KernelName = kernelLabel(choice.kernels[0])
-	r.Spectral, r.Extra = spectra[r.KernelName], selectionKernels(choice.kernels[1:], spectra)
+	r.KernelName = kernelLabel(choice.Kernels[0])
+	r.Spectral, r.Extra = spectra[r.KernelName], selectionKernels(choice.Kernels[1:], spectra)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/evaluate"
 	"github.com/crffd/crffd/federation"
@@ -206,7 +207,7 @@ func runEval(cmd *cobra.Command, a *app, o evalOptions) error {
 func (o evalOptions) plan(seedSet bool) (evaluate.Plan, error) {
 	var err error
 	plan := evaluate.Plan{SourceSize: o.sourceSize, TestSource: o.testSource, Config: o.cfg, CrossFit: o.crossFit}
-	if err := checkFolds(o.cfg.Folds); err != nil {
+	if err := config.CheckFolds(o.cfg.Folds); err != nil {
 		return plan, fmt.Errorf("--folds: %w", err)
 	}
 	switch o.optimizer {
@@ -283,10 +284,10 @@ func (o evalOptions) autoPlan(plan *evaluate.Plan) error {
 	plan.SelectionZ = &o.selectionZ
 	switch {
 	case o.autoEstimator == "auto":
-	case slices.Contains(estimatorNames, o.autoEstimator):
+	case slices.Contains(config.EstimatorNames, o.autoEstimator):
 		plan.AutoKinds = []string{o.autoEstimator}
 	default:
-		return fmt.Errorf("--auto-estimator %q: want one of %s", o.autoEstimator, strings.Join(estimatorNames, ", "))
+		return fmt.Errorf("--auto-estimator %q: want one of %s", o.autoEstimator, strings.Join(config.EstimatorNames, ", "))
 	}
 	return nil
 }
@@ -317,7 +318,7 @@ func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evalua
 	for _, item := range strings.Split(list, ",") {
 		fields := strings.Split(strings.TrimSpace(item), ":")
 		name := fields[0]
-		grid, rest, err := parseGridPoint(fields[1:])
+		grid, rest, err := config.ParseGridPoint(fields[1:])
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("--auto-kernels %q: %w", item, err)

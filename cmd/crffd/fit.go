@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/modelstore"
@@ -57,11 +58,11 @@ keep their defaults unless set in the environment (CRFFD_MODEL_SEED=7).`,
 
 func runFit(cmd *cobra.Command, a *app) error {
 	ctx := cmd.Context()
-	src, err := a.siteSource()
+	src, err := a.conf().SiteSource()
 	if err != nil {
 		return err
 	}
-	cfg, err := a.modelConfig()
+	cfg, err := a.conf().Model()
 	if err != nil {
 		return err
 	}
@@ -133,10 +134,10 @@ type fitTraining struct {
 
 // trainFit trains the models of ch on recs: one kernel's model, or every
 // candidate of model selection, of which it keeps the chosen one's.
-func (a *app) trainFit(ctx context.Context, run string, src store.Source, ch choice, cfg estimator.Config, recs *store.Records, bar *progress.Line) (fitTraining, error) {
-	if !ch.single() {
-		a.log.Info("fitting the candidates of model selection", slog.String(logKeyRun, run), slog.Int("kernels", len(ch.kernels)),
-			slog.Float64("validation_share", ch.share))
+func (a *app) trainFit(ctx context.Context, run string, src store.Source, ch config.Choice, cfg estimator.Config, recs *store.Records, bar *progress.Line) (fitTraining, error) {
+	if !ch.Single() {
+		a.log.Info("fitting the candidates of model selection", slog.String(logKeyRun, run), slog.Int("kernels", len(ch.Kernels)),
+			slog.Float64("validation_share", ch.Share))
 		sel, err := a.selectModel(ctx, ch, recs.Data, recs.Schema, cfg, bar)
 		bar.Done()
 		if err != nil {
@@ -144,7 +145,7 @@ func (a *app) trainFit(ctx context.Context, run string, src store.Source, ch cho
 		}
 		return fitTraining{Fitted: sel.Fitted, sel: sel, losses: sel.Losses}, nil
 	}
-	spectral, err := a.openSpectral(ctx, ch.kernels[0])
+	spectral, err := a.openSpectral(ctx, ch.Kernels[0])
 	if err != nil {
 		return fitTraining{}, err
 	}
@@ -154,7 +155,7 @@ func (a *app) trainFit(ctx context.Context, run string, src store.Source, ch cho
 	if err != nil {
 		return fitTraining{}, fmt.Errorf("fit %q: %w", src.DB, err)
 	}
-	f := pipeline.Fitted{Models: []*estimator.Model{model}, Kernels: ch.kernels[:1], Estimator: selection.Estimator{Kind: ch.kinds[0]}}
+	f := pipeline.Fitted{Models: []*estimator.Model{model}, Kernels: ch.Kernels[:1], Estimator: selection.Estimator{Kind: ch.Kinds[0]}}
 	return fitTraining{Fitted: f, losses: losses}, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/config"
 )
 
 // TestEveryCommandHasExamples walks the command tree of rootCmd: every
@@ -150,7 +152,7 @@ func exampleCommands(example string) ([][]string, error) {
 		}
 		for len(words) > 0 && envAssignment.MatchString(words[0]) {
 			name, _, _ := strings.Cut(words[0], "=")
-			if strings.HasPrefix(name, envPrefix+"_") && !knownEnv(name) {
+			if strings.HasPrefix(name, config.EnvPrefix+"_") && !knownEnv(name) {
 				return nil, fmt.Errorf("line %q: %s sets no configuration key", strings.TrimSpace(line), name)
 			}
 			words = words[1:]
@@ -174,8 +176,8 @@ var (
 // knownEnv reports whether the CRFFD_ variable name sets a configuration
 // key: a key's own variable, or an entry of a map key.
 func knownEnv(name string) bool {
-	for _, s := range settings {
-		if name == envName(s.Key) || isMap(s.Default) && strings.HasPrefix(name, envName(s.Key)+"_") {
+	for _, s := range config.Settings {
+		if name == config.EnvName(s.Key) || config.IsMap(s.Default) && strings.HasPrefix(name, config.EnvName(s.Key)+"_") {
 			return true
 		}
 	}

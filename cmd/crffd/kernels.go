@@ -81,7 +81,7 @@ func (a *app) openKernel(cmd *cobra.Command, dir, name string, p kernels.Params)
 
 func (a *app) openKernelCtx(ctx context.Context, dir, name string, p kernels.Params) (*kernels.Client, error) {
 	return kernels.Open(ctx, kernels.Options{
-		Dir: dir, Name: name, Pin: a.pin(kernels.Kind, name), Params: p, Logger: a.log,
+		Dir: dir, Name: name, Pin: a.conf().Pin(kernels.Kind, name), Params: p, Logger: a.log,
 	})
 }
 

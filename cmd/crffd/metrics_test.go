@@ -9,39 +9,6 @@ import (
 	"github.com/crffd/crffd/federation"
 )
 
-func TestMetricsAddress(t *testing.T) {
-	for _, tc := range []struct {
-		addr   string
-		public bool
-		want   string // the address listened on; empty when refused
-	}{
-		{"127.0.0.1:9464", false, "127.0.0.1:9464"},
-		{"localhost:9464", false, "localhost:9464"},
-		{"[::1]:9464", false, "[::1]:9464"},
-		{":9464", false, "127.0.0.1:9464"},
-		{"0.0.0.0:9464", false, ""},
-		{"[::]:9464", false, ""},
-		{"10.1.2.3:9464", false, ""},
-		{"metrics.example.org:9464", false, ""},
-		{"0.0.0.0:9464", true, "0.0.0.0:9464"},
-		{":9464", true, ":9464"},
-	} {
-		got, err := metricsAddress(tc.addr, tc.public)
-		if tc.want == "" {
-			if err == nil || !strings.Contains(err.Error(), "federation.metrics_public: true") || !strings.Contains(err.Error(), tc.addr) {
-				t.Errorf("metricsAddress(%q, %v) = %q, %v; want an error naming the address and federation.metrics_public", tc.addr, tc.public, got, err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("metricsAddress(%q, %v) = %q, %v; want %q", tc.addr, tc.public, got, err, tc.want)
-		}
-	}
-	if _, err := metricsAddress("9464", false); err == nil || !strings.Contains(err.Error(), `federation.metrics_address "9464"`) {
-		t.Errorf("an address without a port: %v", err)
-	}
-}
-
 // TestServeMetricsOnLoopback checks the daemon's metrics server: an
 // address without a host is served on loopback only, another interface is
 // refused unless federation.metrics_public, and a bad metrics_public value

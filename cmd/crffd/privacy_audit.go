@@ -56,11 +56,11 @@ command creates on first opening it.`,
 // runPrivacyAudit audits, on rows of the site's rows drawn with seed, the
 // sensitivity of private training (package audit).
 func runPrivacyAudit(ctx context.Context, a *app, rows int, seed uint64) error {
-	src, err := a.siteSource()
+	src, err := a.conf().SiteSource()
 	if err != nil {
 		return err
 	}
-	cfg, err := a.modelConfig()
+	cfg, err := a.conf().Model()
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func runPrivacyAudit(ctx context.Context, a *app, rows int, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	spectral, err := a.openSpectral(ctx, ch.kernels[0])
+	spectral, err := a.openSpectral(ctx, ch.Kernels[0])
 	if err != nil {
 		return err
 	}

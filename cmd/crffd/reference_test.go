@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/crffd/crffd/config"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite the configuration reference in docs/configuration.md")
@@ -34,7 +36,7 @@ func TestConfigReference(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatalf("%s lacks the markers %q and %q", referencePath, refBegin, refEnd)
 	}
-	want := configReference()
+	want := config.Reference()
 	got := page[i+len(refBegin) : j]
 	if got == want {
 		return

@@ -68,7 +68,7 @@ lock on the site file (CRFFD_SITE_BUSY_TIMEOUT=30s).`,
 func runReport(ctx context.Context, a *app, db, coordinator, out string) error {
 	var render func(w io.Writer) error
 	if db != "" {
-		timeout, err := a.durationSetting("site.busy_timeout")
+		timeout, err := a.conf().PositiveDuration("site.busy_timeout")
 		if err != nil {
 			return err
 		}

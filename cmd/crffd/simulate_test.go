@@ -243,7 +243,7 @@ func TestSimulateDesignsSQLite(t *testing.T) {
 					t.Fatal(err)
 				}
 				a := &app{v: v, configFile: cfg}
-				src, err := a.siteSource()
+				src, err := a.conf().SiteSource()
 				if err != nil {
 					t.Fatal(err)
 				}

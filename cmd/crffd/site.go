@@ -50,7 +50,7 @@ federation.secret (best set as CRFFD_FEDERATION_SECRET). crffd config show
   CRFFD_SITE_POLL_INTERVAL=1m crffd site --config hospital-a.yaml --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if federated(a) {
+			if a.conf().Federated() {
 				return runFederatedSite(cmd.Context(), a, once)
 			}
 			return runScoringSite(cmd.Context(), a, once)
@@ -63,11 +63,11 @@ federation.secret (best set as CRFFD_FEDERATION_SECRET). crffd config show
 // runScoringSite runs the site daemon without a federation: it polls for
 // unscored rows until ctx ends.
 func runScoringSite(ctx context.Context, a *app, once bool) error {
-	src, err := a.siteSource()
+	src, err := a.conf().SiteSource()
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
-	every, err := a.durationSetting("site.poll_interval")
+	every, err := a.conf().PositiveDuration("site.poll_interval")
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
@@ -84,11 +84,11 @@ func runScoringSite(ctx context.Context, a *app, once bool) error {
 // the site file, and hands the rest to package site, which opens the
 // kernels and the transport through this command's plugins.
 func runFederatedSite(ctx context.Context, a *app, once bool) error {
-	if keys := a.ignoredModelKeys(); len(keys) > 0 {
+	if keys := a.conf().IgnoredModelKeys(); len(keys) > 0 {
 		a.log.Warn("model settings are the coordinator's in a federation; this site's are ignored",
 			slog.String("keys", strings.Join(keys, ", ")))
 	}
-	src, err := a.siteSource()
+	src, err := a.conf().SiteSource()
 	if err != nil {
 		return withExit(exitConfig, err)
 	}
@@ -119,7 +119,7 @@ func (a *app) federatedSite(src store.Source) (site.Config, error) {
 	if minArm < 1 {
 		return site.Config{}, fmt.Errorf("federation.min_arm_rows %d: want at least 1", minArm)
 	}
-	every, err := a.durationSetting("site.poll_interval")
+	every, err := a.conf().PositiveDuration("site.poll_interval")
 	if err != nil {
 		return site.Config{}, err
 	}
@@ -131,11 +131,11 @@ func (a *app) federatedSite(src store.Source) (site.Config, error) {
 	} else {
 		a.log.Warn("federation.secret is not set: column names are fingerprinted with unkeyed SHA-256, which the coordinator can test guessed names against")
 	}
-	limits, err := a.siteLimits()
+	limits, err := a.conf().Limits()
 	if err != nil {
 		return site.Config{}, err
 	}
-	priv, err := a.sitePrivacy()
+	priv, err := a.conf().Privacy()
 	if err != nil {
 		return site.Config{}, err
 	}
