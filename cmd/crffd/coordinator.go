@@ -84,41 +84,12 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 // coordinatorConfig reads the coordinator's daemon configuration, and
 // opens its kernels, which end with ctx.
 func (a *app) coordinatorConfig(ctx context.Context, once bool) (coordinatord.Config, error) {
-	c := coordinatord.Config{Once: once}
-	sites := a.conf().StringList("coordinator.sites")
-	if len(sites) == 0 {
-		return c, errors.New("coordinator.sites is empty: list the sites' federation names")
-	}
-	if err := federation.CheckSites(sites); err != nil {
-		return c, fmt.Errorf("coordinator.sites: %w", err)
-	}
-	r := federation.CoordinatorConfig{Name: a.v.GetString("federation.coordinator"), Sites: sites, Logger: a.log, Metrics: &federation.Metrics{}}
-	var err error
-	if r.Config, err = a.conf().Model(); err != nil {
+	c, err := a.conf().Coordinator(once)
+	if err != nil {
 		return c, err
 	}
-	if r.RoundTimeout, err = a.conf().PositiveDuration("federation.round_timeout"); err != nil {
-		return c, err
-	}
-	if c.RetryAfter, err = a.conf().PositiveDuration("coordinator.retry_after"); err != nil {
-		return c, err
-	}
-	r.Retries, r.CheckpointEvery = a.v.GetInt("federation.retries"), a.v.GetInt("coordinator.checkpoint_every")
-	if r.Retries < 0 || r.CheckpointEvery < 0 {
-		return c, fmt.Errorf("federation.retries %d, coordinator.checkpoint_every %d: want ≥ 0 and ≥ 0", r.Retries, r.CheckpointEvery)
-	}
-	if c.MinSites = a.v.GetInt("coordinator.min_sites"); c.MinSites < 0 || c.MinSites > len(sites) {
-		return c, fmt.Errorf("coordinator.min_sites %d: want 0 (every site) to the %d sites listed", c.MinSites, len(sites))
-	}
-	if r.CheckpointInterval, err = a.conf().Duration("coordinator.checkpoint_interval"); err != nil {
-		return c, err
-	}
-	if c.RunEvery, err = a.conf().Duration("coordinator.run_every"); err != nil {
-		return c, err
-	}
-	err = a.coordinatorKernels(ctx, &r)
-	c.Run = r
-	return c, err
+	c.Run.Logger, c.Run.Metrics = a.log, &federation.Metrics{}
+	return c, a.coordinatorKernels(ctx, &c.Run)
 }
 
 // coordinatorKernels sets the kernels and model selection of r from

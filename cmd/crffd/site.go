@@ -13,7 +13,6 @@ import (
 	"github.com/crffd/crffd/daemon/site"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
-	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store"
@@ -111,45 +110,16 @@ func runFederatedSite(ctx context.Context, a *app, once bool) error {
 // which the site opens its kernels and its transport and reports each
 // run.
 func (a *app) federatedSite(src store.Source) (site.Config, error) {
-	name := a.v.GetString("site.name")
-	if err := wire.CheckName(name); err != nil {
-		return site.Config{}, fmt.Errorf("site.name: %w", err)
-	}
-	minArm := a.v.GetInt("federation.min_arm_rows")
-	if minArm < 1 {
-		return site.Config{}, fmt.Errorf("federation.min_arm_rows %d: want at least 1", minArm)
-	}
-	every, err := a.conf().PositiveDuration("site.poll_interval")
+	c, err := a.conf().FederatedSite(src, a.log)
 	if err != nil {
-		return site.Config{}, err
+		return c, err
 	}
-	secret := a.v.GetString("federation.secret")
-	if secret != "" {
-		if err := checkSecret(secret); err != nil {
-			return site.Config{}, err
-		}
-	} else {
-		a.log.Warn("federation.secret is not set: column names are fingerprinted with unkeyed SHA-256, which the coordinator can test guessed names against")
-	}
-	limits, err := a.conf().Limits()
-	if err != nil {
-		return site.Config{}, err
-	}
-	priv, err := a.conf().Privacy()
-	if err != nil {
-		return site.Config{}, err
-	}
-	metrics := &federation.Metrics{}
-	f := &site.Federation{Name: name, Coordinator: a.v.GetString("federation.coordinator"), Secret: []byte(secret),
-		MinArmRows: minArm, Limits: limits, Privacy: priv, Metrics: metrics,
-		// With kernel.name auto the site trains any installed kernel a
-		// run names, the Gaussian when it names none; otherwise its one
-		// kernel alone.
-		AnyKernel: a.v.GetString("kernel.name") == "auto", Kernels: a.siteKernels,
-		Connect: func(ctx context.Context) (federation.Conn, func(), error) { return a.connectSite(ctx, name, metrics) },
-		Ran:     func(r *federation.SiteResult) error { return printSiteRun(a.stdout, r) },
-	}
-	return site.Config{Source: src, PollInterval: every, OpenKernel: a.openSpectral, Logger: a.log, Federation: f}, nil
+	metrics, name := &federation.Metrics{}, c.Federation.Name
+	c.OpenKernel, c.Logger = a.openSpectral, a.log
+	c.Federation.Metrics, c.Federation.Kernels = metrics, a.siteKernels
+	c.Federation.Connect = func(ctx context.Context) (federation.Conn, func(), error) { return a.connectSite(ctx, name, metrics) }
+	c.Federation.Ran = func(r *federation.SiteResult) error { return printSiteRun(a.stdout, r) }
+	return c, nil
 }
 
 // siteKernels returns the kernels kernel.name asks a federated site to

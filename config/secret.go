@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -52,10 +52,10 @@ func secretBits(s string) float64 {
 	return float64(n) * math.Log2(float64(pool))
 }
 
-// checkSecret refuses a federation.secret estimated weaker than
+// CheckSecret refuses a federation.secret estimated weaker than
 // minSecretBits or with fewer than minSecretDistinct distinct characters.
 // The error gives the estimate, never the secret.
-func checkSecret(s string) error {
+func CheckSecret(s string) error {
 	distinct := map[rune]bool{}
 	for _, r := range s {
 		distinct[r] = true

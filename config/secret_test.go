@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -21,9 +21,9 @@ func TestCheckSecret(t *testing.T) {
 		{"ÄÖÜäöüßéèêëàâîïôûç€", false},                  // 19 characters
 		{"", false},
 	} {
-		err := checkSecret(tc.secret)
+		err := CheckSecret(tc.secret)
 		if (err == nil) != tc.ok {
-			t.Errorf("checkSecret(%q) = %v, want ok %v", tc.secret, err, tc.ok)
+			t.Errorf("CheckSecret(%q) = %v, want ok %v", tc.secret, err, tc.ok)
 		}
 		if err != nil && tc.secret != "" && strings.Contains(err.Error(), tc.secret) {
 			t.Errorf("the error quotes the secret: %v", err)
