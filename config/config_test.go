@@ -70,3 +70,12 @@ func TestMetricsAddress(t *testing.T) {
 		t.Errorf("an address without a port: %v", err)
 	}
 }
+
+func TestParseKernelParams(t *testing.T) {
+	if _, err := ParseKernelParams([]string{"nu"}); err == nil || !strings.Contains(err.Error(), "want NAME=NUMBER") {
+		t.Errorf("kernel param without value: err = %v", err)
+	}
+	if p, err := ParseKernelParams([]string{"nu=2.5"}); err != nil || p["nu"] != 2.5 {
+		t.Errorf("nu=2.5: %v, %v", p, err)
+	}
+}

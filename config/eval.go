@@ -1,0 +1,209 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/evaluate"
+	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/plugins/kernels"
+	"github.com/crffd/crffd/selection"
+)
+
+// EvalOptions are the flags of crffd eval, as given.
+type EvalOptions struct {
+	Data, Sources, Split, Replicates, Modes string
+	Seeds                                   string
+	Epsilons                                string
+	Delta, Clip, PsiClip                    float64
+	Bounds                                  []string
+	Exact                                   string
+	CrossFit                                bool
+	SourceSize, TestSource                  int
+	Kernel                                  string
+	KernelParams                            []string
+	AutoKernels, AutoEstimator              string
+	SelectionZ                              float64
+	JSON                                    bool
+	Optimizer                               string
+	Config                                  estimator.Config
+}
+
+// DefaultEvalOptions are the defaults of crffd eval's flags.
+func DefaultEvalOptions() EvalOptions {
+	o := EvalOptions{
+		Sources: "1,2,3", SourceSize: 249, Split: "50,100,99", Modes: "learned",
+		TestSource: 1, Kernel: "gaussian", Config: estimator.DefaultConfig(),
+		AutoKernels: DefaultAutoKernels, SelectionZ: selection.DefaultZ, AutoEstimator: "auto",
+	}
+	o.Optimizer = o.Config.Method.String()
+	return o
+}
+
+// Plan returns the evaluation plan of o's flags but the kernels; seedSet
+// says whether --seed was given.
+func (o EvalOptions) Plan(seedSet bool) (evaluate.Plan, error) {
+	var err error
+	plan := evaluate.Plan{SourceSize: o.SourceSize, TestSource: o.TestSource, Config: o.Config, CrossFit: o.CrossFit}
+	if err := CheckFolds(o.Config.Folds); err != nil {
+		return plan, fmt.Errorf("--folds: %w", err)
+	}
+	switch o.Optimizer {
+	case "lbfgs":
+		plan.Config.Method = estimator.LBFGS
+	case "adam":
+		plan.Config.Method = estimator.Adam
+	default:
+		return plan, fmt.Errorf("--optimizer %q: want lbfgs or adam", o.Optimizer)
+	}
+	if plan.Sources, err = evaluate.ParseList(o.Sources); err != nil {
+		return plan, fmt.Errorf("--sources: %w", err)
+	}
+	split, err := parseInts(o.Split, 3, "--split")
+	if err != nil {
+		return plan, err
+	}
+	copy(plan.Split[:], split)
+	for _, m := range strings.Split(o.Modes, ",") {
+		plan.Modes = append(plan.Modes, strings.TrimSpace(m))
+	}
+	if err := o.privatePlan(&plan); err != nil {
+		return plan, err
+	}
+	if o.Seeds != "" {
+		if seedSet {
+			return plan, errors.New("--seed and --seeds: give one of them")
+		}
+		if plan.Seeds, err = evaluate.ParseSeeds(o.Seeds); err != nil {
+			return plan, fmt.Errorf("--seeds: %w", err)
+		}
+	}
+	var sel []int
+	if o.Replicates != "" {
+		if sel, err = evaluate.ParseList(o.Replicates); err != nil {
+			return plan, fmt.Errorf("--replicates: %w", err)
+		}
+	}
+	plan.Replicates, err = evaluate.FindReplicates(o.Data, sel)
+	return plan, err
+}
+
+// privatePlan sets the private runs of --epsilon in plan.
+func (o EvalOptions) privatePlan(plan *evaluate.Plan) error {
+	if o.Epsilons == "" {
+		return nil
+	}
+	for _, e := range strings.Split(o.Epsilons, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(e), 64)
+		if err != nil || !(v > 0) {
+			return fmt.Errorf("--epsilon %q: want positive numbers or inf, comma-separated", o.Epsilons)
+		}
+		plan.Epsilons = append(plan.Epsilons, v)
+	}
+	plan.Delta, plan.Clip, plan.PsiClip = o.Delta, o.Clip, o.PsiClip
+	var err error
+	if plan.Bounds, err = parseBounds(o.Bounds); err != nil {
+		return err
+	}
+	plan.Exact = []string{federation.ExactRowCount}
+	for _, e := range strings.Split(o.Exact, ",") {
+		if e = strings.TrimSpace(e); e != "" && e != federation.ExactRowCount {
+			plan.Exact = append(plan.Exact, e)
+		}
+	}
+	return nil
+}
+
+// AutoPlan sets the auto mode's threshold and candidate kinds in plan.
+func (o EvalOptions) AutoPlan(plan *evaluate.Plan) error {
+	if o.SelectionZ < 0 {
+		return fmt.Errorf("--selection-z %v: must not be negative", o.SelectionZ)
+	}
+	plan.SelectionZ = &o.SelectionZ
+	switch {
+	case o.AutoEstimator == "auto":
+	case slices.Contains(EstimatorNames, o.AutoEstimator):
+		plan.AutoKinds = []string{o.AutoEstimator}
+	default:
+		return fmt.Errorf("--auto-estimator %q: want one of %s", o.AutoEstimator, strings.Join(EstimatorNames, ", "))
+	}
+	return nil
+}
+
+// DefaultAutoKernels are the kernels of crffd eval's auto mode: the
+// installed kernels with these parameters: Gaussian, Laplacian and Matérn ν = ½, 3/2, 5/2.
+const DefaultAutoKernels = "gaussian,laplacian,matern:nu=0.5,matern:nu=1.5,matern:nu=2.5"
+
+// AutoKernel parses one item of a --auto-kernels list: NAME, then
+// NAME=VALUE fields joined by ':', the grid point's (ParseGridPoint) and
+// the kernel's parameters.
+func AutoKernel(list, item string) (name string, grid selection.GridPoint, params kernels.Params, err error) {
+	fields := strings.Split(strings.TrimSpace(item), ":")
+	name = fields[0]
+	grid, rest, err := ParseGridPoint(fields[1:])
+	if err != nil {
+		return "", grid, nil, fmt.Errorf("--auto-kernels %q: %w", item, err)
+	}
+	params, err = ParseKernelParams(rest)
+	if err != nil || name == "" {
+		return "", grid, nil, fmt.Errorf("--auto-kernels %q: %q is not NAME or NAME:PARAM=VALUE", list, item)
+	}
+	return name, grid, params, nil
+}
+
+// ParseKernelParams parses --kernel-param NAME=VALUE pairs.
+func ParseKernelParams(pairs []string) (kernels.Params, error) {
+	p := kernels.Params{}
+	for _, kv := range pairs {
+		name, val, ok := strings.Cut(kv, "=")
+		v, err := strconv.ParseFloat(val, 64)
+		if !ok || name == "" || err != nil {
+			return nil, fmt.Errorf("--kernel-param %q: want NAME=NUMBER", kv)
+		}
+		p[name] = v
+	}
+	return p, nil
+}
+
+// parseInts parses exactly n comma-separated non-negative integers.
+func parseInts(s string, n int, flag string) ([]int, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != n {
+		return nil, fmt.Errorf("%s %q: want %d comma-separated numbers", flag, s, n)
+	}
+	out := make([]int, n)
+	for i, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%s %q: %q is not a non-negative integer", flag, s, p)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// parseBounds parses --bounds NAME=LO,HI flags.
+func parseBounds(flags []string) (map[string]federation.Bound, error) {
+	out := map[string]federation.Bound{}
+	for _, f := range flags {
+		name, r, ok := strings.Cut(f, "=")
+		lo, hi, ok2 := strings.Cut(r, ",")
+		var b federation.Bound
+		var err error
+		if ok && ok2 {
+			if b.Lo, err = strconv.ParseFloat(strings.TrimSpace(lo), 64); err == nil {
+				b.Hi, err = strconv.ParseFloat(strings.TrimSpace(hi), 64)
+			}
+		}
+		if !ok || !ok2 || name == "" || err != nil || !(b.Lo < b.Hi) || math.IsInf(b.Lo, 0) || math.IsInf(b.Hi, 0) {
+			return nil, fmt.Errorf("--bounds %q: want NAME=LO,HI with finite LO < HI", f)
+		}
+		out[strings.TrimSpace(name)] = b
+	}
+	return out, nil
+}
