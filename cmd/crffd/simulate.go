@@ -2,33 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/sandbox"
 	"github.com/crffd/crffd/synth"
 )
 
-// simulateOptions are the flags of crffd simulate.
-type simulateOptions struct {
-	sources, rows, replicates int
-	design                    string
-	delta                     string
-	deltaUniform              string
-	seed                      uint64
-	binary                    bool
-	format                    string
-	out                       string
-	federation                bool
-}
-
 func newSimulateCmd(a *app) *cobra.Command {
-	o := simulateOptions{sources: 3, rows: 1000, replicates: 1, seed: 1, format: "csv", design: synth.DesignPaper}
+	o := config.DefaultSimulateOptions()
 	cmd := &cobra.Command{
 		Use:   "simulate --out DIR",
 		Short: "Write simulated data: the paper's synthetic design (Sec. 5.1) or a simple known-truth design",
@@ -82,88 +66,25 @@ started in any order complete a federated run.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.design, "design", o.design, "design: "+strings.Join(synth.DesignNames(), ", ")+" (see above)")
-	f.IntVar(&o.sources, "sources", o.sources, "number of sources")
-	f.IntVar(&o.rows, "rows", o.rows, "rows per source")
-	f.IntVar(&o.replicates, "replicates", o.replicates, "number of replicates (files), each with its own seed")
-	f.StringVar(&o.delta, "delta", "", "shift Δ per source: one value for all, or a comma-separated list (default 0); in the simple designs the mean of score")
-	f.StringVar(&o.deltaUniform, "delta-uniform", "", "draw Δ per source from U[LO,HI], e.g. 0,8 (the paper's large setting)")
-	f.Uint64Var(&o.seed, "seed", o.seed, "seed of the first replicate; replicate k uses seed+k-1")
-	f.BoolVar(&o.binary, "binary-outcome", false, "binary outcomes (crffd's own variant of the paper's design; for a simple design use --design binary)")
-	f.StringVar(&o.format, "format", o.format, "output format: csv (IHDP layout) or sqlite (siteK.sqlite and siteK.yaml per source)")
-	f.StringVar(&o.out, "out", "", "output directory (created if missing)")
-	f.BoolVar(&o.federation, "federation", false, "with --format sqlite: also write a federation CA and certificates, coordinator.yaml and siteK.yaml wired for grpc over loopback on free ports")
+	f.StringVar(&o.Design, "design", o.Design, "design: "+strings.Join(synth.DesignNames(), ", ")+" (see above)")
+	f.IntVar(&o.Sources, "sources", o.Sources, "number of sources")
+	f.IntVar(&o.Rows, "rows", o.Rows, "rows per source")
+	f.IntVar(&o.Replicates, "replicates", o.Replicates, "number of replicates (files), each with its own seed")
+	f.StringVar(&o.Delta, "delta", "", "shift Δ per source: one value for all, or a comma-separated list (default 0); in the simple designs the mean of score")
+	f.StringVar(&o.DeltaUniform, "delta-uniform", "", "draw Δ per source from U[LO,HI], e.g. 0,8 (the paper's large setting)")
+	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the first replicate; replicate k uses seed+k-1")
+	f.BoolVar(&o.Binary, "binary-outcome", false, "binary outcomes (crffd's own variant of the paper's design; for a simple design use --design binary)")
+	f.StringVar(&o.Format, "format", o.Format, "output format: csv (IHDP layout) or sqlite (siteK.sqlite and siteK.yaml per source)")
+	f.StringVar(&o.Out, "out", "", "output directory (created if missing)")
+	f.BoolVar(&o.Federation, "federation", false, "with --format sqlite: also write a federation CA and certificates, coordinator.yaml and siteK.yaml wired for grpc over loopback on free ports")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }
 
-// parseFloats parses a comma-separated list of numbers; what names the flag.
-func parseFloats(s, what string) ([]float64, error) {
-	var out []float64
-	for _, part := range strings.Split(s, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not a number", what, part)
-		}
-		out = append(out, v)
+func runSimulate(ctx context.Context, a *app, o config.SimulateOptions) error {
+	sim, err := o.Simulation()
+	if err != nil {
+		return err
 	}
-	return out, nil
-}
-
-// deltas returns Δ per source for replicate seed.
-func (o simulateOptions) deltas(seed uint64) ([]float64, error) {
-	switch {
-	case o.delta != "" && o.deltaUniform != "":
-		return nil, fmt.Errorf("--delta and --delta-uniform exclude each other")
-	case o.deltaUniform != "":
-		lohi, err := parseFloats(o.deltaUniform, "--delta-uniform")
-		if err != nil {
-			return nil, err
-		}
-		if len(lohi) != 2 {
-			return nil, fmt.Errorf("--delta-uniform: want LO,HI, got %d values", len(lohi))
-		}
-		return synth.UniformDeltas(o.sources, lohi[0], lohi[1], seed)
-	case o.delta != "":
-		d, err := parseFloats(o.delta, "--delta")
-		if err != nil {
-			return nil, err
-		}
-		if len(d) == 1 {
-			for len(d) < o.sources {
-				d = append(d, d[0])
-			}
-		}
-		if len(d) != o.sources {
-			return nil, fmt.Errorf("--delta: %d values for %d sources", len(d), o.sources)
-		}
-		return d, nil
-	}
-	return nil, nil
-}
-
-func runSimulate(ctx context.Context, a *app, o simulateOptions) error {
-	if !slices.Contains(synth.DesignNames(), o.design) {
-		return fmt.Errorf("--design %q: want one of %s", o.design, strings.Join(synth.DesignNames(), ", "))
-	}
-	if o.binary && o.design != synth.DesignPaper {
-		return fmt.Errorf("--binary-outcome applies to --design %s only; --design %s is a binary-outcome design of its own",
-			synth.DesignPaper, synth.DesignBinary)
-	}
-	if o.format != sandbox.CSV && o.format != sandbox.SQLite {
-		return fmt.Errorf("--format %q: want csv or sqlite", o.format)
-	}
-	if o.federation && o.format != sandbox.SQLite {
-		return errors.New("--federation needs --format sqlite")
-	}
-	if o.format == sandbox.SQLite && o.replicates != 1 {
-		return fmt.Errorf("--replicates %d: the sqlite format writes one replicate", o.replicates)
-	}
-	if o.replicates < 1 {
-		return fmt.Errorf("--replicates %d: want at least 1", o.replicates)
-	}
-	return sandbox.Simulate(ctx, sandbox.Simulation{
-		Design:     synth.Design{Name: o.design, Sources: o.sources, Rows: o.rows, Seed: o.seed, BinaryOutcome: o.binary},
-		Replicates: o.replicates, Deltas: o.deltas, Format: o.format, Federation: o.federation, Dir: o.out,
-	}, a.stdout)
+	return sandbox.Simulate(ctx, sim, a.stdout)
 }
