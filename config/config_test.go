@@ -79,3 +79,16 @@ func TestParseKernelParams(t *testing.T) {
 		t.Errorf("nu=2.5: %v, %v", p, err)
 	}
 }
+
+func TestParseDelimiter(t *testing.T) {
+	for in, want := range map[string]rune{"": 0, "comma": ',', "Semicolon": ';', "tab": '\t', `\t`: '\t', "pipe": '|', ":": ':'} {
+		if got, err := ParseDelimiter(in); err != nil || got != want {
+			t.Errorf("%q: %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"ab", `"`, "\n", "\x00", "\xff", "semi"} {
+		if _, err := ParseDelimiter(bad); err == nil || !strings.Contains(err.Error(), "--delimiter") {
+			t.Errorf("%q: %v, want an error naming --delimiter", bad, err)
+		}
+	}
+}

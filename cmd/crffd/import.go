@@ -3,11 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/store"
 )
 
@@ -67,7 +66,7 @@ NULL) with their count, for example
   crffd import --db clinic.sqlite --table labs --csv labs.tsv --delimiter tab`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			comma, err := parseDelimiter(delimiter)
+			comma, err := config.ParseDelimiter(delimiter)
 			if err != nil {
 				return err
 			}
@@ -96,22 +95,4 @@ NULL) with their count, for example
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
-}
-
-// parseDelimiter reads --delimiter: "" (detect), a name, or one character
-// that can separate CSV fields.
-func parseDelimiter(s string) (rune, error) {
-	if s == "" {
-		return 0, nil
-	}
-	if r, ok := store.DelimiterNames[strings.ToLower(s)]; ok {
-		return r, nil
-	}
-	rs := []rune(s)
-	// The characters encoding/csv refuses as a separator; NUL would also
-	// mean "detect" to store.ImportOptions.
-	if len(rs) != 1 || rs[0] == 0 || rs[0] == '"' || rs[0] == '\r' || rs[0] == '\n' || rs[0] == utf8.RuneError {
-		return 0, fmt.Errorf("--delimiter %q: want one character (not a quote, a line break or NUL), or comma, semicolon, tab or pipe", s)
-	}
-	return rs[0], nil
 }

@@ -59,17 +59,8 @@ func TestImportCatchesMistakes(t *testing.T) {
 	}
 }
 
-func TestParseDelimiter(t *testing.T) {
-	for in, want := range map[string]rune{"": 0, "comma": ',', "Semicolon": ';', "tab": '\t', `\t`: '\t', "pipe": '|', ":": ':'} {
-		if got, err := parseDelimiter(in); err != nil || got != want {
-			t.Errorf("%q: %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"ab", `"`, "\n", "\x00", "\xff", "semi"} {
-		if _, err := parseDelimiter(bad); err == nil || !strings.Contains(err.Error(), "--delimiter") {
-			t.Errorf("%q: %v, want an error naming --delimiter", bad, err)
-		}
-	}
+// TestImportDelimiterFlag: import refuses a --delimiter that is not one.
+func TestImportDelimiterFlag(t *testing.T) {
 	dir := t.TempDir()
 	csvPath := filepath.Join(dir, "x.csv")
 	if err := os.WriteFile(csvPath, []byte("a\n1\n"), 0o600); err != nil {
