@@ -1,5 +1,7 @@
 // Package daemon holds what crffd's long-running daemons share: why a
-// daemon stops, as the exit status the command returns.
+// daemon stops, as the exit status the command returns; the /healthz and
+// /metrics endpoint (ServeHealth); and the transport client as a
+// federation.Conn (Conn).
 //
 // A daemon stops for a configuration it cannot use, a transport that
 // failed or closed, a file it cannot write, or (when asked to take part in

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/coordinatord"
+	"github.com/crffd/crffd/daemon"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store/coordstore"
@@ -76,7 +77,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if err := a.serveMetrics(ctx, "coordinator", cfg.Run.Metrics); err != nil {
 		return withExit(exitConfig, err)
 	}
-	cfg.State, cfg.Conn, cfg.NewRunID = db, clientConn{c: client, in: client.Receive(ctx)}, newRunID
+	cfg.State, cfg.Conn, cfg.NewRunID = db, daemon.Conn(ctx, client), newRunID
 	cfg.Finished = func(res *federation.Result) error { return printRun(a.stdout, res, cfg.Run.Selection.Z) }
 	return coordinatorExit(coordinatord.Run(ctx, cfg))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/daemon"
 	"github.com/crffd/crffd/daemon/site"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
@@ -144,7 +145,7 @@ func (a *app) connectSite(ctx context.Context, name string, m *federation.Metric
 		client.Close()
 		return nil, nil, withExit(exitConfig, err)
 	}
-	return clientConn{c: client, in: client.Receive(ctx)}, func() { client.Close() }, nil
+	return daemon.Conn(ctx, client), func() { client.Close() }, nil
 }
 
 // printSiteRun prints a run the site completed: its rows, its model
