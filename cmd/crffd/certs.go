@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/certs"
+	"github.com/crffd/crffd/config"
 )
 
 func newCertsCmd(a *app) *cobra.Command {
@@ -109,23 +110,9 @@ existed is valid for both roles: say which with --role.`
 // CA in dir into out, as --role, --host (hostsSet when given) and --days
 // ask, and says so on w.
 func signCert(w io.Writer, dir, out, name, role string, hosts []string, hostsSet bool, days int, renew bool) error {
-	req := certs.Request{Name: name, Validity: time.Duration(days) * 24 * time.Hour}
-	if days < 0 {
-		return fmt.Errorf("--days %d: want a positive number of days", days)
-	}
-	if role != "" || !renew {
-		if role == "" {
-			role = "site"
-		}
-		var err error
-		if req.Role, err = certs.ParseRole(role); err != nil {
-			return fmt.Errorf("--role: %w", err)
-		}
-	}
-	if hostsSet {
-		req.Hosts = hosts
-	} else if !renew && req.Role == certs.RoleCoordinator {
-		req.Hosts = certs.LocalHosts
+	req, err := config.CertRequest(name, role, hosts, hostsSet, days, renew)
+	if err != nil {
+		return err
 	}
 	sign, verb := certs.Issue, "issued"
 	if renew {

@@ -52,7 +52,7 @@ func (a *app) load(cmd *cobra.Command) error {
 		a.configFile = path
 	}
 	a.v = v
-	logger, err := newLogger(a.stderr, v.GetString("log_level"), v.GetString("log_format"))
+	logger, err := config.NewLogger(a.stderr, v.GetString("log_level"), v.GetString("log_format"))
 	if err != nil {
 		return err
 	}
@@ -66,21 +66,6 @@ const configKey = "crffd_config_key"
 // bindFlag marks flag name of fs as the command-line form of key.
 func bindFlag(fs *pflag.FlagSet, name, key string) {
 	_ = fs.SetAnnotation(name, configKey, []string{key})
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log_level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("log_format %q: want text or json", format)
 }
 
 // pluginDir returns the configured plugin directory or the default.
