@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/crffd/crffd/config"
-	"github.com/crffd/crffd/plugins/host"
 )
 
 // app is the state shared by all commands of one invocation.
@@ -69,12 +68,7 @@ func bindFlag(fs *pflag.FlagSet, name, key string) {
 }
 
 // pluginDir returns the configured plugin directory or the default.
-func (a *app) pluginDir() (string, error) {
-	if d := a.v.GetString("plugin_dir"); d != "" {
-		return d, nil
-	}
-	return host.DefaultDir()
-}
+func (a *app) pluginDir() (string, error) { return a.conf().PluginDir() }
 
 // conf reads the typed settings of this invocation's configuration.
 func (a *app) conf() config.Reader { return config.Reader{V: a.v, File: a.configFile} }

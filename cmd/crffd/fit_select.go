@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/pipeline"
-	"github.com/crffd/crffd/plugins/host"
 	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/selection"
@@ -26,50 +24,18 @@ func (a *app) choiceSettings(ctx context.Context) (config.Choice, error) {
 	return a.conf().Choice(func() ([]modelstore.Kernel, error) { return a.kernelSettings(ctx) })
 }
 
-// kernelSettings returns the kernels kernel.name asks for: the one it
-// names, with kernel.params, or for auto every installed kernel plugin,
-// at each parameter value its self-test lists, the Gaussian first as the
-// reference.
+// kernelSettings returns the kernels kernel.name asks for
+// (config.Reader.Kernels), asking each installed kernel plugin for its
+// parameters with kernel.name auto.
 func (a *app) kernelSettings(ctx context.Context) ([]modelstore.Kernel, error) {
-	if a.v.GetString("kernel.name") != "auto" {
-		k, err := a.conf().Kernel()
-		return []modelstore.Kernel{k}, err
-	}
-	dir, err := a.pluginDir()
-	if err != nil {
-		return nil, err
-	}
-	bins, err := host.List(dir, kernels.Kind)
-	if err != nil {
-		return nil, err
-	}
-	if len(bins) == 0 {
-		return nil, fmt.Errorf("kernel.name auto: no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
-	}
-	// The Gaussian, the default kernel, is the reference: first.
-	if i := slices.IndexFunc(bins, func(b host.Binary) bool { return b.Name == "gaussian" }); i > 0 {
-		bins = append(append([]host.Binary{bins[i]}, bins[:i]...), bins[i+1:]...)
-	}
-	var out []modelstore.Kernel
-	for _, b := range bins {
-		k, err := a.openKernelCtx(ctx, dir, b.Name, nil)
+	return a.conf().Kernels(func(dir, name string) (kernels.Info, error) {
+		k, err := a.openKernelCtx(ctx, dir, name, nil)
 		if err != nil {
-			return nil, err
+			return kernels.Info{}, err
 		}
-		info := k.Info()
-		k.Close()
-		added := false
-		for _, p := range info.Params {
-			for _, v := range p.Values {
-				out = append(out, modelstore.Kernel{Name: b.Name, Params: map[string]float64{p.Name: v}})
-				added = true
-			}
-		}
-		if !added {
-			out = append(out, modelstore.Kernel{Name: b.Name, Params: map[string]float64{}})
-		}
-	}
-	return out, nil
+		defer k.Close()
+		return k.Info(), nil
+	})
 }
 
 // openKernels opens the plugin of each of ks, by kernelLabel. Grid points
