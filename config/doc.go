@@ -9,12 +9,19 @@
 //   - A Reader turns a *viper.Viper, layered as defaults, file, environment
 //     and flags, into the typed structs the library packages take: the
 //     records source (store.Source), the model (estimator.Config), the
-//     kernel (modelstore.Kernel), a site's limits and privacy
+//     kernels (modelstore.Kernel), a site's limits and privacy
 //     (federation.Limits, federation.SitePrivacy), the transport
-//     (transport.Config) and the model choice (Choice). Relative paths are
-//     resolved against the configuration file's folder.
-//   - Each reader returns an error naming the key and the value it refuses;
-//     nothing here opens a plugin, a file or a socket.
+//     (transport.Config), the model choice (Choice) and the daemons'
+//     configurations (coordinatord.Config, site.Config), less what is not
+//     a setting (loggers, open plugins, connections, hooks). Relative
+//     paths are resolved against the configuration file's folder.
+//   - The options of the commands that take flags rather than keys (crffd
+//     eval, simulate, import, certs) are parsed here too: EvalOptions,
+//     SimulateOptions, ParseDelimiter, CertRequest.
+//   - Each reader returns an error naming the key or flag and the value it
+//     refuses. Nothing here starts a plugin or opens a socket; the readers
+//     touch the file system only to list the plugin folder (Kernels) and
+//     to see that a named revocation list exists (CheckCRL).
 //
 // Viper is the configuration library; binding command-line flags to keys is
 // the command's business.

@@ -15,7 +15,9 @@ import (
 	"github.com/crffd/crffd/selection"
 )
 
-// EvalOptions are the flags of crffd eval, as given.
+// EvalOptions are the flags of crffd eval, as given: each field holds
+// the flag of its name (--source-size in SourceSize, --json in JSON), and
+// Config the model's flags (--features, --rounds, …).
 type EvalOptions struct {
 	Data, Sources, Split, Replicates, Modes string
 	Seeds                                   string

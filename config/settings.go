@@ -21,9 +21,9 @@ const EnvPrefix = "CRFFD"
 // Settings, which is the single source of the defaults, the environment
 // variable names and the configuration reference.
 type Setting struct {
-	Key     string
-	Default any
-	Usage   string
+	Key     string // the dotted key, as in the YAML file
+	Default any    // the default; a map's keys are free (IsMap)
+	Usage   string // the help text of the configuration reference
 }
 
 // Settings lists every key, gathered from the tables that own them.

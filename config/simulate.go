@@ -11,7 +11,9 @@ import (
 	"github.com/crffd/crffd/synth"
 )
 
-// SimulateOptions are the flags of crffd simulate, as given.
+// SimulateOptions are the flags of crffd simulate, as given: each field
+// holds the flag of its name (--delta-uniform in DeltaUniform, --binary-outcome
+// in Binary).
 type SimulateOptions struct {
 	Sources, Rows, Replicates int
 	Design                    string
