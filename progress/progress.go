@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // Log keys of progress lines.
@@ -43,11 +45,10 @@ type Line struct {
 	shown    bool // a bar is on the terminal's line
 }
 
-// IsTerminal reports whether f is a character device, such as a terminal.
-func IsTerminal(f *os.File) bool {
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
-}
+// IsTerminal reports whether f is a terminal. A character device is not
+// enough: /dev/null is one, and a bar rewritten there would hide the log
+// lines a redirected run should write instead.
+func IsTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // New returns a Line that rewrites a line on f when f is a terminal, and
 // logs to log otherwise.

@@ -3,6 +3,7 @@ package progress
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +103,21 @@ func TestTasksAreTimedAlone(t *testing.T) {
 		if !strings.HasSuffix(lines[i], w) {
 			t.Errorf("line %d: %q, want it to end %q", i+1, lines[i], w)
 		}
+	}
+}
+
+// TestDevNullIsNoTerminal: /dev/null is a character device, not a
+// terminal, so a run redirected there logs instead of drawing a bar.
+func TestDevNullIsNoTerminal(t *testing.T) {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		t.Skipf("%s is not a character device here", os.DevNull)
+	}
+	if IsTerminal(f) {
+		t.Errorf("%s taken for a terminal", os.DevNull)
 	}
 }
