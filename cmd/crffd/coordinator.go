@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -78,7 +76,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 		return withExit(exitConfig, err)
 	}
 	cfg.State, cfg.Conn, cfg.NewRunID = db, daemon.Conn(ctx, client), newRunID
-	cfg.Finished = func(res *federation.Result) error { return printRun(a.stdout, res, cfg.Run.Selection.Z) }
+	cfg.Finished = func(res *federation.Result) error { return res.WriteText(a.stdout, cfg.Run.Selection.Z) }
 	return coordinatorExit(coordinatord.Run(ctx, cfg))
 }
 
@@ -126,22 +124,4 @@ func coordinatorExit(err error) error {
 		return withExit(exitRunFailed, err)
 	}
 	return err
-}
-
-// printRun prints the result of a completed run, with its model selection
-// chosen within z standard errors.
-func printRun(w io.Writer, res *federation.Result, z float64) error {
-	total := 0
-	for _, n := range res.Rows {
-		total += n
-	}
-	g := res.GlobalAIPW
-	if _, err := fmt.Fprintf(w, "run %s: %d sites, %d rows; global ATE %.4f, 95%% interval [%.4f, %.4f] (AIPW, se %.4f); plug-in %.4f\n",
-		res.RunID, len(res.Sites), total, g.Estimate, g.Lower, g.Upper, g.SE, res.GlobalATE); err != nil {
-		return err
-	}
-	if st := res.Selection; st != nil {
-		return printSelection(w, st.Candidates, st.Chosen, st.Held, z, st.Shifts(len(res.Sites)))
-	}
-	return nil
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func newDemoCmd(a *app) *cobra.Command {
-	cfg := demo.Config{Rows: 1000, Seed: 1, PrintSelection: printSelection}
+	cfg := demo.Config{Rows: 1000, Seed: 1}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a whole federation on simulated data: three sites and a coordinator over loopback",

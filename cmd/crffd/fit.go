@@ -207,9 +207,9 @@ func (a *app) reportFit(r pipeline.Run, sel *pipeline.Selected, local inference.
 		return err
 	}
 	if sel != nil {
-		if err := printSelection(a.stdout, sel.Result.Candidates, sel.Result.Chosen, sel.Validation, sel.Result.Z, []float64{sel.Estimator.Shift}); err != nil {
+		if err := selection.WriteText(a.stdout, sel.Result.Candidates, sel.Result.Chosen, sel.Validation, sel.Result.Z, []float64{sel.Estimator.Shift}); err != nil {
 			return err
 		}
 	}
-	return printATEs(a.stdout, store.ScopeLocal, local)
+	return local.WriteText(a.stdout, string(store.ScopeLocal))
 }

@@ -5,11 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/crffd/crffd/estimator"
-	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/store"
 )
@@ -20,16 +18,6 @@ func newRunID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
-
-// printATEs prints the AIPW ATE of scope with its interval, the headline,
-// then the plug-in ATE.
-func printATEs(w io.Writer, scope store.Scope, a inference.ATEs) error {
-	_, err := fmt.Fprintf(w, "%s ATE %.4f, 95%% interval [%.4f, %.4f] (AIPW, se %.4f, %d rows, %d propensities clipped to [%g, %g])\n"+
-		"%s ATE %.4f (plug-in: mean of the CATEs before calibration; no standard error)\n",
-		scope, a.AIPW.Estimate, a.AIPW.Lower, a.AIPW.Upper, a.AIPW.SE, a.AIPW.N, a.Clipped, inference.DefaultClip, 1-inference.DefaultClip,
-		scope, a.PlugIn.Estimate)
-	return err
 }
 
 // trainingProgress shows each training round on bar: the model, its round

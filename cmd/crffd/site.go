@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
-	"math"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -119,7 +116,7 @@ func (a *app) federatedSite(src store.Source) (site.Config, error) {
 	c.OpenKernel, c.Logger = a.openSpectral, a.log
 	c.Federation.Metrics, c.Federation.Kernels = metrics, a.siteKernels
 	c.Federation.Connect = func(ctx context.Context) (federation.Conn, func(), error) { return a.connectSite(ctx, name, metrics) }
-	c.Federation.Ran = func(r *federation.SiteResult) error { return printSiteRun(a.stdout, r) }
+	c.Federation.Ran = func(r *federation.SiteResult) error { return r.WriteText(a.stdout) }
 	return c, nil
 }
 
@@ -146,21 +143,4 @@ func (a *app) connectSite(ctx context.Context, name string, m *federation.Metric
 		return nil, nil, withExit(exitConfig, err)
 	}
 	return daemon.Conn(ctx, client), func() { client.Close() }, nil
-}
-
-// printSiteRun prints a run the site completed: its rows, its model
-// selection, and its local and global ATEs.
-func printSiteRun(w io.Writer, r *federation.SiteResult) error {
-	if _, err := fmt.Fprintf(w, "run %s: %d rows scored\n", r.RunID, len(r.CATE)); err != nil {
-		return err
-	}
-	if sel := r.Selection; sel != nil {
-		if err := printSelection(w, sel.Candidates, sel.Chosen, sel.HeldAll, math.NaN(), []float64{sel.Estimator.Shift}); err != nil {
-			return err
-		}
-	}
-	if err := printATEs(w, store.ScopeLocal, r.Local); err != nil {
-		return err
-	}
-	return printATEs(w, store.ScopeGlobal, r.Global)
 }

@@ -44,10 +44,6 @@ type Config struct {
 	// Executable is crffd, started as "crffd ROLE --plugin-dir PluginDir
 	// --config FILE --once" for each daemon.
 	Executable, PluginDir string
-	// PrintSelection prints the run's model selection (the candidates,
-	// the chosen one's index, the held-out rows, the threshold z, NaN when
-	// not known, and the shifts per site).
-	PrintSelection SelectionPrinter
 }
 
 // Run runs the demo and writes its report to w.
@@ -80,7 +76,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "done in %.1f s\n\n", time.Since(start).Seconds())
-	if err := printResults(ctx, w, dir, names, cfg.PrintSelection); err != nil {
+	if err := printResults(ctx, w, dir, names); err != nil {
 		return err
 	}
 	if keep {

@@ -16,11 +16,6 @@ import (
 	"github.com/crffd/crffd/store"
 )
 
-// SelectionPrinter prints a run's model selection: which of cands (the
-// first the reference) won, chosen on n held-out rows with threshold z
-// (NaN when not known), and the ensemble's shifts, one per site.
-type SelectionPrinter func(w io.Writer, cands []selection.Candidate, chosen, n int, z float64, shifts []float64) error
-
 // site is what the demo reads back from one site file.
 type site struct {
 	name                  string
@@ -112,7 +107,7 @@ func readSelection(ctx context.Context, path string, s *site) error {
 }
 
 // printResults prints the demo's report of the sites names in dir.
-func printResults(ctx context.Context, w io.Writer, dir string, names []string, printSelection SelectionPrinter) error {
+func printResults(ctx context.Context, w io.Writer, dir string, names []string) error {
 	var sites []site
 	var sumN, sumATE, sumTrue float64
 	for _, n := range names {
@@ -149,7 +144,7 @@ func printResults(ctx context.Context, w io.Writer, dir string, names []string, 
 		for i, site := range sites {
 			shifts[i] = site.shift
 		}
-		if err := printSelection(w, s.candidates, s.chosen, s.held, math.NaN(), shifts); err != nil {
+		if err := selection.WriteText(w, s.candidates, s.chosen, s.held, math.NaN(), shifts); err != nil {
 			return err
 		}
 	}
