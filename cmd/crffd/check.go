@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/spf13/cobra"
 
-	"github.com/crffd/crffd/balance"
 	"github.com/crffd/crffd/store"
 )
 
@@ -86,7 +84,7 @@ func runCheck(ctx context.Context, a *app) error {
 		return err
 	}
 	defer db.Close()
-	if err := printCovariates(a, recs); err != nil {
+	if err := recs.WriteCovariates(a.stdout); err != nil {
 		return err
 	}
 	warnUnused(a, src, recs)
@@ -94,23 +92,11 @@ func runCheck(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-	if err := printBalance(a.stdout, b, recs, 0); err != nil {
+	if err := b.WriteText(a.stdout, recs, 0); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintln(a.stdout, "stored in crff_balance (scope local)")
 	return err
-}
-
-// printBalance prints b: the arms, the missing fields, the covariates by
-// imbalance (the first limit of them; 0 prints all), the effective sample
-// sizes and the overlap verdict. recs, when not nil, supplies the faults of
-// the rows left out.
-func printBalance(w io.Writer, b store.Balance, recs *store.Records, limit int) error {
-	t := balance.Text{Sites: b.Sites, LeftOut: b.LeftOut, Missing: b.Missing, Limit: limit}
-	if recs != nil && len(recs.Rejected) > 0 {
-		t.Faults = store.DescribeRejections(recs.Rejected)
-	}
-	return b.Report.WriteText(w, t)
 }
 
 // logBalance logs the verdict and the most imbalanced covariate at INFO,

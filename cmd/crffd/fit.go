@@ -116,7 +116,7 @@ func (a *app) checkFit(ctx context.Context, db *store.Site, src store.Source, re
 	if err != nil {
 		return err
 	}
-	if err := printBalance(a.stdout, bal, recs, 5); err != nil {
+	if err := bal.WriteText(a.stdout, recs, 5); err != nil {
 		return err
 	}
 	logBalance(a, src, bal)
@@ -197,7 +197,7 @@ func (a *app) scoreFit(ctx context.Context, src store.Source, cfg estimator.Conf
 // reportFit prints the positivity of published run r, its rows, its
 // model selection sel (nil: none) and its ATEs, and logs that it fitted.
 func (a *app) reportFit(r pipeline.Run, sel *pipeline.Selected, local inference.ATEs, start time.Time) error {
-	if err := printPositivity(a, r.Records, r.Effects); err != nil {
+	if err := r.Records.WritePositivity(a.stdout, r.Effects.Propensity); err != nil {
 		return err
 	}
 	m := r.Fitted.Models[0]

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
-	"strings"
 
-	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/positivity"
 	"github.com/crffd/crffd/store"
@@ -17,7 +14,7 @@ import (
 // fewer than positivity.MinArmRows rows; and it warns, at WARN, of an arm
 // below the soft minimum.
 func checkFitRecords(a *app, src store.Source, recs *store.Records) error {
-	if err := printCovariates(a, recs); err != nil {
+	if err := recs.WriteCovariates(a.stdout); err != nil {
 		return err
 	}
 	warnUnused(a, src, recs)
@@ -25,32 +22,6 @@ func checkFitRecords(a *app, src store.Source, recs *store.Records) error {
 		return err
 	}
 	warnThinArms(a, src, recs.Arms())
-	return nil
-}
-
-// printCovariates prints the covariates read and their types, and the
-// columns left out of them, for example
-//
-//	covariates: age (continuous), sex (binary), score (continuous)
-//	not a covariate: name (none of its 300 values is a number)
-func printCovariates(a *app, recs *store.Records) error {
-	l := recs.Layout
-	parts := make([]string, len(l.Covariates))
-	for j, c := range l.Covariates {
-		t := "continuous"
-		if j < len(l.Binary) && l.Binary[j] {
-			t = "binary"
-		}
-		parts[j] = c + " (" + t + ")"
-	}
-	if _, err := fmt.Fprintf(a.stdout, "covariates: %s\n", strings.Join(parts, ", ")); err != nil {
-		return err
-	}
-	for _, u := range recs.Unused {
-		if _, err := fmt.Fprintf(a.stdout, "not a covariate: %s (%s)\n", u.Name, u.Reason); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -74,31 +45,4 @@ func warnThinArms(a *app, src store.Source, c positivity.Counts) {
 				slog.Int(logKeyTotal, n), slog.Int(logKeyLeast, positivity.SoftMinimum(n)))
 		}
 	}
-}
-
-// printPositivity prints fit's positivity line after training, from the
-// training rows' arms and estimated propensities: a warning naming each
-// rule of package positivity that fails, or "ok" with the counts. For
-// example
-//
-//	positivity: warning: 10 control rows (w = 0) among 300 (3.3%), below the 20 rows and 5% of the rows each arm should hold. The effects …
-func printPositivity(a *app, recs *store.Records, eff *estimator.Effects) error {
-	var treated, control []float64
-	for i, w := range recs.Data.W {
-		switch w {
-		case 1:
-			treated = append(treated, eff.Propensity[i])
-		case 0:
-			control = append(control, eff.Propensity[i])
-		}
-	}
-	c := positivity.Of(recs.Layout.Treatment, treated, control)
-	var err error
-	if w := c.Warning(); w != "" {
-		_, err = fmt.Fprintf(a.stdout, "positivity: warning: %s. The effects rest partly on extrapolation from the other arm; see crff_positivity and crff_overlap\n", w)
-	} else {
-		_, err = fmt.Fprintf(a.stdout, "positivity: ok: %d treated and %d control rows, %d with a propensity outside %s\n",
-			c.Treated, c.Control, c.Outside, positivity.Bounds())
-	}
-	return err
 }

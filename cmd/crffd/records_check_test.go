@@ -197,7 +197,7 @@ func TestFitWarnings(t *testing.T) {
 					eff.Propensity[i], k = 0.999, k+1
 				}
 			}
-			if err := printPositivity(a, recs, eff); err != nil {
+			if err := recs.WritePositivity(a.stdout, eff.Propensity); err != nil {
 				t.Fatal(err)
 			}
 			if !strings.HasPrefix(out.String(), tt.want) || strings.Count(out.String(), "\n") != 1 {
@@ -215,7 +215,7 @@ func TestFitWarnings(t *testing.T) {
 	for i := range half.Propensity {
 		half.Propensity[i] = 0.5
 	}
-	if err := printPositivity(a, recs, half); err != nil {
+	if err := recs.WritePositivity(a.stdout, half.Propensity); err != nil {
 		t.Fatal(err)
 	}
 	if want := "positivity: ok: 150 treated and 150 control rows, 0 with a propensity outside [0.01, 0.99]\n"; out.String() != want {
