@@ -553,3 +553,47 @@ func TestRecheckNoisedATE(t *testing.T) {
 		})
 	}
 }
+
+// TestPrivateATEIntervalCovers: the interval a private site's released ATE
+// sums give, whose standard error includes the noise's variance, covers
+// the true mean of the scores at its nominal 95%, where an interval of the
+// sampling error alone would not; the noise is large against it here.
+func TestPrivateATEIntervalCovers(t *testing.T) {
+	const (
+		reps, n = 1000, 400
+		truth   = 2.0
+		ysd     = 2 // ψ clipped to 8·2 = 16, beyond almost every score
+		sigma   = 20
+	)
+	p := SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Bounds: testBounds, Outcome: &testOutcomeBound}
+	r := rand.New(rand.NewPCG(11, 12))
+	var covered, coveredSampling int
+	psi, cate := make([]float64, n), make([]float64, n)
+	for range reps {
+		for i := range psi {
+			psi[i], cate[i] = truth+3*r.NormFloat64(), truth
+		}
+		rel, err := p.ATE(psi, cate, testSchema, ysd, sigma, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := rel.Sums.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Lower <= truth && truth <= e.Upper {
+			covered++
+		}
+		sampling := math.Sqrt(max(0, e.SE*e.SE-rel.Sums.NoiseVar/(n*n)))
+		if math.Abs(e.Estimate-truth) <= 1.96*sampling {
+			coveredSampling++
+		}
+	}
+	if c := float64(covered) / reps; c < 0.93 || c > 0.97 {
+		t.Errorf("the noise-inclusive interval covers %.3f of %d releases, want 0.95 ± 0.02", c, reps)
+	}
+	if c := float64(coveredSampling) / reps; c > 0.85 {
+		t.Errorf("an interval of the sampling error alone covers %.3f: the noise is too small for this test to tell", c)
+	}
+	t.Logf("coverage %.3f with the noise in the se, %.3f without", float64(covered)/reps, float64(coveredSampling)/reps)
+}
