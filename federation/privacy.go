@@ -401,6 +401,10 @@ func calibrateRun(p *SitePrivacy, run string, cfg estimator.Config, rows int, fu
 	runEps := p.runEpsilon()
 	weight := 0.0
 	for _, r := range rel {
+		if !(r.share > 0) || r.count < 1 {
+			// A release of no share would get infinite noise.
+			return runCharge{}, nil, fmt.Errorf("privacy: the release %s has share %v over %d mechanisms", r.step, r.share, r.count)
+		}
 		weight += r.share
 	}
 	rc := runCharge{rounds: rounds, q: q, clip: p.Clip, agg: map[string]float64{}}

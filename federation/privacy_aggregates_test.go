@@ -597,3 +597,14 @@ func TestPrivateATEIntervalCovers(t *testing.T) {
 	}
 	t.Logf("coverage %.3f with the noise in the se, %.3f without", float64(covered)/reps, float64(coveredSampling)/reps)
 }
+
+// TestCalibrateRefusesASharelessRelease: a release without a share of
+// the aggregate budget is a programming error, refused rather than given
+// infinite noise.
+func TestCalibrateRefusesASharelessRelease(t *testing.T) {
+	cfg := testConfig()
+	p := SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1}
+	if _, _, err := calibrateRun(&p, "r", cfg, 400, nil, []release{{step: StepATE, count: 1}}); err == nil || !strings.Contains(err.Error(), "release ate has share 0") {
+		t.Fatalf("err %v, want the release named with its share", err)
+	}
+}
