@@ -524,7 +524,8 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 	t.Setenv("CRFFD_FEDERATION_TLS_CRL", "other.crl")
 	t.Setenv("CRFFD_PRIVACY_BOUNDS_AGE", "0, 120")
 	t.Setenv("CRFFD_PRIVACY_BOUNDS_SCORE", "-5,5")
-	if p, err := a.conf().Privacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 || len(p.Bounds) != 3 ||
+	t.Setenv("CRFFD_PRIVACY_PSI_CLIP", "12")
+	if p, err := a.conf().Privacy(); err != nil || p.Epsilon != 4 || p.Clip != 2 || p.RunEpsilon != 2 || p.PsiClip != 12 || len(p.Bounds) != 3 ||
 		p.Bounds["age"] != (federation.Bound{Lo: 0, Hi: 120}) || p.Bounds["score"] != (federation.Bound{Lo: -5, Hi: 5}) {
 		t.Errorf("privacy from the environment: %+v, %v", p, err)
 	}
