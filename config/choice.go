@@ -17,21 +17,11 @@ import (
 // EstimatorNames are the values of model.estimator.
 var EstimatorNames = []string{"auto", selection.KindLatent, selection.KindOutcome, selection.KindTLearner, selection.KindDR}
 
-// Choice is what model.estimator, kernel.name and model.validation ask
-// for: the candidate kinds and kernels to choose among, and the share of
-// rows held out to choose on.
-type Choice struct {
-	Kinds   []string // empty: every kind
-	Kernels []modelstore.Kernel
-	Share   float64 // model.validation
-	Z       float64 // model.selection_z
-}
-
-// Single reports whether the choice leaves one candidate, which needs no
-// held-out rows: the latent or outcome CATE of one kernel.
-func (c Choice) Single() bool {
-	return len(c.Kernels) == 1 && len(c.Kinds) == 1 && (c.Kinds[0] == selection.KindLatent || c.Kinds[0] == selection.KindOutcome)
-}
+// Choice is what model.estimator, kernel.name, model.validation and
+// model.selection_z ask for: the candidate kinds and kernels to choose
+// among, and the share of rows held out to choose on. Reader.Choice
+// leaves its Candidates and OnFitted unset.
+type Choice = pipeline.Selection
 
 // Choice reads model.estimator, model.validation and model.selection_z,
 // then the kernels kernel.name asks for, from kernels (which, for auto,

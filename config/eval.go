@@ -11,6 +11,8 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/evaluate"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/selection"
 )
@@ -156,6 +158,42 @@ func AutoKernel(list, item string) (name string, grid selection.GridPoint, param
 		return "", grid, nil, fmt.Errorf("--auto-kernels %q: %q is not NAME or NAME:PARAM=VALUE", list, item)
 	}
 	return name, grid, params, nil
+}
+
+// OpenAutoKernels opens the kernels of a --auto-kernels list as model
+// selection's candidates, each plugin once (by open), and returns what
+// closes them.
+func OpenAutoKernels(list string, open func(name string) (*kernels.Client, error)) ([]selection.Kernel, func(), error) {
+	clients := map[string]*kernels.Client{}
+	closeAll := func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+	var out []selection.Kernel
+	for _, item := range strings.Split(list, ",") {
+		name, grid, params, err := AutoKernel(list, item)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		c, ok := clients[name]
+		if !ok {
+			if c, err = open(name); err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("--auto-kernels: %w", err)
+			}
+			clients[name] = c
+		}
+		bound, err := c.WithParams(params)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("--auto-kernels %q: %w", item, err)
+		}
+		label := pipeline.KernelLabel(modelstore.Kernel{Name: name, Params: params, GridPoint: grid})
+		out = append(out, selection.Kernel{Name: label, Spectral: bound, GridPoint: grid})
+	}
+	return out, closeAll, nil
 }
 
 // ParseKernelParams parses --kernel-param NAME=VALUE pairs.

@@ -1,9 +1,12 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 
+	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/selection"
 )
@@ -59,5 +62,40 @@ func TestKernelLabel(t *testing.T) {
 		if got := KernelLabel(tc.k); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.k, got, tc.want)
 		}
+	}
+}
+
+// TestOpenKernels: grid points of one kernel share its plugin, opened
+// once; a kernel with other parameters is a plugin of its own; and
+// Candidates names each by KernelLabel with its plugin.
+func TestOpenKernels(t *testing.T) {
+	ks := []modelstore.Kernel{
+		{Name: "gaussian"},
+		{Name: "gaussian", GridPoint: selection.GridPoint{Features: 50}},
+		{Name: "matern", Params: map[string]float64{"nu": 1.5}},
+		{Name: "matern", Params: map[string]float64{"nu": 2.5}},
+	}
+	var opened []string
+	open := func(_ context.Context, k modelstore.Kernel) (estimator.Spectral, error) {
+		opened = append(opened, KernelLabel(k))
+		return estimator.GaussianSpectral{}, nil
+	}
+	spectra, err := OpenKernels(context.Background(), ks, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"gaussian", KernelLabel(ks[2]), KernelLabel(ks[3])}; !slices.Equal(opened, want) {
+		t.Errorf("opened %q, want %q", opened, want)
+	}
+	cands := Candidates(ks, spectra)
+	for i, c := range cands {
+		if c.Name != KernelLabel(ks[i]) || c.Spectral == nil || c.GridPoint != ks[i].GridPoint {
+			t.Errorf("candidate %d: %+v, want %s", i, c, KernelLabel(ks[i]))
+		}
+	}
+	if _, err := OpenKernels(context.Background(), ks, func(context.Context, modelstore.Kernel) (estimator.Spectral, error) {
+		return nil, errors.New("no plugin")
+	}); err == nil {
+		t.Error("OpenKernels: no error from a kernel that does not open")
 	}
 }

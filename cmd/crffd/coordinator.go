@@ -12,6 +12,7 @@ import (
 	"github.com/crffd/crffd/coordinatord"
 	"github.com/crffd/crffd/daemon"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store/coordstore"
 )
@@ -75,7 +76,7 @@ func runCoordinatorDaemon(ctx context.Context, a *app, once bool) error {
 	if err := a.serveMetrics(ctx, "coordinator", cfg.Run.Metrics); err != nil {
 		return withExit(exitConfig, err)
 	}
-	cfg.State, cfg.Conn, cfg.NewRunID = db, daemon.Conn(ctx, client), newRunID
+	cfg.State, cfg.Conn, cfg.NewRunID = db, daemon.Conn(ctx, client), pipeline.NewRunID
 	cfg.Finished = func(res *federation.Result) error { return res.WriteText(a.stdout, cfg.Run.Selection.Z) }
 	return coordinatorExit(coordinatord.Run(ctx, cfg))
 }
@@ -101,12 +102,12 @@ func (a *app) coordinatorKernels(ctx context.Context, r *federation.CoordinatorC
 	if r.Selection, err = config.FederatedSelection(choice); err != nil {
 		return err
 	}
-	spectra, err := a.openKernels(ctx, choice.Kernels)
+	spectra, err := pipeline.OpenKernels(ctx, choice.Kernels, a.openSpectral)
 	if err != nil {
 		return err
 	}
-	r.KernelName = kernelLabel(choice.Kernels[0])
-	r.Spectral, r.Extra = spectra[r.KernelName], selectionKernels(choice.Kernels[1:], spectra)
+	r.KernelName = pipeline.KernelLabel(choice.Kernels[0])
+	r.Spectral, r.Extra = spectra[r.KernelName], pipeline.Candidates(choice.Kernels[1:], spectra)
 	return nil
 }
 

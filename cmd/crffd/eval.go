@@ -6,16 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/config"
 	"github.com/crffd/crffd/evaluate"
-	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/kernels"
 	"github.com/crffd/crffd/progress"
-	"github.com/crffd/crffd/selection"
 )
 
 func newEvalCmd(a *app) *cobra.Command {
@@ -129,11 +126,14 @@ func runEval(cmd *cobra.Command, a *app, o config.EvalOptions) error {
 	defer kernel.Close()
 	plan.Spectral = kernel
 	if slices.Contains(plan.Modes, "auto") {
-		closeAll, err := a.openAutoKernels(cmd, dir, o.AutoKernels, &plan)
+		ks, closeAll, err := config.OpenAutoKernels(o.AutoKernels, func(name string) (*kernels.Client, error) {
+			return a.openKernel(cmd, dir, name, nil)
+		})
 		if err != nil {
 			return err
 		}
 		defer closeAll()
+		plan.Kernels = append(plan.Kernels, ks...)
 		if err := o.AutoPlan(&plan); err != nil {
 			return err
 		}
@@ -167,38 +167,4 @@ func (a *app) evalProgress(bar *progress.Line, done, total int, r evaluate.Resul
 		slog.Uint64(logKeySeed, r.Seed),
 		slog.Float64("sqrt_pehe", r.SqrtPEHE), slog.Float64("ate_err", r.ATEErr),
 		slog.Float64(logKeySeconds, r.TrainSeconds), slog.Int(logKeyRounds, r.Rounds))
-}
-
-// openAutoKernels opens the kernels of a --auto-kernels list into
-// plan.Kernels, each plugin once, and returns what closes them.
-func (a *app) openAutoKernels(cmd *cobra.Command, dir, list string, plan *evaluate.Plan) (func(), error) {
-	open := map[string]*kernels.Client{}
-	closeAll := func() {
-		for _, c := range open {
-			c.Close()
-		}
-	}
-	for _, item := range strings.Split(list, ",") {
-		name, grid, params, err := config.AutoKernel(list, item)
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		c, ok := open[name]
-		if !ok {
-			if c, err = a.openKernel(cmd, dir, name, nil); err != nil {
-				closeAll()
-				return nil, fmt.Errorf("--auto-kernels: %w", err)
-			}
-			open[name] = c
-		}
-		bound, err := c.WithParams(params)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("--auto-kernels %q: %w", item, err)
-		}
-		label := kernelLabel(modelstore.Kernel{Name: name, Params: params, GridPoint: grid})
-		plan.Kernels = append(plan.Kernels, selection.Kernel{Name: label, Spectral: bound, GridPoint: grid})
-	}
-	return closeAll, nil
 }

@@ -9,10 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crffd/crffd/config"
-	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
-	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/selection"
@@ -78,28 +75,24 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err != nil {
 		return err
 	}
-	run := newRunID()
+	run := pipeline.NewRunID()
 	if err := db.BeginRun(ctx, run, recs.Layout); err != nil {
 		return err
 	}
 	start := time.Now()
 	a.log.Info("training", slog.String(logKeyRun, run), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
-	bar := progress.New(os.Stderr, a.log)
-	t, err := a.trainFit(ctx, run, src, ch, cfg, recs, bar)
+	f, err := pipeline.FitSite(ctx, pipeline.SiteFit{Run: run, DB: src.DB, Records: recs, Config: cfg, Choice: ch,
+		Open: a.openSpectral, Progress: progress.New(os.Stderr, a.log), Logger: a.log})
 	if err != nil {
 		return err
 	}
-	r, local, err := a.scoreFit(ctx, src, cfg, run, recs, t, bar)
-	if err != nil {
+	if err := db.AppendLoss(ctx, run, pipeline.FiniteLosses(f.Losses)...); err != nil {
 		return err
 	}
-	if err := db.AppendLoss(ctx, run, pipeline.FiniteLosses(t.losses)...); err != nil {
+	if err := pipeline.Publish(ctx, db, f.Run); err != nil {
 		return err
 	}
-	if err := pipeline.Publish(ctx, db, r); err != nil {
-		return err
-	}
-	return a.reportFit(r, t.sel, local, start)
+	return a.reportFit(f.Run, f.Selected, f.ATEs, start)
 }
 
 // checkFit is what crffd fit does between reading the records and
@@ -121,77 +114,6 @@ func (a *app) checkFit(ctx context.Context, db *store.Site, src store.Source, re
 	}
 	logBalance(a, src, bal)
 	return nil
-}
-
-// fitTraining is what crffd fit trained: the models and estimator, the
-// model selection that chose them (nil when there was no choice), and
-// the loss history of the run's own kernel.
-type fitTraining struct {
-	pipeline.Fitted
-	sel    *pipeline.Selected
-	losses []store.Loss
-}
-
-// trainFit trains the models of ch on recs: one kernel's model, or every
-// candidate of model selection, of which it keeps the chosen one's.
-func (a *app) trainFit(ctx context.Context, run string, src store.Source, ch config.Choice, cfg estimator.Config, recs *store.Records, bar *progress.Line) (fitTraining, error) {
-	if !ch.Single() {
-		a.log.Info("fitting the candidates of model selection", slog.String(logKeyRun, run), slog.Int("kernels", len(ch.Kernels)),
-			slog.Float64("validation_share", ch.Share))
-		sel, err := a.selectModel(ctx, ch, recs.Data, recs.Schema, cfg, bar)
-		bar.Done()
-		if err != nil {
-			return fitTraining{}, fmt.Errorf("fit %q: %w", src.DB, err)
-		}
-		return fitTraining{Fitted: sel.Fitted, sel: sel, losses: sel.Losses}, nil
-	}
-	spectral, err := a.openSpectral(ctx, ch.Kernels[0])
-	if err != nil {
-		return fitTraining{}, err
-	}
-	var losses []store.Loss
-	model, err := estimator.Fit(trainingProgress(ctx, bar, &losses), []*estimator.Data{recs.Data}, recs.Schema, spectral, cfg)
-	bar.Done()
-	if err != nil {
-		return fitTraining{}, fmt.Errorf("fit %q: %w", src.DB, err)
-	}
-	f := pipeline.Fitted{Models: []*estimator.Model{model}, Kernels: ch.Kernels[:1], Estimator: selection.Estimator{Kind: ch.Kinds[0]}}
-	return fitTraining{Fitted: f, losses: losses}, nil
-}
-
-// scoreFit scores every row of recs with the models of t, computes their
-// AIPW ATE, and returns them as run, ready to publish, with the ATEs.
-func (a *app) scoreFit(ctx context.Context, src store.Source, cfg estimator.Config, run string, recs *store.Records, t fitTraining, bar *progress.Line) (pipeline.Run, inference.ATEs, error) {
-	model := t.Models[0]
-	eff, err := model.Effects(scoringProgress(ctx, bar), 0, recs.Data)
-	bar.Done()
-	if err != nil {
-		return pipeline.Run{}, inference.ATEs{}, fmt.Errorf("score %q: %w", src.DB, err)
-	}
-	cate, err := t.CATE(ctx, 0, recs.Data, eff.CATE)
-	if err != nil {
-		return pipeline.Run{}, inference.ATEs{}, fmt.Errorf("score %q: %w", src.DB, err)
-	}
-	var nu *inference.Nuisance
-	if t.sel != nil && model == t.sel.Result.Models[0] {
-		// Model selection cross-fitted these rows' nuisances under this
-		// model's setup for its held-out losses: the AIPW ATE reuses them.
-		nu = &t.sel.Result.Nuisance[0]
-	} else {
-		a.log.Info("cross-fitting the nuisance models of the AIPW ATE", slog.String(logKeyRun, run), slog.Int("folds", cfg.Folds))
-	}
-	an, local, err := pipeline.Analyse(ctx, model, recs.Data, cate, nu)
-	if err != nil {
-		return pipeline.Run{}, inference.ATEs{}, fmt.Errorf("ATE of %q: %w", src.DB, err)
-	}
-	pipeline.WarnUncalibrated(a.log, src.DB, recs.Len(), an.Calibration)
-	r := pipeline.Run{ID: run, Records: recs, Fitted: t.Fitted, Setup: modelstore.Setup{Config: cfg, Scaler: model.Setup.Scaler, Site: 0, Sites: 1},
-		Effects: eff, CATE: cate, Scores: pipeline.AnalysisScores(an), Calibration: an.Calibration,
-		Results: store.Results{ATE: pipeline.ATERows(store.ScopeLocal, local)}}
-	if t.sel != nil {
-		r.Results.Selection = t.sel.Rows
-	}
-	return r, local, nil
 }
 
 // reportFit prints the positivity of published run r, its rows, its

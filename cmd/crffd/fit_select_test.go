@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/crffd/crffd/pipeline"
 )
 
 // TestGridSettings reads kernel.grid from the file and from the
@@ -18,7 +20,7 @@ func TestGridSettings(t *testing.T) {
 		}
 		var out []string
 		for _, k := range c.Kernels {
-			out = append(out, kernelLabel(k))
+			out = append(out, pipeline.KernelLabel(k))
 		}
 		return out
 	}

@@ -37,12 +37,9 @@ func newKernelsListCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			bins, err := host.List(dir, kernels.Kind)
+			bins, err := kernelPlugins(dir)
 			if err != nil {
 				return err
-			}
-			if len(bins) == 0 {
-				return fmt.Errorf("no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tVERSION\tPARAMETERS\tDESCRIPTION\tPATH\tSHA256")
@@ -57,22 +54,11 @@ func newKernelsListCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, in.Version, describeParams(in.Params), in.Description, b.Path, sum)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, in.Version, kernels.DescribeParams(in.Params), in.Description, b.Path, sum)
 			}
 			return tw.Flush()
 		},
 	}
-}
-
-func describeParams(ps []kernels.Param) string {
-	if len(ps) == 0 {
-		return "-"
-	}
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = fmt.Sprintf("%s=%g (%s)", p.Name, p.Default, p.Description)
-	}
-	return strings.Join(parts, "; ")
 }
 
 func (a *app) openKernel(cmd *cobra.Command, dir, name string, p kernels.Params) (*kernels.Client, error) {
@@ -113,12 +99,9 @@ new third-party kernel.`,
 			if len(args) == 1 {
 				names = args
 			} else {
-				bins, err := host.List(dir, kernels.Kind)
+				bins, err := kernelPlugins(dir)
 				if err != nil {
 					return err
-				}
-				if len(bins) == 0 {
-					return fmt.Errorf("no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
 				}
 				for _, b := range bins {
 					names = append(names, b.Name)
@@ -161,33 +144,21 @@ new third-party kernel.`,
 	return cmd
 }
 
-// verifyKernel runs the self-test of one kernel at its default parameters
-// and at every value each parameter lists for testing.
+// verifyKernel runs the self-test of kernel name (kernelcheck.Settings).
 func (a *app) verifyKernel(cmd *cobra.Command, dir, name string, o kernelcheck.Options) ([]kernelcheck.Result, error) {
 	c, err := a.openKernel(cmd, dir, name, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	settings := []kernels.Params{nil}
-	for _, p := range c.Info().Params {
-		for _, v := range p.Values {
-			if v != p.Default {
-				settings = append(settings, kernels.Params{p.Name: v})
-			}
-		}
+	return kernelcheck.Settings(cmd.Context(), c, o)
+}
+
+// kernelPlugins lists the kernel plugins in dir, and fails when there is none.
+func kernelPlugins(dir string) ([]host.Binary, error) {
+	bins, err := host.List(dir, kernels.Kind)
+	if err == nil && len(bins) == 0 {
+		err = fmt.Errorf("no kernel plugins (crff-kernel-*) in %q: %w", dir, host.ErrNotFound)
 	}
-	var out []kernelcheck.Result
-	for _, p := range settings {
-		cp, err := c.WithParams(p)
-		if err != nil {
-			return nil, err
-		}
-		r, err := kernelcheck.Verify(cmd.Context(), cp, o)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return bins, err
 }

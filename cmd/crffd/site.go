@@ -12,6 +12,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/plugins/transport"
 	"github.com/crffd/crffd/store"
 )
@@ -121,13 +122,13 @@ func (a *app) federatedSite(src store.Source) (site.Config, error) {
 }
 
 // siteKernels returns the kernels kernel.name asks a federated site to
-// train, with their plugins open, by kernelLabel.
+// train, with their plugins open, by pipeline.KernelLabel.
 func (a *app) siteKernels(ctx context.Context) ([]modelstore.Kernel, map[string]estimator.Spectral, error) {
 	ks, err := a.kernelSettings(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	spectra, err := a.openKernels(ctx, ks)
+	spectra, err := pipeline.OpenKernels(ctx, ks, a.openSpectral)
 	return ks, spectra, err
 }
 

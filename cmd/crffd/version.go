@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"runtime/debug"
-	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/internal/buildinfo"
 )
 
 // version is set at build time: make build passes the output of git
@@ -23,49 +24,8 @@ func newVersionCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			bi, _ := debug.ReadBuildInfo()
-			_, err := fmt.Fprintln(a.stdout, versionString(version, bi))
+			_, err := fmt.Fprintln(a.stdout, buildinfo.Describe(version, bi))
 			return err
 		},
 	}
-}
-
-// versionString describes a build: the version, then what the build
-// recorded of its commit (its first 12 hex digits, time, whether the tree
-// had uncommitted changes) and the Go version.
-func versionString(v string, bi *debug.BuildInfo) string {
-	var detail []string
-	if bi != nil {
-		var rev, at string
-		modified := false
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.time":
-				at = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if rev != "" {
-			c := "commit " + rev[:min(12, len(rev))]
-			if modified {
-				c += " with uncommitted changes"
-			}
-			detail = append(detail, c)
-		}
-		if at != "" {
-			detail = append(detail, at)
-		}
-		if bi.GoVersion != "" {
-			detail = append(detail, bi.GoVersion)
-		}
-	}
-	if v == "dev" && len(detail) > 0 && !strings.HasPrefix(detail[0], "commit") {
-		detail = append([]string{"no version or commit recorded: build with make build"}, detail...)
-	}
-	if len(detail) == 0 {
-		return "crffd " + v
-	}
-	return fmt.Sprintf("crffd %s (%s)", v, strings.Join(detail, ", "))
 }

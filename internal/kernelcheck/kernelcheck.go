@@ -120,3 +120,30 @@ func verifyPairs(o Options) (a, b *mat.Dense) {
 	}
 	return a, b
 }
+
+// Settings runs the self-test of c at its default parameters and at every
+// value each parameter lists for testing (kernels.Param.Values), in that
+// order.
+func Settings(ctx context.Context, c *kernels.Client, o Options) ([]Result, error) {
+	settings := []kernels.Params{nil}
+	for _, p := range c.Info().Params {
+		for _, v := range p.Values {
+			if v != p.Default {
+				settings = append(settings, kernels.Params{p.Name: v})
+			}
+		}
+	}
+	var out []Result
+	for _, p := range settings {
+		cp, err := c.WithParams(p)
+		if err != nil {
+			return nil, err
+		}
+		r, err := Verify(ctx, cp, o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -59,6 +59,19 @@ type Param struct {
 	Values []float64
 }
 
+// DescribeParams lists ps as NAME=DEFAULT (DESCRIPTION), joined by "; ",
+// or "-" when there are none.
+func DescribeParams(ps []Param) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%s=%g (%s)", p.Name, p.Default, p.Description)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Info describes a kernel.
 type Info struct {
 	Name        string
