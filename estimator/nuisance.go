@@ -106,35 +106,58 @@ func (s Scaler) standardizeX(src *mat.Dense) *mat.Dense {
 }
 
 // CrossFit returns nuisance predictions for every row of data, the rows
-// of federation site site, each from propensity and outcome models that
-// did not see the row. The rows are split into folds (inference.Folds,
+// of federation site site, from models that did not see the row, combined
+// by a super learner. The rows are split into folds (inference.Folds,
 // stratified by arm and keyed by Config.Seed and site; Config.Folds of
-// them), and for each fold
-// the two models are trained on the site's other folds alone and predict
-// the fold.
+// them), and for each fold two learners are trained on the site's other
+// folds alone and predict the fold: the random-feature propensity and
+// outcome models (LearnerRFF) and the textbook GLMs on the covariates
+// (LearnerGLM). The propensity and the outcome are then each the convex
+// combination of the two learners whose out-of-fold loss over all the
+// rows is least (a weight on a grid of 21), as van der Laan, Polley and
+// Hubbard's super learner stacks its candidates; Nuisance.Stack records
+// the weights and losses. A row's own values enter its predictions only
+// through those two weights, never through a fitted model.
 //
 // The models see only the site's own rows, so cross-fitting costs no
 // federated rounds and sends nothing; it uses setup's standardisation and
 // base frequencies, which a federation agrees on before training, so a
 // site daemon and the simulated federation get the same predictions.
 func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inference.Nuisance, error) {
-	if setup == nil {
-		return inference.Nuisance{}, errors.New("estimator: nil setup")
-	}
-	folds := setup.Config.folds()
-	if err := validateData(data, setup.Schema); err != nil {
+	cands, err := crossFitLearners(ctx, setup, site, data)
+	if err != nil {
 		return inference.Nuisance{}, err
 	}
-	if err := setup.checkOutcomes(data); err != nil {
-		return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %w", site, err)
-	}
-	assign, err := inference.Folds(data.W, folds, mix(streamFolds, setup.Config.Seed, uint64(site)))
+	out, err := stack(data, setup.Schema.BinaryOutcome, []string{LearnerGLM, LearnerRFF}, cands[:])
 	if err != nil {
 		return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %w", site, err)
 	}
+	return out, nil
+}
+
+// crossFitLearners returns the out-of-fold predictions of every row of
+// data by each learner, LearnerGLM's then LearnerRFF's (CrossFit).
+func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data) ([2]inference.Nuisance, error) {
+	var cands [2]inference.Nuisance
+	if setup == nil {
+		return cands, errors.New("estimator: nil setup")
+	}
+	folds := setup.Config.folds()
+	if err := validateData(data, setup.Schema); err != nil {
+		return cands, err
+	}
+	if err := setup.checkOutcomes(data); err != nil {
+		return cands, fmt.Errorf("estimator: site %d: %w", site, err)
+	}
+	assign, err := inference.Folds(data.W, folds, mix(streamFolds, setup.Config.Seed, uint64(site)))
+	if err != nil {
+		return cands, fmt.Errorf("estimator: site %d: %w", site, err)
+	}
 	n := data.Rows()
-	out := inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n)}
-	// The folds are independent and write disjoint rows of out, so they
+	for c := range cands {
+		cands[c] = inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n)}
+	}
+	// The folds are independent and write disjoint rows of cands, so they
 	// run on every core without changing the result.
 	fit := func(k int) error {
 		var train, held []int
@@ -151,25 +174,32 @@ func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inferenc
 		if len(train) == 0 {
 			return fmt.Errorf("estimator: site %d: %d rows are too few for %d folds", site, n, folds)
 		}
-		model, err := fitKinds(ctx, []*Data{data.Subset(train)}, setup, Propensity, Outcome)
+		tr, hd := data.Subset(train), data.Subset(held)
+		model, err := fitKinds(ctx, []*Data{tr}, setup, Propensity, Outcome)
 		if err != nil {
 			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %w", site, k+1, folds, err)
 		}
-		nu, err := model.Nuisance(0, data.Subset(held))
+		rff, err := model.Nuisance(0, hd)
 		if err != nil {
 			return err
 		}
-		for r, i := range held {
-			out.Propensity[i], out.Mu0[i], out.Mu1[i] = nu.Propensity[r], nu.Mu0[r], nu.Mu1[r]
+		lin, err := setup.glmNuisance(ctx, tr, hd)
+		if err != nil {
+			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %s learner: %w", site, k+1, folds, LearnerGLM, err)
+		}
+		for c, nu := range []inference.Nuisance{lin, rff} {
+			for r, i := range held {
+				cands[c].Propensity[i], cands[c].Mu0[i], cands[c].Mu1[i] = nu.Propensity[r], nu.Mu0[r], nu.Mu1[r]
+			}
 		}
 		return nil
 	}
 	errs := make([]error, folds)
 	parallel.ForEach(folds, 0, func(k int) { errs[k] = fit(k) })
 	if err := errors.Join(errs...); err != nil {
-		return inference.Nuisance{}, err
+		return cands, err
 	}
-	return out, nil
+	return cands, nil
 }
 
 // Analyse cross-fits the nuisances of data, the rows of federation site

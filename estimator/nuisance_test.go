@@ -107,8 +107,9 @@ func TestNuisanceUnits(t *testing.T) {
 }
 
 // TestCrossFitOwnRow checks that a row's cross-fitted predictions come
-// from models that did not see it: changing a row's outcome changes the
-// predictions of other rows but never its own.
+// from models that did not see it: changing a row's outcome changes each
+// learner's predictions of other rows but never its own, and moves the
+// row's stacked prediction only when it moves the stack's weights.
 func TestCrossFitOwnRow(t *testing.T) {
 	ctx := context.Background()
 	schema := Schema{Binary: []bool{false, false}}
@@ -134,20 +135,36 @@ func TestCrossFitOwnRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved := 0
 	for i := range d.W {
 		if before.Mu0[i] != again.Mu0[i] || before.Propensity[i] != again.Propensity[i] {
 			t.Fatalf("row %d: CrossFit is not deterministic", i)
 		}
-		if before.Mu0[i] != after.Mu0[i] || before.Mu1[i] != after.Mu1[i] {
-			moved++
-			if i == row {
-				t.Errorf("row %d's own outcome moved its prediction: %v → %v", row, before.Mu0[i], after.Mu0[i])
+	}
+	sameWeights := slices.Equal(before.Stack.OutcomeWeights, after.Stack.OutcomeWeights)
+	if sameWeights && (before.Mu0[row] != after.Mu0[row] || before.Mu1[row] != after.Mu1[row]) {
+		t.Errorf("row %d's own outcome moved its prediction under the same weights: %v → %v", row, before.Mu0[row], after.Mu0[row])
+	}
+	learners, err := crossFitLearners(ctx, m.Setup, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changedLearners, err := crossFitLearners(ctx, m.Setup, 0, changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for c := range learners {
+		for i := range d.W {
+			if learners[c].Mu0[i] != changedLearners[c].Mu0[i] || learners[c].Mu1[i] != changedLearners[c].Mu1[i] {
+				moved++
+				if i == row {
+					t.Errorf("learner %d: row %d's own outcome moved its prediction: %v → %v", c, row, learners[c].Mu0[i], changedLearners[c].Mu0[i])
+				}
 			}
 		}
 	}
-	// Four of the five fold models trained on the changed row.
-	if moved < 60 {
+	// Four of the five fold models of each learner trained on the changed row.
+	if moved < 120 {
 		t.Errorf("only %d rows' predictions moved with row %d's outcome; want those of the other four folds", moved, row)
 	}
 	bad := cfg

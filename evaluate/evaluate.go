@@ -483,7 +483,7 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 		if fit.priv != nil {
 			rel = &release{priv: fit.priv, sigma: fit.agg[p.TestSource-1], schema: schema, rng: rng}
 		}
-		if err := r.aipw(ctx, model, p.TestSource-1, test.Data(), cate, test.Tau(), p.CrossFit, rel); err != nil {
+		if err := r.aipw(ctx, model, p.TestSource-1, train[p.TestSource-1], test.Data(), cate, test.Tau(), p.CrossFit, rel); err != nil {
 			return r, err
 		}
 	}
@@ -508,20 +508,28 @@ type release struct {
 }
 
 // aipw sets the AIPW estimate and interval of the rows d from the
-// nuisances of model's site, or with crossFit from nuisances cross-fitted
-// on d (estimator.Analyse, as a site computes them), and the figures of the
-// DR-calibrated CATE against the true effects tau; those stay absent when d
-// has too few rows for a calibration. With rel, the AIPW estimate is that
-// of the sums the private site releases (its scores clipped, with noise),
-// and its interval includes the noise.
-func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, d *estimator.Data, cate, tau []float64, crossFit bool, rel *release) error {
+// nuisances of the super learner fitted on train, the training rows of
+// model's site (Model.StackedNuisance), or with crossFit from nuisances
+// cross-fitted on d (estimator.Analyse, as a site computes them), and the
+// figures of the DR-calibrated CATE against the true effects tau; those
+// stay absent when d has too few rows for a calibration. With rel, the
+// AIPW estimate is that of the sums the private site releases (its scores
+// clipped, with noise), and its interval includes the noise; its
+// nuisances are then model's own, trained privately, since the super
+// learner's GLMs are not.
+func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, train, d *estimator.Data, cate, tau []float64, crossFit bool, rel *release) error {
 	var an *inference.Analysis
 	var err error
 	if crossFit {
 		an, err = estimator.Analyse(ctx, model.Setup, site, d, cate)
 	} else {
 		var nu inference.Nuisance
-		if nu, err = model.Nuisance(site, d); err == nil {
+		if rel != nil {
+			nu, err = model.Nuisance(site, d)
+		} else {
+			nu, err = model.StackedNuisance(ctx, site, train, d)
+		}
+		if err == nil {
 			an, err = inference.Analyse(d.W, d.Y, nu, cate, d.X)
 		}
 	}

@@ -56,7 +56,8 @@ func kernelsOf(extra []selection.Kernel) func(context.Context, string) (estimato
 func TestSelectionKernelsEquivalence(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sel := Selection{Share: 0.25, Z: 2, Kernel: "gaussian"}
+	// Z = 3: an ensemble wide enough to take members of every kernel here.
+	sel := Selection{Share: 0.25, Z: 3, Kernel: "gaussian"}
 	f := newFed(90, 120, 70)
 	var mu sync.Mutex
 	losses := map[string]int{}

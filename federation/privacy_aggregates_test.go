@@ -608,3 +608,59 @@ func TestCalibrateRefusesASharelessRelease(t *testing.T) {
 		t.Fatalf("err %v, want the release named with its share", err)
 	}
 }
+
+// TestPrivateATEScoresOnNeighbours: the ψ of a site that releases its
+// ATE's sums with noise depend on their own row alone, so removing a row
+// leaves every other row's ψ as it was and moves the clipped Σψ by at
+// most B. Cross-fitted ψ, which a site without privacy uses, fail that:
+// every row trains fold models that predict the others, and the check
+// below sees it.
+func TestPrivateATEScoresOnNeighbours(t *testing.T) {
+	ctx := context.Background()
+	d := makeData(120, 0)
+	m, err := estimator.Fit(ctx, []*estimator.Data{d}, testSchema, estimator.GaussianSpectral{}, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const removed, b = 7, 50.0
+	var keep []int
+	for i := range d.Rows() {
+		if i != removed {
+			keep = append(keep, i)
+		}
+	}
+	less := d.Subset(keep)
+	for _, private := range []bool{true, false} {
+		psi := func(data *estimator.Data) []float64 {
+			t.Helper()
+			nu, err := siteNuisance(ctx, private, m.Setup, m, 0, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _, err := inference.Scores(data.W, data.Y, nu, inference.DefaultClip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		full, fewer := psi(d), psi(less)
+		moved := 0
+		for i := range fewer {
+			j := i
+			if i >= removed {
+				j++
+			}
+			if full[j] != fewer[i] {
+				moved++
+			}
+		}
+		sumFull, _, _ := clippedATESums(full, make([]float64, len(full)), b, 1)
+		sumLess, _, _ := clippedATESums(fewer, make([]float64, len(fewer)), b, 1)
+		switch {
+		case private && (moved > 0 || math.Abs(sumFull[0]-sumLess[0]) > b):
+			t.Errorf("private: removing row %d moved %d other rows' ψ and Σψ by %v (B = %v)", removed, moved, math.Abs(sumFull[0]-sumLess[0]), b)
+		case !private && moved < 50:
+			t.Errorf("cross-fitted: removing row %d moved only %d other rows' ψ; the check would not see the bound fail", removed, moved)
+		}
+	}
+}

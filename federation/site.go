@@ -142,8 +142,11 @@ type SiteResult struct {
 	// Calibration corrects the CATEs in Effects and gives their intervals
 	// (inference.Calibration); nil when the site has too few rows for one.
 	Calibration *inference.Calibration
-	Local       inference.ATEs // over the kept rows
-	Global      inference.ATEs
+	// Stack is the super learner's choice of the nuisances of the kept
+	// rows' ψ; nil when they came from the run's private models.
+	Stack  *inference.Stack
+	Local  inference.ATEs // over the kept rows
+	Global inference.ATEs
 	// Private is set when this site's answers carried differential privacy
 	// noise, and PrivateSites counts the run's sites whose did. Local is
 	// computed from the site's exact scores, which never leave it; the

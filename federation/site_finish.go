@@ -125,7 +125,7 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 		return nil, err
 	}
 	sums := an.Sums
-	s.res.Local.AIPW, s.res.Local.Clipped, s.res.Calibration = an.AIPW, an.Clipped, an.Calibration
+	s.res.Local.AIPW, s.res.Local.Clipped, s.res.Calibration, s.res.Stack = an.AIPW, an.Clipped, an.Calibration, an.Stack
 	s.res.Scores, s.res.ScoreClipped = make([]float64, len(s.res.CATE)), make([]bool, len(s.res.CATE))
 	for i := range s.res.Scores {
 		s.res.Scores[i] = math.NaN()
@@ -173,16 +173,33 @@ func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 	return []*wire.Envelope{d}, nil
 }
 
-// nuisance returns the nuisances cross-fitted on the kept rows, computed
+// nuisance returns the nuisances of the kept rows (siteNuisance), computed
 // once per run: the held-out losses of model selection and the AIPW ATE
 // use the same ones.
 func (s *site) nuisance(ctx context.Context) (inference.Nuisance, error) {
 	if s.nu == nil {
-		nu, err := estimator.CrossFit(ctx, s.res.Setup, s.res.Index, s.kept)
+		private := s.cfg.Privacy != nil && !s.cfg.Privacy.IsExact(ExactATE)
+		nu, err := siteNuisance(ctx, private, s.res.Setup, s.res.Model, s.res.Index, s.kept)
 		if err != nil {
 			return inference.Nuisance{}, err
 		}
 		s.nu = &nu
 	}
 	return *s.nu, nil
+}
+
+// siteNuisance returns the nuisances of the rows kept, of federation site
+// index: cross-fitted on those rows under the run's setup by the super
+// learner (estimator.CrossFit), or for a site that releases its ATE's
+// sums with noise (private), the run's model m's own predictions. Σψ of a private site
+// has sensitivity B only if each row's ψ depends on that row alone;
+// cross-fitting breaks that, since every row trains the fold models (and
+// moves the stack's weights) that predict the others. m was trained under
+// DP, so its predictions are a post-processing of what the site already
+// released.
+func siteNuisance(ctx context.Context, private bool, setup *estimator.Setup, m *estimator.Model, index int, kept *estimator.Data) (inference.Nuisance, error) {
+	if private {
+		return m.Nuisance(index, kept)
+	}
+	return estimator.CrossFit(ctx, setup, index, kept)
 }

@@ -28,6 +28,24 @@ var ErrInput = errors.New("inference: invalid input")
 type Nuisance struct {
 	Propensity []float64
 	Mu0, Mu1   []float64
+	// Stack, when not nil, says how the predictions were combined from
+	// candidate learners.
+	Stack *Stack
+}
+
+// Stack records a super learner's choice of nuisance models: the convex
+// weights of its candidate learners, chosen by their cross-validated
+// losses, for the propensity and for the outcome.
+type Stack struct {
+	Learners []string // the candidates, in the order of the slices below
+	// PropensityWeights and OutcomeWeights are each learner's weight; they
+	// sum to one.
+	PropensityWeights, OutcomeWeights []float64
+	// PropensityLoss and OutcomeLoss are each learner's cross-validated
+	// loss, then the stack's (one more number), on the same rows: the mean
+	// log loss of the propensity, and the mean squared error (log loss for
+	// a binary outcome) of the observed arm's outcome mean.
+	PropensityLoss, OutcomeLoss []float64
 }
 
 // Len returns the number of rows, or −1 when the slices differ in length.
@@ -204,6 +222,8 @@ type Analysis struct {
 	// the AIPW estimate can be recomputed as rows come and go.
 	Scores      []float64
 	ClippedRows []bool
+	// Stack is the nuisances' Stack, when they came from a super learner.
+	Stack *Stack
 }
 
 // Analyse computes the Analysis of rows with treatments w, outcomes y,
@@ -214,7 +234,7 @@ func Analyse(w, y []float64, nu Nuisance, cate []float64, x mat.Matrix) (*Analys
 	if err != nil {
 		return nil, err
 	}
-	a := &Analysis{Sums: Accumulate(psi), Clipped: clipped, Scores: psi, ClippedRows: make([]bool, len(psi))}
+	a := &Analysis{Sums: Accumulate(psi), Clipped: clipped, Scores: psi, ClippedRows: make([]bool, len(psi)), Stack: nu.Stack}
 	for i, e := range nu.Propensity {
 		a.ClippedRows[i] = IsClipped(e, DefaultClip)
 	}

@@ -108,3 +108,26 @@ func FiniteLosses(ls []store.Loss) []store.Loss {
 	}
 	return out
 }
+
+// NuisanceRows are the rows of crff_nuisance that record st, the super
+// learner's choice over n rows; none when st is nil.
+func NuisanceRows(st *inference.Stack, n int) []store.Nuisance {
+	if st == nil {
+		return nil
+	}
+	var out []store.Nuisance
+	for _, m := range []struct {
+		model   string
+		weights []float64
+		loss    []float64
+	}{
+		{store.NuisancePropensity, st.PropensityWeights, st.PropensityLoss},
+		{store.NuisanceOutcome, st.OutcomeWeights, st.OutcomeLoss},
+	} {
+		for k, l := range st.Learners {
+			out = append(out, store.Nuisance{Model: m.model, Learner: l, Weight: m.weights[k], Loss: m.loss[k], N: n})
+		}
+		out = append(out, store.Nuisance{Model: m.model, Learner: store.NuisanceStack, Loss: m.loss[len(st.Learners)], N: n})
+	}
+	return out
+}

@@ -46,6 +46,8 @@
 //	crff_model_selection candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen,
 //	                   member, shift, n, run, computed_at: the candidates of the run's
 //	                   model selection, and the ensemble chosen from them
+//	crff_nuisance      model, learner, weight, loss, n, run, computed_at: the super
+//	                   learner's choice of the AIPW's propensity and outcome models
 //	crff_audit         id, at, direction, peer, kind, run, model, round, tensors, bytes, digest
 //	crff_cate_records  a view: every column of the user's table, then its CATE columns
 //	crff_overlap       a view: bucket, lower, upper, treated, control, extreme, share; scored

@@ -111,6 +111,23 @@ type Selection struct {
 	N            int     // validation rows
 }
 
+// Nuisance is one learner's part in a run's choice of nuisance models, a
+// row of crff_nuisance (migration 0018 documents the columns).
+type Nuisance struct {
+	Model   string  // NuisancePropensity or NuisanceOutcome
+	Learner string  // a learner's name, or NuisanceStack
+	Weight  float64 // ignored for NuisanceStack
+	Loss    float64
+	N       int
+}
+
+// Names of crff_nuisance's models, and of the stack's own row.
+const (
+	NuisancePropensity = "propensity"
+	NuisanceOutcome    = "outcome"
+	NuisanceStack      = "stack"
+)
+
 // Results are everything a run publishes at a site.
 type Results struct {
 	CATE      []CATE      // one per scored row, each id once
@@ -118,11 +135,12 @@ type Results struct {
 	Transfer  []Transfer  // at most one per (peer, model)
 	Rejected  []Rejection // the rows left out of the run (Records.Rejected)
 	Selection []Selection // the candidates of the run's model selection, if any
+	Nuisance  []Nuisance  // the choice of the run's nuisance models, if recorded
 }
 
 // WriteResults publishes run's results: in one transaction it replaces
-// everything in crff_cate, crff_ate, crff_transfer, crff_rejected and
-// crff_model_selection with
+// everything in crff_cate, crff_ate, crff_transfer, crff_rejected,
+// crff_model_selection and crff_nuisance with
 // res, makes run the current run, deletes every other run together with its
 // model state, and (re)creates the crff_cate_records view over the run's
 // table, and the crff_overlap view of its propensities; it logs a warning
@@ -140,7 +158,7 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		if err != nil {
 			return fmt.Errorf("run %q: %w", run, err)
 		}
-		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection"} {
+		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection", "crff_nuisance"} {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 				return err
 			}
@@ -167,6 +185,9 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 			return err
 		}
 		if err := insertSelection(ctx, tx, run, res.Selection); err != nil {
+			return err
+		}
+		if err := insertNuisance(ctx, tx, run, res.Nuisance); err != nil {
 			return err
 		}
 		if err := s.ensureCateRecords(ctx, tx, r.Layout); err != nil {
@@ -552,6 +573,22 @@ func insertSelection(ctx context.Context, tx *sql.Tx, run string, ss []Selection
 			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			c.Candidate, c.Kind, kernel, ridge, c.Loss, se, c.Diff, diffSE, c.Chosen, c.Member, shift, c.N, run, at); err != nil {
 			return fmt.Errorf("model selection candidate %q: %w", c.Candidate, err)
+		}
+	}
+	return nil
+}
+
+func insertNuisance(ctx context.Context, tx *sql.Tx, run string, ns []Nuisance) error {
+	at := now()
+	for _, n := range ns {
+		var weight any = n.Weight
+		if n.Learner == NuisanceStack {
+			weight = nil
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO crff_nuisance (model, learner, weight, loss, n, run, computed_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			n.Model, n.Learner, weight, n.Loss, n.N, run, at); err != nil {
+			return fmt.Errorf("nuisance learner %q of the %s: %w", n.Learner, n.Model, err)
 		}
 	}
 	return nil

@@ -3,7 +3,9 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/crffd/crffd/store"
@@ -51,5 +53,53 @@ func TestSelectionEnsembleRow(t *testing.T) {
 		if _, err := db.Exec(bad); err == nil {
 			t.Errorf("accepted %s", bad)
 		}
+	}
+}
+
+// TestNuisanceRows: crff_nuisance keeps each learner's weight and loss,
+// the stack's row with a NULL weight, and is emptied by the next run's
+// results; a weight outside [0, 1] is refused with the learner named.
+func TestNuisanceRows(t *testing.T) {
+	ctx := context.Background()
+	path, s, recs := begunRun(t)
+	res := fakeResults(recs.IDs, 1)
+	res.Nuisance = []store.Nuisance{
+		{Model: store.NuisancePropensity, Learner: "glm", Weight: 0.85, Loss: 0.61, N: 40},
+		{Model: store.NuisancePropensity, Learner: "rff", Weight: 0.15, Loss: 0.64, N: 40},
+		{Model: store.NuisancePropensity, Learner: store.NuisanceStack, Weight: 7, Loss: 0.6, N: 40},
+	}
+	if err := s.WriteResults(ctx, "run-1", res); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	rows, err := db.Query(`SELECT learner, weight, loss FROM crff_nuisance WHERE model = 'propensity' ORDER BY rowid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var l string
+		var w sql.NullFloat64
+		var loss float64
+		if err := rows.Scan(&l, &w, &loss); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %v %v %g", l, w.Valid, w.Float64, loss))
+	}
+	rows.Close()
+	if want := []string{"glm true 0.85 0.61", "rff true 0.15 0.64", "stack false 0 0.6"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("crff_nuisance %q, want %q", got, want)
+	}
+	res.Nuisance = []store.Nuisance{{Model: store.NuisanceOutcome, Learner: "glm", Weight: 2, Loss: 1, N: 40}}
+	if err := s.WriteResults(ctx, "run-1", res); err == nil || !strings.Contains(err.Error(), `nuisance learner "glm" of the outcome`) {
+		t.Errorf("weight 2: %v", err)
+	}
+	res.Nuisance = nil
+	if err := s.WriteResults(ctx, "run-1", res); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM crff_nuisance`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("crff_nuisance after a run without a stack: %d rows, %v", n, err)
 	}
 }

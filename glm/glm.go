@@ -1,0 +1,283 @@
+// Package glm fits the two textbook regressions of causal inference on a
+// few covariates: logistic regression (a propensity, or a binary
+// outcome) and least squares, each with an intercept and a ridge penalty
+// on the coefficients of the standardised covariates. They are the
+// "simple" nuisance models beside which crffd's random-feature models are
+// chosen (package estimator, CrossFit), and the propensity of the balance
+// check (package balance).
+//
+// A Model remembers the standardisation of the rows it was fitted on, so
+// it predicts new rows on the same scale. Every function reads its
+// arguments and allocates its results; none keeps a reference to them.
+package glm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
+)
+
+// ErrNotConverged means that a logistic regression did not converge.
+var ErrNotConverged = errors.New("glm: logistic regression did not converge")
+
+// ErrShape means that the covariates, targets or rows disagree in size.
+var ErrShape = errors.New("glm: shapes disagree")
+
+const (
+	maxIter = 100
+	tol     = 1e-9
+)
+
+// Model is a fitted regression: the linear predictor η = β₀ + Σ βⱼ zⱼ of
+// the standardised covariates zⱼ = (xⱼ − Mean[j])/Scale[j], and its mean,
+// σ(η) for a logistic model and η for least squares.
+type Model struct {
+	Mean, Scale []float64 // the standardisation of each covariate; Scale 0: a constant column, left out
+	Beta        []float64 // the intercept, then one coefficient per covariate
+	Logistic    bool
+}
+
+// Predict returns the model's mean for each row of x, in dst when it has
+// room.
+func (m *Model) Predict(dst []float64, x mat.Matrix) ([]float64, error) {
+	n, d := x.Dims()
+	if d != len(m.Mean) {
+		return nil, fmt.Errorf("%w: %d covariates, the model has %d", ErrShape, d, len(m.Mean))
+	}
+	if cap(dst) < n {
+		dst = make([]float64, n)
+	}
+	dst = dst[:n]
+	for i := range n {
+		eta := m.Beta[0]
+		for j := range d {
+			if m.Scale[j] > 0 {
+				eta += m.Beta[j+1] * (x.At(i, j) - m.Mean[j]) / m.Scale[j]
+			}
+		}
+		if m.Logistic {
+			eta = 1 / (1 + math.Exp(-eta))
+		}
+		dst[i] = eta
+	}
+	return dst, nil
+}
+
+// design returns the n×(d+1) design matrix of x: a column of ones, then
+// x's columns standardised (a constant column becomes zeros), with the
+// means and scales it used.
+func design(x mat.Matrix, targets int) (z *mat.Dense, mean, scale []float64, err error) {
+	n, d := x.Dims()
+	if targets != n {
+		return nil, nil, nil, fmt.Errorf("%w: %d rows of covariates, %d targets", ErrShape, n, targets)
+	}
+	if n == 0 {
+		return nil, nil, nil, fmt.Errorf("%w: no rows", ErrShape)
+	}
+	z = mat.NewDense(n, d+1, nil)
+	mean, scale = make([]float64, d), make([]float64, d)
+	for i := range n {
+		z.Set(i, 0, 1)
+	}
+	col := make([]float64, n)
+	for j := range d {
+		mat.Col(col, j, x)
+		mu, sd := stat.MeanStdDev(col, nil)
+		mean[j] = mu
+		if !(sd > 0) {
+			continue // a constant column (or a single row)
+		}
+		scale[j] = sd
+		for i, v := range col {
+			z.Set(i, j+1, (v-mu)/sd)
+		}
+	}
+	return z, mean, scale, nil
+}
+
+// FitLinear fits least squares of y on the columns of x with an intercept
+// and the penalty ridge/2·‖β₁:‖² on the standardised coefficients.
+func FitLinear(x mat.Matrix, y []float64, ridge float64) (*Model, error) {
+	for i, v := range y {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("glm: target of row %d is %v", i, v)
+		}
+	}
+	z, mean, scale, err := design(x, len(y))
+	if err != nil {
+		return nil, err
+	}
+	_, k := z.Dims()
+	var a mat.SymDense
+	a.SymOuterK(1, z.T())
+	for j := 1; j < k; j++ {
+		a.SetSym(j, j, a.At(j, j)+ridge)
+	}
+	// A tiny jitter on the intercept keeps a single-row fit solvable.
+	a.SetSym(0, 0, a.At(0, 0)+1e-12)
+	var b, beta mat.VecDense
+	b.MulVec(z.T(), mat.NewVecDense(len(y), y))
+	var chol mat.Cholesky
+	if !chol.Factorize(&a) {
+		return nil, errors.New("glm: least squares: the normal equations are singular")
+	}
+	if err := chol.SolveVecTo(&beta, &b); err != nil {
+		return nil, fmt.Errorf("glm: least squares: %w", err)
+	}
+	return &Model{Mean: mean, Scale: scale, Beta: append([]float64(nil), beta.RawVector().Data...)}, nil
+}
+
+// FitLogistic fits a logistic regression of w (each 0 or 1) on the
+// columns of x, with an intercept and the penalty ridge/2·‖β₁:‖² on the
+// standardised coefficients, by Newton's method with step halving. A
+// positive ridge keeps the coefficients finite when a covariate
+// separates the classes.
+func FitLogistic(ctx context.Context, x mat.Matrix, w []float64, ridge float64) (*Model, error) {
+	for i, v := range w {
+		if v != 0 && v != 1 {
+			return nil, fmt.Errorf("glm: row %d: %v is not 0 or 1", i, v)
+		}
+	}
+	z, mean, scale, err := design(x, len(w))
+	if err != nil {
+		return nil, err
+	}
+	beta, err := newton(ctx, z, w, ridge)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Mean: mean, Scale: scale, Beta: beta, Logistic: true}, nil
+}
+
+// newton minimises penalisedLoss over β.
+func newton(ctx context.Context, z *mat.Dense, w []float64, ridge float64) ([]float64, error) {
+	n, k := z.Dims()
+	beta := make([]float64, k)
+	obj := func(b []float64) float64 { return penalisedLoss(z, w, b, ridge) }
+	cur := obj(beta)
+	g := make([]float64, k)
+	h := mat.NewSymDense(k, nil)
+	p := make([]float64, n)
+	acc := make([]float64, k*k)
+	next := make([]float64, k)
+	for range maxIter {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		gradient(z, w, beta, p, g, ridge)
+		hessian(z, p, h, acc, ridge)
+		var chol mat.Cholesky
+		if !chol.Factorize(h) {
+			return nil, fmt.Errorf("%w: the Hessian is not positive definite", ErrNotConverged)
+		}
+		var step mat.VecDense
+		if err := chol.SolveVecTo(&step, mat.NewVecDense(k, g)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNotConverged, err)
+		}
+		t := 1.0
+		for {
+			for i := range k {
+				next[i] = beta[i] + t*step.AtVec(i)
+			}
+			if v := obj(next); v <= cur || t < 1e-10 {
+				cur = v
+				break
+			}
+			t /= 2
+		}
+		moved := 0.0
+		for i := range k {
+			moved = math.Max(moved, math.Abs(next[i]-beta[i]))
+		}
+		copy(beta, next)
+		if moved < tol {
+			return beta, nil
+		}
+	}
+	return nil, ErrNotConverged
+}
+
+// fitted sets p to σ(zβ).
+func fitted(z *mat.Dense, beta, p []float64) {
+	n, k := z.Dims()
+	for i := range n {
+		row := z.RawRowView(i)
+		eta := 0.0
+		for j := range k {
+			eta += row[j] * beta[j]
+		}
+		p[i] = 1 / (1 + math.Exp(-eta))
+	}
+}
+
+// penalisedLoss is the negative log-likelihood of β plus ridge/2·‖β₁:‖².
+func penalisedLoss(z *mat.Dense, w, beta []float64, ridge float64) float64 {
+	n, k := z.Dims()
+	l := 0.0
+	for i := range n {
+		row := z.RawRowView(i)
+		eta := 0.0
+		for j := range k {
+			eta += row[j] * beta[j]
+		}
+		// log(1 + e^η) − wη, computed without overflow.
+		l += math.Max(eta, 0) + math.Log1p(math.Exp(-math.Abs(eta))) - w[i]*eta
+	}
+	for j := 1; j < k; j++ {
+		l += ridge / 2 * beta[j] * beta[j]
+	}
+	return l
+}
+
+// gradient sets p to σ(zβ) and g to the negative gradient of
+// penalisedLoss: zᵀ(w − p) − ridge·β₁:.
+func gradient(z *mat.Dense, w, beta, p, g []float64, ridge float64) {
+	fitted(z, beta, p)
+	n, k := z.Dims()
+	clear(g)
+	for i := range n {
+		row := z.RawRowView(i)
+		r := w[i] - p[i]
+		for j := range k {
+			g[j] += row[j] * r
+		}
+	}
+	for j := 1; j < k; j++ {
+		g[j] -= ridge * beta[j]
+	}
+}
+
+// hessian sets h to the Hessian of penalisedLoss, zᵀ diag(p(1−p)) z plus
+// ridge on the diagonal but for the intercept. acc is scratch of k²
+// numbers, so that the loop over the rows does not go through h's
+// accessors.
+func hessian(z *mat.Dense, p []float64, h *mat.SymDense, acc []float64, ridge float64) {
+	n, k := z.Dims()
+	clear(acc)
+	for i := range n {
+		row := z.RawRowView(i)
+		s := p[i] * (1 - p[i])
+		for a := range k {
+			sa := s * row[a]
+			if sa == 0 {
+				continue
+			}
+			dst := acc[a*k : (a+1)*k]
+			for b := a; b < k; b++ {
+				dst[b] += sa * row[b]
+			}
+		}
+	}
+	for a := range k {
+		for b := a; b < k; b++ {
+			h.SetSym(a, b, acc[a*k+b])
+		}
+	}
+	for j := 1; j < k; j++ {
+		h.SetSym(j, j, h.At(j, j)+ridge)
+	}
+}
