@@ -60,6 +60,21 @@ func TestFitModelSelection(t *testing.T) {
 	if d := queryFloat(t, db, "SELECT diff FROM crff_model_selection WHERE candidate = 'latent/gaussian'"); d != 0 {
 		t.Errorf("the reference's difference from itself is %v", d)
 	}
+	// The super learner's choice of the AIPW's nuisance models: per model,
+	// the GLM and random-feature learners with weights summing to 1, and
+	// the stack, whose loss is no more than either learner's.
+	if n := queryFloat(t, db, `SELECT count(*) FROM crff_nuisance WHERE n = 300`); n != 6 {
+		t.Errorf("crff_nuisance has %v rows over the 300 rows, want 2 models × (glm, rff, stack)", n)
+	}
+	for _, model := range []string{"propensity", "outcome"} {
+		if w := queryFloat(t, db, `SELECT sum(weight) FROM crff_nuisance WHERE model = '`+model+`'`); math.Abs(w-1) > 1e-12 {
+			t.Errorf("the %s learners' weights sum to %v", model, w)
+		}
+		if d := queryFloat(t, db, `SELECT (SELECT loss FROM crff_nuisance WHERE model = '`+model+`' AND learner = 'stack') -
+			(SELECT min(loss) FROM crff_nuisance WHERE model = '`+model+`' AND learner <> 'stack')`); d > 1e-12 {
+			t.Errorf("the %s stack's loss exceeds a learner's by %v", model, d)
+		}
+	}
 
 	// Forced to the T-learner, with no kernel choice: three penalties.
 	b, _ := os.ReadFile(cfg)
@@ -151,13 +166,20 @@ func TestEvalAutoEmbeddedIHDP(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^auto +1 +1 +\d`).MatchString(r.stdout) {
 		t.Errorf("eval output lacks the summary row of auto, 1 source, 1 replicate:\n%s", r.stdout)
 	}
-	// --selection-z 0 leaves the best candidate alone in the ensemble; the
-	// default takes more on these 99 held-out rows.
+	// --selection-z 0 leaves the best candidate alone in the ensemble; a
+	// wide --selection-z 4 takes more on these 99 held-out rows.
 	members := regexp.MustCompile(`(?m)^1 +\S+ +1 of 1$`)
-	strict := crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--sources", "1", "--modes", "auto", "--selection-z", "0",
-		"--auto-kernels", "gaussian,matern:nu=1.5", "--features", "20", "--latent", "3", "--rounds", "20", "--samples", "10").mustSucceed(t)
-	if n, def := len(members.FindAllString(strict.stdout, -1)), len(members.FindAllString(r.stdout, -1)); n != 1 || def < 2 {
-		t.Errorf("%d members with --selection-z 0, %d by default; want 1 and more:\n%s\n%s", n, def, strict.stdout, r.stdout)
+	withZ := func(z string) string {
+		return crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--sources", "1", "--modes", "auto", "--selection-z", z,
+			"--auto-kernels", "gaussian,matern:nu=1.5", "--features", "20", "--latent", "3", "--rounds", "20", "--samples", "10").mustSucceed(t).stdout
+	}
+	strict, wide := withZ("0"), withZ("4")
+	if n, w := len(members.FindAllString(strict, -1)), len(members.FindAllString(wide, -1)); n != 1 || w < 2 {
+		t.Errorf("%d members with --selection-z 0, %d with 4; want 1 and more:\n%s\n%s", n, w, strict, wide)
+	}
+	// auto reports the AIPW and calibrated-CATE figures of its ensemble.
+	if !regexp.MustCompile(`(?m)^auto +1 +\d+\.\d+ ± \d+\.\d+ +[+-]\d`).MatchString(r.stdout) {
+		t.Errorf("eval output lacks auto's doubly robust figures:\n%s", r.stdout)
 	}
 	crffd(t, nil, "eval", "--data", "ihdp", "--replicates", "1", "--modes", "auto", "--auto-kernels", "matern:nu").
 		mustFail(t, `--auto-kernels "matern:nu": "matern:nu" is not NAME or NAME:PARAM=VALUE`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -34,74 +35,147 @@ const stackGrid = 20
 // probClip bounds the probabilities whose log loss is taken.
 const probClip = 1e-6
 
-// glmNuisance fits the GLM learner on train and predicts the rows of held,
-// in the outcome's own units as Model.Nuisance does.
-func (s *Setup) glmNuisance(ctx context.Context, train, held *Data) (inference.Nuisance, error) {
-	prop, err := glm.FitLogistic(ctx, train.X, train.W, glmRidge)
+// NuisanceStack is the GLM learner of the super learner fitted on a
+// site's rows, with the weights CrossFit chose for it. A run keeps it with
+// its model (modelstore.Setup), so that rows scored later get their ψ
+// from the same combination as the run's own rows (Model.StackNuisance).
+type NuisanceStack struct {
+	Propensity *glm.Model    `json:"propensity"`
+	Outcome    [2]*glm.Model `json:"outcome"` // per arm, of y, or of log y when LogY
+	// LogVar is each arm's residual variance of log y, for the log-normal
+	// mean exp(m + LogVar/2); 0 unless the outcome is log-modelled.
+	LogVar [2]float64 `json:"log_var"`
+	LogY   bool       `json:"log_y,omitempty"`
+	// PropensityWeight and OutcomeWeight are the GLM learner's weights;
+	// the random-feature models have the rest.
+	PropensityWeight float64 `json:"propensity_weight"`
+	OutcomeWeight    float64 `json:"outcome_weight"`
+}
+
+// fitGLM fits the GLM learner on the rows of d, with no weights yet.
+func (s *Setup) fitGLM(ctx context.Context, d *Data) (*NuisanceStack, error) {
+	prop, err := glm.FitLogistic(ctx, d.X, d.W, glmRidge)
 	if err != nil {
-		return inference.Nuisance{}, fmt.Errorf("propensity: %w", err)
+		return nil, fmt.Errorf("propensity: %w", err)
 	}
-	nu := inference.Nuisance{}
-	if nu.Propensity, err = prop.Predict(nil, held.X); err != nil {
-		return inference.Nuisance{}, err
-	}
-	for arm, dst := range []*[]float64{&nu.Mu0, &nu.Mu1} {
+	ns := &NuisanceStack{Propensity: prop, LogY: s.LogY()}
+	for arm := range ns.Outcome {
 		var rows []int
-		for i, w := range train.W {
+		for i, w := range d.W {
 			if w == float64(arm) {
 				rows = append(rows, i)
 			}
 		}
 		if len(rows) == 0 {
-			return inference.Nuisance{}, fmt.Errorf("outcome: no training rows in arm %d", arm)
+			return nil, fmt.Errorf("outcome: no rows in arm %d", arm)
 		}
-		if *dst, err = s.glmOutcome(ctx, train.Subset(rows), held.X); err != nil {
-			return inference.Nuisance{}, fmt.Errorf("outcome of arm %d: %w", arm, err)
+		if ns.Outcome[arm], ns.LogVar[arm], err = s.fitGLMOutcome(ctx, d.Subset(rows)); err != nil {
+			return nil, fmt.Errorf("outcome of arm %d: %w", arm, err)
 		}
 	}
-	return nu, nil
+	return ns, nil
 }
 
-// glmOutcome fits one arm's outcome model on d and returns its means at x.
-func (s *Setup) glmOutcome(ctx context.Context, d *Data, x mat.Matrix) ([]float64, error) {
+// fitGLMOutcome fits one arm's outcome model on d, and for a log-modelled
+// outcome the residual variance of log y.
+func (s *Setup) fitGLMOutcome(ctx context.Context, d *Data) (*glm.Model, float64, error) {
 	if s.Schema.BinaryOutcome {
 		m, err := glm.FitLogistic(ctx, d.X, d.Y, glmRidge)
-		if err != nil {
-			return nil, err
-		}
-		return m.Predict(nil, x)
+		return m, 0, err
 	}
-	y, logY := d.Y, s.LogY()
-	if logY {
-		y = make([]float64, len(d.Y))
-		for i, v := range d.Y {
-			y[i] = math.Log(v)
-		}
+	if !s.LogY() {
+		m, err := glm.FitLinear(d.X, d.Y, glmRidge)
+		return m, 0, err
+	}
+	y := make([]float64, len(d.Y))
+	for i, v := range d.Y {
+		y[i] = math.Log(v)
 	}
 	m, err := glm.FitLinear(d.X, y, glmRidge)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	mu, err := m.Predict(nil, x)
-	if err != nil || !logY {
-		return mu, err
-	}
-	// The mean of a log-normal y is exp(m + s²/2), with s² the residual
-	// variance of log y.
 	fit, err := m.Predict(nil, d.X)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	_, k := d.X.Dims()
 	ss := 0.0
 	for i, v := range y {
 		ss += (v - fit[i]) * (v - fit[i])
 	}
-	v := ss / math.Max(1, float64(len(y)-k-1))
-	for i := range mu {
-		mu[i] = math.Exp(mu[i] + v/2)
+	return m, ss / math.Max(1, float64(len(y)-k-1)), nil
+}
+
+// predict returns the GLM learner's nuisances of the rows x, in the
+// outcome's own units.
+func (ns *NuisanceStack) predict(x mat.Matrix) (inference.Nuisance, error) {
+	var nu inference.Nuisance
+	var err error
+	if nu.Propensity, err = ns.Propensity.Predict(nil, x); err != nil {
+		return nu, err
 	}
-	return mu, nil
+	for arm, dst := range []*[]float64{&nu.Mu0, &nu.Mu1} {
+		if *dst, err = ns.Outcome[arm].Predict(nil, x); err != nil {
+			return nu, err
+		}
+		if ns.LogY {
+			for i, v := range *dst {
+				(*dst)[i] = math.Exp(v + ns.LogVar[arm]/2)
+			}
+		}
+	}
+	return nu, nil
+}
+
+// glmNuisance fits the GLM learner on train and predicts the rows of held.
+func (s *Setup) glmNuisance(ctx context.Context, train, held *Data) (inference.Nuisance, error) {
+	ns, err := s.fitGLM(ctx, train)
+	if err != nil {
+		return inference.Nuisance{}, err
+	}
+	return ns.predict(held.X)
+}
+
+// FitNuisanceStack fits the GLM learner of the super learner st (the
+// Stack of CrossFit's nuisances of the rows d) on those rows, with st's
+// weights.
+func (s *Setup) FitNuisanceStack(ctx context.Context, d *Data, st *inference.Stack) (*NuisanceStack, error) {
+	if st == nil {
+		return nil, fmt.Errorf("estimator: no stack")
+	}
+	k := slices.Index(st.Learners, LearnerGLM)
+	if k < 0 || len(st.PropensityWeights) != len(st.Learners) || len(st.OutcomeWeights) != len(st.Learners) {
+		return nil, fmt.Errorf("estimator: a stack of learners %v", st.Learners)
+	}
+	ns, err := s.fitGLM(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("estimator: %s learner: %w", LearnerGLM, err)
+	}
+	ns.PropensityWeight, ns.OutcomeWeight = st.PropensityWeights[k], st.OutcomeWeights[k]
+	return ns, nil
+}
+
+// StackNuisance returns the nuisances of the rows of d (only d.X is read)
+// from site's propensity and outcome models combined with the GLM learner
+// of ns, as the run's rows got theirs; with nil ns, site's models' own
+// (Model.Nuisance).
+func (m *Model) StackNuisance(site int, d *Data, ns *NuisanceStack) (inference.Nuisance, error) {
+	rff, err := m.Nuisance(site, d)
+	if err != nil || ns == nil {
+		return rff, err
+	}
+	lin, err := ns.predict(d.X)
+	if err != nil {
+		return inference.Nuisance{}, fmt.Errorf("estimator: %s learner: %w", LearnerGLM, err)
+	}
+	aP, aO := ns.PropensityWeight, ns.OutcomeWeight
+	for i := range rff.Propensity {
+		rff.Propensity[i] = aP*lin.Propensity[i] + (1-aP)*rff.Propensity[i]
+		rff.Mu0[i] = aO*lin.Mu0[i] + (1-aO)*rff.Mu0[i]
+		rff.Mu1[i] = aO*lin.Mu1[i] + (1-aO)*rff.Mu1[i]
+	}
+	return rff, nil
 }
 
 // stack combines the cross-fitted predictions of the learners cands
@@ -197,20 +271,14 @@ func (m *Model) StackedNuisance(ctx context.Context, site int, train, d *Data) (
 	if err != nil {
 		return inference.Nuisance{}, err
 	}
-	rff, err := m.Nuisance(site, d)
+	ns, err := m.Setup.FitNuisanceStack(ctx, train, cv.Stack)
+	if err != nil {
+		return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %w", site, err)
+	}
+	nu, err := m.StackNuisance(site, d, ns)
 	if err != nil {
 		return inference.Nuisance{}, err
 	}
-	lin, err := m.Setup.glmNuisance(ctx, train, d)
-	if err != nil {
-		return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %s learner: %w", site, LearnerGLM, err)
-	}
-	aP, aO := cv.Stack.PropensityWeights[0], cv.Stack.OutcomeWeights[0]
-	for i := range rff.Propensity {
-		rff.Propensity[i] = aP*lin.Propensity[i] + (1-aP)*rff.Propensity[i]
-		rff.Mu0[i] = aO*lin.Mu0[i] + (1-aO)*rff.Mu0[i]
-		rff.Mu1[i] = aO*lin.Mu1[i] + (1-aO)*rff.Mu1[i]
-	}
-	rff.Stack = cv.Stack
-	return rff, nil
+	nu.Stack = cv.Stack
+	return nu, nil
 }

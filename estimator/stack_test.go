@@ -1,8 +1,11 @@
 package estimator
 
 import (
+	"context"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -74,5 +77,72 @@ func TestStackWeighsTheBetterLearner(t *testing.T) {
 	}
 	if _, err := stack(&Data{}, false, []string{"one"}, []inference.Nuisance{{}}); err == nil {
 		t.Error("stacking one learner succeeded")
+	}
+}
+
+// TestNuisanceStackKeepsTheCombination: the stack a run keeps predicts new
+// rows as the weighted GLM and random-feature learners, gives the same
+// numbers after a JSON round trip (as modelstore saves it), and without a
+// stack the model's own nuisances are used.
+func TestNuisanceStackKeepsTheCombination(t *testing.T) {
+	ctx := context.Background()
+	schema := Schema{Binary: []bool{false, false}}
+	d := toyData(rand.New(rand.NewPCG(8, 9)), 150, schema, 0)
+	fresh := toyData(rand.New(rand.NewPCG(10, 11)), 40, schema, 0)
+	m, err := Fit(ctx, []*Data{d}, schema, GaussianSpectral{}, nuisanceConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv, err := CrossFit(ctx, m.Setup, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := m.Setup.FitNuisanceStack(ctx, d, cv.Stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.PropensityWeight != cv.Stack.PropensityWeights[0] || ns.OutcomeWeight != cv.Stack.OutcomeWeights[0] {
+		t.Errorf("stack weights %v, %v; CrossFit chose %v, %v", ns.PropensityWeight, ns.OutcomeWeight, cv.Stack.PropensityWeights, cv.Stack.OutcomeWeights)
+	}
+	got, err := m.StackNuisance(0, fresh, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rff, err := m.Nuisance(0, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lin, err := ns.predict(fresh.X)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got.Mu1 {
+		want := ns.OutcomeWeight*lin.Mu1[i] + (1-ns.OutcomeWeight)*rff.Mu1[i]
+		wantE := ns.PropensityWeight*lin.Propensity[i] + (1-ns.PropensityWeight)*rff.Propensity[i]
+		if math.Abs(got.Mu1[i]-want) > 1e-12 || math.Abs(got.Propensity[i]-wantE) > 1e-12 {
+			t.Fatalf("row %d: μ̂1 %v, ê %v; want %v, %v", i, got.Mu1[i], got.Propensity[i], want, wantE)
+		}
+	}
+	b, err := json.Marshal(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back NuisanceStack
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.StackNuisance(0, fresh, &back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(again.Mu0, got.Mu0) || !slices.Equal(again.Propensity, got.Propensity) {
+		t.Error("the stack's predictions changed in a JSON round trip")
+	}
+	own, err := m.StackNuisance(0, fresh, nil)
+	if err != nil || !slices.Equal(own.Mu0, rff.Mu0) {
+		t.Errorf("without a stack: %v", err)
+	}
+	if _, err := m.Setup.FitNuisanceStack(ctx, d, &inference.Stack{Learners: []string{"rff"}}); err == nil {
+		t.Error("a stack without the GLM learner was fitted")
 	}
 }

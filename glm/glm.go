@@ -36,9 +36,10 @@ const (
 // the standardised covariates zⱼ = (xⱼ − Mean[j])/Scale[j], and its mean,
 // σ(η) for a logistic model and η for least squares.
 type Model struct {
-	Mean, Scale []float64 // the standardisation of each covariate; Scale 0: a constant column, left out
-	Beta        []float64 // the intercept, then one coefficient per covariate
-	Logistic    bool
+	Mean     []float64 `json:"mean"`  // each covariate's mean
+	Scale    []float64 `json:"scale"` // each covariate's sd; 0: a constant column, left out
+	Beta     []float64 `json:"beta"`  // the intercept, then one coefficient per covariate
+	Logistic bool      `json:"logistic,omitempty"`
 }
 
 // Predict returns the model's mean for each row of x, in dst when it has

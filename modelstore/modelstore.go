@@ -41,6 +41,11 @@ type Setup struct {
 	// (inference.Calibration), for rows scored later too; nil for a model
 	// saved before it existed or fitted on too few rows for one.
 	Calibration *inference.CalibrationParams `json:"calibration,omitempty"`
+	// Nuisance is the super learner's GLM learner and weights, with which
+	// rows scored later get their AIPW scores as the run's rows did
+	// (estimator.Model.StackNuisance); nil for a model saved before it
+	// existed, or whose scores came from its own models alone.
+	Nuisance *estimator.NuisanceStack `json:"nuisance,omitempty"`
 	// Estimator is the candidate model selection chose, whose CATE the
 	// model gives (selection.Estimator); nil, as for models saved before
 	// selection existed, means the latent CATE.

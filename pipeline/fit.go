@@ -167,9 +167,13 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 		return fmt.Errorf("ATE of %q: %w", c.DB, err)
 	}
 	WarnUncalibrated(c.Logger, c.DB, recs.Len(), an.Calibration)
+	ns, err := KeptNuisance(ctx, model.Setup, recs.Data, an.Stack)
+	if err != nil {
+		return fmt.Errorf("nuisance models of %q: %w", c.DB, err)
+	}
 	fitted := f.Run.Fitted
 	f.Run = Run{ID: c.Run, Records: recs, Fitted: fitted, Setup: modelstore.Setup{Config: c.Config, Scaler: model.Setup.Scaler, Site: 0, Sites: 1},
-		Effects: eff, CATE: cate, Scores: AnalysisScores(an), Calibration: an.Calibration,
+		Effects: eff, CATE: cate, Scores: AnalysisScores(an), Calibration: an.Calibration, Nuisance: ns,
 		Results: store.Results{ATE: ATERows(store.ScopeLocal, local), Nuisance: NuisanceRows(an.Stack, recs.Len())}}
 	if f.Selected != nil {
 		f.Run.Results.Selection = f.Selected.Rows

@@ -26,6 +26,9 @@ type Run struct {
 	// Calibration corrects the CATEs and gives their intervals; nil when
 	// the run had too few rows for one.
 	Calibration *inference.Calibration
+	// Nuisance is the super learner that gave the rows' scores, kept for
+	// rows scored later; nil when they came from the models alone.
+	Nuisance *estimator.NuisanceStack
 	// Results are the run's ATEs, model selection and transfer factors;
 	// Publish adds the rows' CATEs and the rows rejected.
 	Results store.Results
@@ -43,7 +46,7 @@ func Publish(ctx context.Context, db *store.Site, r Run) error {
 	est := r.Fitted.Estimator
 	setup := r.Setup
 	setup.Kernel, setup.Extra, setup.Estimator = r.Fitted.Kernels[0], r.Fitted.Kernels[1:], &est
-	setup.Schema, setup.Calibration = r.Records.Schema, CalibrationParams(r.Calibration)
+	setup.Schema, setup.Calibration, setup.Nuisance = r.Records.Schema, CalibrationParams(r.Calibration), r.Nuisance
 	if err := modelstore.Save(ctx, db, r.ID, setup, r.Fitted.Models[0], r.Fitted.Models[1:]...); err != nil {
 		return err
 	}

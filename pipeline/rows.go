@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"math"
 
 	"github.com/crffd/crffd/estimator"
@@ -130,4 +131,14 @@ func NuisanceRows(st *inference.Stack, n int) []store.Nuisance {
 		out = append(out, store.Nuisance{Model: m.model, Learner: store.NuisanceStack, Loss: m.loss[len(st.Learners)], N: n})
 	}
 	return out
+}
+
+// KeptNuisance fits, on the rows d whose scores the super learner st gave,
+// the learner a run keeps for rows scored later
+// (estimator.Setup.FitNuisanceStack); nil when st is nil.
+func KeptNuisance(ctx context.Context, setup *estimator.Setup, d *estimator.Data, st *inference.Stack) (*estimator.NuisanceStack, error) {
+	if st == nil {
+		return nil, nil
+	}
+	return setup.FitNuisanceStack(ctx, d, st)
 }

@@ -30,8 +30,10 @@ every run and the summary as JSON with --json.
 
 Beside the plug-in ATE (the mean CATE; ATE ERROR is its mean absolute error and
 ATE BIAS its mean signed error against the mean of mu1 - mu0 over the test rows)
-it reports the doubly robust AIPW estimate on the same test rows, from the
-propensity and outcome models fitted on the training rows: AIPW ERROR (mean
+it reports the doubly robust AIPW estimate on the same test rows, with
+nuisances from a super learner fitted on the test source's training rows (the
+mode's propensity and outcome models stacked with logistic regression and
+least squares, weighted by cross-validated loss): AIPW ERROR (mean
 absolute error), AIPW BIAS (mean signed error), AIPW COVERAGE (the share of runs
 whose 95% interval holds the true ATE of the test rows) and AIPW WIDTH (the mean
 width of that interval). DR SQRT(PEHE) is that of the DR-calibrated CATE: the
@@ -49,7 +51,8 @@ fits learned CausalRFF with each kernel of --auto-kernels and scores, by the
 doubly robust loss with nuisances cross-fitted on each source's training and
 validation rows, each kernel's latent CATE and outcome-model CATE, and the
 T-learner and DR-learner on the first kernel's outcome features with ridge
-penalties 1, 10 and 100. It reports their ensemble: the mean CATE of the
+penalties 1, 10 and 100. It reports their ensemble, with the AIPW and
+calibrated-CATE figures of the first kernel's nuisance models: the mean CATE of the
 candidates within --selection-z standard errors of the paired loss difference
 from the best, shifted towards each source's doubly robust ATE (README,
 "Choosing the estimator and the kernel on held-out rows"). --auto-estimator

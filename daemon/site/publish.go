@@ -52,10 +52,14 @@ func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) er
 		rounds[k.String()] = n
 	}
 	pipeline.WarnUncalibrated(s.log, db.Path(), len(r.Kept), r.Calibration)
+	ns, err := pipeline.KeptNuisance(ctx, r.Models[0].Setup, recs.Data.Subset(r.Kept), r.Stack)
+	if err != nil {
+		return err
+	}
 	run := pipeline.Run{ID: r.RunID, Records: recs, Fitted: fitted,
 		Setup:   modelstore.Setup{Config: r.Setup.Config, Scaler: r.Setup.Scaler, Site: r.Index, Sites: r.Sites, Rounds: rounds},
 		Effects: r.Effects, CATE: r.CATE, Scores: pipeline.Scores{PSI: r.Scores, Clipped: r.ScoreClipped}, Calibration: r.Calibration,
-		Results: s.results(r)}
+		Nuisance: ns, Results: s.results(r)}
 	if err := pipeline.Publish(ctx, db, run); err != nil {
 		return err
 	}

@@ -203,10 +203,10 @@ func (s *scorer) score(ctx context.Context, recs *store.Records) ([]store.CATE, 
 	if err != nil {
 		return nil, err
 	}
-	// The model never saw these rows, so its own nuisance predictions
-	// are out of sample for them, as the cross-fitted ones are for the
-	// run's rows.
-	nu, err := m.Nuisance(site, recs.Data)
+	// The models never saw these rows, so their predictions are out of
+	// sample for them, as the cross-fitted ones are for the run's rows;
+	// the run's super learner combines them as it did the run's.
+	nu, err := m.StackNuisance(site, recs.Data, s.setup.Nuisance)
 	if err != nil {
 		return nil, err
 	}
