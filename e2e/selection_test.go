@@ -63,10 +63,16 @@ func TestFitModelSelection(t *testing.T) {
 	// The super learner's choice of the AIPW's nuisance models: per model,
 	// the GLM and random-feature learners with weights summing to 1, and
 	// the stack, whose loss is no more than either learner's.
-	if n := queryFloat(t, db, `SELECT count(*) FROM crff_nuisance WHERE n = 300`); n != 6 {
-		t.Errorf("crff_nuisance has %v rows over the 300 rows, want 2 models × (glm, rff, stack)", n)
+	if n := queryFloat(t, db, `SELECT count(*) FROM crff_nuisance`); n != 9 {
+		t.Errorf("crff_nuisance has %v rows, want 3 models × (glm, rff, stack)", n)
 	}
-	for _, model := range []string{"propensity", "outcome"} {
+	// The propensity's loss is over every row, each arm's outcome's over
+	// that arm's rows.
+	if n := queryFloat(t, db, `SELECT (SELECT n FROM crff_nuisance WHERE model = 'propensity' AND learner = 'stack') * 10 +
+		(SELECT n FROM crff_nuisance WHERE model = 'mu0' AND learner = 'stack') + (SELECT n FROM crff_nuisance WHERE model = 'mu1' AND learner = 'stack')`); n != 3300 {
+		t.Errorf("crff_nuisance's row counts give %v, want 300 for the propensity and 300 over the two arms", n)
+	}
+	for _, model := range []string{"propensity", "mu0", "mu1"} {
 		if w := queryFloat(t, db, `SELECT sum(weight) FROM crff_nuisance WHERE model = '`+model+`'`); math.Abs(w-1) > 1e-12 {
 			t.Errorf("the %s learners' weights sum to %v", model, w)
 		}

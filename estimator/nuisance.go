@@ -112,12 +112,13 @@ func (s Scaler) standardizeX(src *mat.Dense) *mat.Dense {
 // them), and for each fold two learners are trained on the site's other
 // folds alone and predict the fold: the random-feature propensity and
 // outcome models (LearnerRFF) and the textbook GLMs on the covariates
-// (LearnerGLM). The propensity and the outcome are then each the convex
-// combination of the two learners whose out-of-fold loss over all the
-// rows is least (a weight on a grid of 21), as van der Laan, Polley and
-// Hubbard's super learner stacks its candidates; Nuisance.Stack records
-// the weights and losses. A row's own values enter its predictions only
-// through those two weights, never through a fitted model.
+// (LearnerGLM). The propensity and each arm's outcome mean are then each
+// the convex combination of the two learners whose out-of-fold loss is
+// least (a weight on a grid of 21; the outcome's over its arm's rows), as
+// van der Laan, Polley and Hubbard's super learner stacks its candidates;
+// Nuisance.Stack records the weights and losses. A row's own values enter
+// its predictions only through those three weights, never through a
+// fitted model.
 //
 // The models see only the site's own rows, so cross-fitting costs no
 // federated rounds and sends nothing; it uses setup's standardisation and

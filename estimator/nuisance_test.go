@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/inference"
 )
 
 // nuisanceConfig is a small, fast configuration for the nuisance tests.
@@ -140,7 +142,8 @@ func TestCrossFitOwnRow(t *testing.T) {
 			t.Fatalf("row %d: CrossFit is not deterministic", i)
 		}
 	}
-	sameWeights := slices.Equal(before.Stack.OutcomeWeights, after.Stack.OutcomeWeights)
+	sameWeights := slices.Equal(before.Stack.Model(inference.StackMu0).Weights, after.Stack.Model(inference.StackMu0).Weights) &&
+		slices.Equal(before.Stack.Model(inference.StackMu1).Weights, after.Stack.Model(inference.StackMu1).Weights)
 	if sameWeights && (before.Mu0[row] != after.Mu0[row] || before.Mu1[row] != after.Mu1[row]) {
 		t.Errorf("row %d's own outcome moved its prediction under the same weights: %v → %v", row, before.Mu0[row], after.Mu0[row])
 	}

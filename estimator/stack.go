@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -46,10 +47,10 @@ type NuisanceStack struct {
 	// mean exp(m + LogVar/2); 0 unless the outcome is log-modelled.
 	LogVar [2]float64 `json:"log_var"`
 	LogY   bool       `json:"log_y,omitempty"`
-	// PropensityWeight and OutcomeWeight are the GLM learner's weights;
-	// the random-feature models have the rest.
-	PropensityWeight float64 `json:"propensity_weight"`
-	OutcomeWeight    float64 `json:"outcome_weight"`
+	// PropensityWeight and MuWeight (per arm) are the GLM learner's
+	// weights; the random-feature models have the rest.
+	PropensityWeight float64    `json:"propensity_weight"`
+	MuWeight         [2]float64 `json:"mu_weight"`
 }
 
 // fitGLM fits the GLM learner on the rows of d, with no weights yet.
@@ -145,14 +146,19 @@ func (s *Setup) FitNuisanceStack(ctx context.Context, d *Data, st *inference.Sta
 		return nil, fmt.Errorf("estimator: no stack")
 	}
 	k := slices.Index(st.Learners, LearnerGLM)
-	if k < 0 || len(st.PropensityWeights) != len(st.Learners) || len(st.OutcomeWeights) != len(st.Learners) {
-		return nil, fmt.Errorf("estimator: a stack of learners %v", st.Learners)
+	var weights [3]float64
+	for j, name := range []string{inference.StackPropensity, inference.StackMu0, inference.StackMu1} {
+		m := st.Model(name)
+		if k < 0 || m == nil || len(m.Weights) != len(st.Learners) {
+			return nil, fmt.Errorf("estimator: a stack of learners %v without the %s learner's %s", st.Learners, LearnerGLM, name)
+		}
+		weights[j] = m.Weights[k]
 	}
 	ns, err := s.fitGLM(ctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("estimator: %s learner: %w", LearnerGLM, err)
 	}
-	ns.PropensityWeight, ns.OutcomeWeight = st.PropensityWeights[k], st.OutcomeWeights[k]
+	ns.PropensityWeight, ns.MuWeight = weights[0], [2]float64{weights[1], weights[2]}
 	return ns, nil
 }
 
@@ -169,92 +175,97 @@ func (m *Model) StackNuisance(site int, d *Data, ns *NuisanceStack) (inference.N
 	if err != nil {
 		return inference.Nuisance{}, fmt.Errorf("estimator: %s learner: %w", LearnerGLM, err)
 	}
-	aP, aO := ns.PropensityWeight, ns.OutcomeWeight
+	aP, a0, a1 := ns.PropensityWeight, ns.MuWeight[0], ns.MuWeight[1]
 	for i := range rff.Propensity {
 		rff.Propensity[i] = aP*lin.Propensity[i] + (1-aP)*rff.Propensity[i]
-		rff.Mu0[i] = aO*lin.Mu0[i] + (1-aO)*rff.Mu0[i]
-		rff.Mu1[i] = aO*lin.Mu1[i] + (1-aO)*rff.Mu1[i]
+		rff.Mu0[i] = a0*lin.Mu0[i] + (1-a0)*rff.Mu0[i]
+		rff.Mu1[i] = a1*lin.Mu1[i] + (1-a1)*rff.Mu1[i]
 	}
 	return rff, nil
 }
 
 // stack combines the cross-fitted predictions of the learners cands
-// (named by names) of the rows d: for the propensity and for the outcome
-// apart, the convex weights on a grid (steps of 1/stackGrid) that
-// minimise the cross-validated loss, ties going to the earlier learner's
-// larger weight. With two learners the grid is the segment between them.
+// (named by names) of the rows d: for the propensity and for each arm's
+// outcome mean apart, the convex weights on a grid (steps of 1/stackGrid)
+// that minimise the cross-validated loss, ties going to the first
+// learner's larger weight. Each arm's outcome is chosen on that arm's rows
+// alone: μ̂0 enters ψ only through the control rows, weighted by
+// 1/(1 − ê), so the treated rows must not choose it. With two learners
+// the grid is the segment between them.
 func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisance) (inference.Nuisance, error) {
 	if len(cands) != 2 || len(names) != 2 {
 		return inference.Nuisance{}, fmt.Errorf("estimator: stacking %d learners, want 2", len(cands))
 	}
 	n := d.Rows()
-	mix := func(a float64, x, y []float64, dst []float64) []float64 {
-		for i := range dst {
-			dst[i] = a*x[i] + (1-a)*y[i]
-		}
-		return dst
+	out := inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n),
+		Stack: &inference.Stack{Learners: append([]string(nil), names...)}}
+	var arm [2][]int
+	for i, w := range d.W {
+		arm[int(w)] = append(arm[int(w)], i)
 	}
-	propLoss := func(e []float64) float64 { return logLoss(d.W, e) }
-	obs := make([]float64, n)
-	outLoss := func(mu0, mu1 []float64) float64 {
-		for i, w := range d.W {
-			obs[i] = mu0[i]
-			if w == 1 {
-				obs[i] = mu1[i]
-			}
+	for _, m := range []struct {
+		name   string
+		pick   func(inference.Nuisance) []float64
+		dst    []float64
+		rows   []int // nil: every row
+		target []float64
+		binary bool
+	}{
+		{inference.StackPropensity, func(nu inference.Nuisance) []float64 { return nu.Propensity }, out.Propensity, nil, d.W, true},
+		{inference.StackMu0, func(nu inference.Nuisance) []float64 { return nu.Mu0 }, out.Mu0, arm[0], d.Y, binaryOutcome},
+		{inference.StackMu1, func(nu inference.Nuisance) []float64 { return nu.Mu1 }, out.Mu1, arm[1], d.Y, binaryOutcome},
+	} {
+		x, y := m.pick(cands[0]), m.pick(cands[1])
+		a, sm, err := chooseWeight(x, y, m.target, m.rows, m.binary)
+		if err != nil {
+			return inference.Nuisance{}, fmt.Errorf("estimator: stacking %s: %w", m.name, err)
 		}
-		if binaryOutcome {
-			return logLoss(d.Y, obs)
+		for i := range m.dst {
+			m.dst[i] = a*x[i] + (1-a)*y[i]
 		}
-		return squaredError(d.Y, obs)
-	}
-	st := &inference.Stack{Learners: append([]string(nil), names...)}
-	for _, c := range cands {
-		st.PropensityLoss = append(st.PropensityLoss, propLoss(c.Propensity))
-		st.OutcomeLoss = append(st.OutcomeLoss, outLoss(c.Mu0, c.Mu1))
-	}
-	out := inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n), Stack: st}
-	e, m0, m1 := make([]float64, n), make([]float64, n), make([]float64, n)
-	bestP, bestO := math.Inf(1), math.Inf(1)
-	var aP, aO float64
-	for step := stackGrid; step >= 0; step-- {
-		a := float64(step) / stackGrid
-		if l := propLoss(mix(a, cands[0].Propensity, cands[1].Propensity, e)); l < bestP {
-			bestP, aP = l, a
-		}
-		if l := outLoss(mix(a, cands[0].Mu0, cands[1].Mu0, m0), mix(a, cands[0].Mu1, cands[1].Mu1, m1)); l < bestO {
-			bestO, aO = l, a
-		}
-	}
-	mix(aP, cands[0].Propensity, cands[1].Propensity, out.Propensity)
-	mix(aO, cands[0].Mu0, cands[1].Mu0, out.Mu0)
-	mix(aO, cands[0].Mu1, cands[1].Mu1, out.Mu1)
-	st.PropensityWeights, st.OutcomeWeights = []float64{aP, 1 - aP}, []float64{aO, 1 - aO}
-	st.PropensityLoss, st.OutcomeLoss = append(st.PropensityLoss, bestP), append(st.OutcomeLoss, bestO)
-	if math.IsInf(bestP, 0) || math.IsInf(bestO, 0) || math.IsNaN(bestP) || math.IsNaN(bestO) {
-		return inference.Nuisance{}, fmt.Errorf("estimator: nuisance losses are not finite (propensity %v, outcome %v)", bestP, bestO)
+		sm.Name = m.name
+		out.Stack.Models = append(out.Stack.Models, sm)
 	}
 	return out, nil
 }
 
-// logLoss is the mean negative log-likelihood of the 0/1 values v under
-// the probabilities p, each clipped to [probClip, 1 − probClip].
-func logLoss(v, p []float64) float64 {
-	l := 0.0
-	for i, x := range v {
-		q := math.Min(math.Max(p[i], probClip), 1-probClip)
-		l -= x*math.Log(q) + (1-x)*math.Log(1-q)
+// chooseWeight returns the weight a of x in a·x + (1 − a)·y, on the grid,
+// whose loss against target over rows (nil: every row) is least: the log
+// loss when binary, else the squared error; and the StackedModel of the
+// choice, without its name.
+func chooseWeight(x, y, target []float64, rows []int, binary bool) (float64, inference.StackedModel, error) {
+	if rows == nil {
+		rows = make([]int, len(target))
+		for i := range rows {
+			rows[i] = i
+		}
 	}
-	return l / float64(len(v))
-}
-
-// squaredError is the mean squared difference of v and p.
-func squaredError(v, p []float64) float64 {
-	l := 0.0
-	for i, x := range v {
-		l += (x - p[i]) * (x - p[i])
+	if len(rows) == 0 {
+		return 0, inference.StackedModel{}, errors.New("no rows")
 	}
-	return l / float64(len(v))
+	loss := func(a float64) float64 {
+		l := 0.0
+		for _, i := range rows {
+			p := a*x[i] + (1-a)*y[i]
+			if binary {
+				q := math.Min(math.Max(p, probClip), 1-probClip)
+				l -= target[i]*math.Log(q) + (1-target[i])*math.Log(1-q)
+			} else {
+				l += (target[i] - p) * (target[i] - p)
+			}
+		}
+		return l / float64(len(rows))
+	}
+	best, a := math.Inf(1), 0.0
+	for step := stackGrid; step >= 0; step-- {
+		if l := loss(float64(step) / stackGrid); l < best {
+			best, a = l, float64(step)/stackGrid
+		}
+	}
+	if math.IsInf(best, 0) || math.IsNaN(best) {
+		return 0, inference.StackedModel{}, fmt.Errorf("the loss is not finite (%v)", best)
+	}
+	return a, inference.StackedModel{Weights: []float64{a, 1 - a}, Loss: []float64{loss(1), loss(0), best}, N: len(rows)}, nil
 }
 
 // StackedNuisance predicts the rows of d by the super learner of CrossFit

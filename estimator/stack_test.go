@@ -57,20 +57,30 @@ func TestStackWeighsTheBetterLearner(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := got.Stack
-		if st.PropensityWeights[1] < 0.85 || st.OutcomeWeights[1] < 0.85 {
-			t.Errorf("binary %v: weights of the true learner %.2f (propensity), %.2f (outcome); want at least 0.85", binary, st.PropensityWeights[1], st.OutcomeWeights[1])
-		}
-		for _, l := range [][]float64{st.PropensityLoss, st.OutcomeLoss} {
-			if l[2] > l[0] || l[2] > l[1] {
-				t.Errorf("binary %v: stack's loss %v above a learner's (%v)", binary, l[2], l[:2])
+		for _, name := range []string{inference.StackPropensity, inference.StackMu0, inference.StackMu1} {
+			m := st.Model(name)
+			if m == nil {
+				t.Fatalf("binary %v: no %s in the stack %+v", binary, name, st)
+			}
+			if m.Weights[1] < 0.85 {
+				t.Errorf("binary %v: %s: weight of the true learner %.2f; want at least 0.85", binary, name, m.Weights[1])
+			}
+			if m.Loss[2] > m.Loss[0] || m.Loss[2] > m.Loss[1] {
+				t.Errorf("binary %v: %s: stack's loss %v above a learner's (%v)", binary, name, m.Loss[2], m.Loss[:2])
+			}
+			if math.Abs(m.Weights[0]+m.Weights[1]-1) > 1e-12 || m.Weights[0] < 0 || m.Weights[1] < 0 {
+				t.Errorf("binary %v: %s: weights %v", binary, name, m.Weights)
 			}
 		}
-		for _, w := range [][]float64{st.PropensityWeights, st.OutcomeWeights} {
-			if math.Abs(w[0]+w[1]-1) > 1e-12 || w[0] < 0 || w[1] < 0 {
-				t.Errorf("binary %v: weights %v", binary, w)
-			}
+		// Each arm's outcome is chosen on its own rows.
+		var treated int
+		for _, w := range d.W {
+			treated += int(w)
 		}
-		a := st.OutcomeWeights[0]
+		if st.Model(inference.StackMu1).N != treated || st.Model(inference.StackMu0).N != n-treated || st.Model(inference.StackPropensity).N != n {
+			t.Errorf("binary %v: rows of the losses %+v; %d treated of %d", binary, st.Models, treated, n)
+		}
+		a := st.Model(inference.StackMu1).Weights[0]
 		if want := a*noisy.Mu1[7] + (1-a)*truth.Mu1[7]; got.Mu1[7] != want {
 			t.Errorf("binary %v: stacked μ̂1 %v, want %v", binary, got.Mu1[7], want)
 		}
@@ -101,8 +111,9 @@ func TestNuisanceStackKeepsTheCombination(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ns.PropensityWeight != cv.Stack.PropensityWeights[0] || ns.OutcomeWeight != cv.Stack.OutcomeWeights[0] {
-		t.Errorf("stack weights %v, %v; CrossFit chose %v, %v", ns.PropensityWeight, ns.OutcomeWeight, cv.Stack.PropensityWeights, cv.Stack.OutcomeWeights)
+	if ns.PropensityWeight != cv.Stack.Model(inference.StackPropensity).Weights[0] || ns.MuWeight[0] != cv.Stack.Model(inference.StackMu0).Weights[0] ||
+		ns.MuWeight[1] != cv.Stack.Model(inference.StackMu1).Weights[0] {
+		t.Errorf("stack weights %v, %v; CrossFit chose %+v", ns.PropensityWeight, ns.MuWeight, cv.Stack.Models)
 	}
 	got, err := m.StackNuisance(0, fresh, ns)
 	if err != nil {
@@ -117,7 +128,7 @@ func TestNuisanceStackKeepsTheCombination(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range got.Mu1 {
-		want := ns.OutcomeWeight*lin.Mu1[i] + (1-ns.OutcomeWeight)*rff.Mu1[i]
+		want := ns.MuWeight[1]*lin.Mu1[i] + (1-ns.MuWeight[1])*rff.Mu1[i]
 		wantE := ns.PropensityWeight*lin.Propensity[i] + (1-ns.PropensityWeight)*rff.Propensity[i]
 		if math.Abs(got.Mu1[i]-want) > 1e-12 || math.Abs(got.Propensity[i]-wantE) > 1e-12 {
 			t.Fatalf("row %d: μ̂1 %v, ê %v; want %v, %v", i, got.Mu1[i], got.Propensity[i], want, wantE)

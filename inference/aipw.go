@@ -33,19 +33,42 @@ type Nuisance struct {
 	Stack *Stack
 }
 
-// Stack records a super learner's choice of nuisance models: the convex
-// weights of its candidate learners, chosen by their cross-validated
-// losses, for the propensity and for the outcome.
+// Stack records a super learner's choice of nuisance models: for the
+// propensity and for each arm's outcome mean, the convex weights of its
+// candidate learners, chosen by their cross-validated losses.
 type Stack struct {
-	Learners []string // the candidates, in the order of the slices below
-	// PropensityWeights and OutcomeWeights are each learner's weight; they
-	// sum to one.
-	PropensityWeights, OutcomeWeights []float64
-	// PropensityLoss and OutcomeLoss are each learner's cross-validated
-	// loss, then the stack's (one more number), on the same rows: the mean
-	// log loss of the propensity, and the mean squared error (log loss for
-	// a binary outcome) of the observed arm's outcome mean.
-	PropensityLoss, OutcomeLoss []float64
+	Learners []string       // the candidates, in the order of each model's slices
+	Models   []StackedModel // StackPropensity, StackMu0, StackMu1
+}
+
+// Names of a Stack's models.
+const (
+	StackPropensity = "propensity" // ê(x), its loss the log loss over every row
+	// StackMu0 and StackMu1 are the outcome means μ̂0(x) and μ̂1(x), their
+	// losses the squared error (log loss for a binary outcome) over the
+	// rows of their arm.
+	StackMu0 = "mu0"
+	StackMu1 = "mu1"
+)
+
+// StackedModel is a Stack's choice for one nuisance model.
+type StackedModel struct {
+	Name    string
+	Weights []float64 // each learner's weight; they sum to one
+	// Loss is each learner's mean cross-validated loss, then the stack's
+	// (one more number), over the same N rows.
+	Loss []float64
+	N    int
+}
+
+// Model returns the stacked model of that name, or nil.
+func (s *Stack) Model(name string) *StackedModel {
+	for i := range s.Models {
+		if s.Models[i].Name == name {
+			return &s.Models[i]
+		}
+	}
+	return nil
 }
 
 // Len returns the number of rows, or −1 when the slices differ in length.

@@ -111,24 +111,17 @@ func FiniteLosses(ls []store.Loss) []store.Loss {
 }
 
 // NuisanceRows are the rows of crff_nuisance that record st, the super
-// learner's choice over n rows; none when st is nil.
-func NuisanceRows(st *inference.Stack, n int) []store.Nuisance {
+// learner's choice; none when st is nil.
+func NuisanceRows(st *inference.Stack) []store.Nuisance {
 	if st == nil {
 		return nil
 	}
 	var out []store.Nuisance
-	for _, m := range []struct {
-		model   string
-		weights []float64
-		loss    []float64
-	}{
-		{store.NuisancePropensity, st.PropensityWeights, st.PropensityLoss},
-		{store.NuisanceOutcome, st.OutcomeWeights, st.OutcomeLoss},
-	} {
+	for _, m := range st.Models {
 		for k, l := range st.Learners {
-			out = append(out, store.Nuisance{Model: m.model, Learner: l, Weight: m.weights[k], Loss: m.loss[k], N: n})
+			out = append(out, store.Nuisance{Model: m.Name, Learner: l, Weight: m.Weights[k], Loss: m.Loss[k], N: m.N})
 		}
-		out = append(out, store.Nuisance{Model: m.model, Learner: store.NuisanceStack, Loss: m.loss[len(st.Learners)], N: n})
+		out = append(out, store.Nuisance{Model: m.Name, Learner: store.NuisanceStack, Loss: m.Loss[len(st.Learners)], N: m.N})
 	}
 	return out
 }

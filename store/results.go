@@ -111,22 +111,18 @@ type Selection struct {
 	N            int     // validation rows
 }
 
-// Nuisance is one learner's part in a run's choice of nuisance models, a
+// Nuisance is one learner's part in a run's choice of a nuisance model, a
 // row of crff_nuisance (migration 0018 documents the columns).
 type Nuisance struct {
-	Model   string  // NuisancePropensity or NuisanceOutcome
+	Model   string  // "propensity", "mu0" or "mu1" (inference.Stack's names)
 	Learner string  // a learner's name, or NuisanceStack
 	Weight  float64 // ignored for NuisanceStack
 	Loss    float64
 	N       int
 }
 
-// Names of crff_nuisance's models, and of the stack's own row.
-const (
-	NuisancePropensity = "propensity"
-	NuisanceOutcome    = "outcome"
-	NuisanceStack      = "stack"
-)
+// NuisanceStack names crff_nuisance's row of the stack itself.
+const NuisanceStack = "stack"
 
 // Results are everything a run publishes at a site.
 type Results struct {

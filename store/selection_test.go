@@ -64,9 +64,9 @@ func TestNuisanceRows(t *testing.T) {
 	path, s, recs := begunRun(t)
 	res := fakeResults(recs.IDs, 1)
 	res.Nuisance = []store.Nuisance{
-		{Model: store.NuisancePropensity, Learner: "glm", Weight: 0.85, Loss: 0.61, N: 40},
-		{Model: store.NuisancePropensity, Learner: "rff", Weight: 0.15, Loss: 0.64, N: 40},
-		{Model: store.NuisancePropensity, Learner: store.NuisanceStack, Weight: 7, Loss: 0.6, N: 40},
+		{Model: "propensity", Learner: "glm", Weight: 0.85, Loss: 0.61, N: 40},
+		{Model: "propensity", Learner: "rff", Weight: 0.15, Loss: 0.64, N: 40},
+		{Model: "propensity", Learner: store.NuisanceStack, Weight: 7, Loss: 0.6, N: 40},
 	}
 	if err := s.WriteResults(ctx, "run-1", res); err != nil {
 		t.Fatal(err)
@@ -90,8 +90,8 @@ func TestNuisanceRows(t *testing.T) {
 	if want := []string{"glm true 0.85 0.61", "rff true 0.15 0.64", "stack false 0 0.6"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("crff_nuisance %q, want %q", got, want)
 	}
-	res.Nuisance = []store.Nuisance{{Model: store.NuisanceOutcome, Learner: "glm", Weight: 2, Loss: 1, N: 40}}
-	if err := s.WriteResults(ctx, "run-1", res); err == nil || !strings.Contains(err.Error(), `nuisance learner "glm" of the outcome`) {
+	res.Nuisance = []store.Nuisance{{Model: "mu1", Learner: "glm", Weight: 2, Loss: 1, N: 40}}
+	if err := s.WriteResults(ctx, "run-1", res); err == nil || !strings.Contains(err.Error(), `nuisance learner "glm" of the mu1`) {
 		t.Errorf("weight 2: %v", err)
 	}
 	res.Nuisance = nil

@@ -118,7 +118,7 @@ func (s *federated) results(r *federation.SiteResult) store.Results {
 			slog.Float64(logKeyPsiClip, rel.PsiClip), slog.Int(logKeyPsiClipped, rel.PsiClipped), slog.Float64(logKeyCATEClip, rel.CATEClip),
 			slog.Int(logKeyCATEClipped, rel.CATEClipped), slog.Float64(logKeyNoiseSD, rel.NoiseSD[0]), slog.Int(logKeyRows, rel.Sums.N))
 	}
-	res := store.Results{ATE: append(local, global...), Transfer: transfers(r), Nuisance: pipeline.NuisanceRows(r.Stack, len(r.Kept))}
+	res := store.Results{ATE: append(local, global...), Transfer: transfers(r), Nuisance: pipeline.NuisanceRows(r.Stack)}
 	if sel := r.Selection; sel != nil {
 		res.Selection = pipeline.SelectionRows(sel.Candidates, func(k int) string { return r.Kernels[k] }, sel.HeldAll)
 	}
