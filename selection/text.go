@@ -32,7 +32,7 @@ func WriteText(w io.Writer, cands []Candidate, chosen, n int, z float64, shifts 
 		by[s] = fmt.Sprintf("%+.4g", v)
 	}
 	_, err := fmt.Fprintf(w, "model selection: the mean of %d of %d candidates on %d held-out rows (%s): %s\n"+
-		"  doubly robust loss %.4g against the reference %s's %.4g (difference %+.4g); "+shifted+"\n",
+		"  doubly robust loss %.4g against the reference %s's %.4g (difference %+.4g), measured on the rows that chose it, so optimistic; "+shifted+"\n",
 		len(members), len(cands)-1, n, within, strings.Join(members, ", "), won.Loss, ref.Name, ref.Loss, won.Diff, strings.Join(by, ", "))
 	return err
 }
