@@ -98,8 +98,11 @@ func appendFile(path string, text []byte) error {
 // coordinator then fails to start with "address already in use" (edit the
 // port in coordinator.yaml and the sites' files). The daemons accept port 0
 // and log the address they bound ("coordinator listening", "serving health
-// and metrics"), but the sites need the coordinator's address before it
-// starts, so the sandbox cannot leave the choice to the kernel.
+// and metrics"), but the sites of these files need the coordinator's
+// address before it starts, so files written for a user cannot leave the
+// choice to the kernel. crffd demo, which starts the daemons itself, does:
+// it starts the coordinator on port 0 and gives the sites the address it
+// logs (package demo).
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	var lis []net.Listener

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/crffd/crffd/plugins/host"
@@ -107,23 +108,30 @@ func folder(dir string, keep bool) (string, bool, error) {
 }
 
 // train runs the coordinator and a daemon per site of names, configured in
-// dir, until they end, with their logs in logDir.
+// dir, until they end, with their logs in logDir. The coordinator listens
+// on ports the kernel picks (port 0, set through the environment over its
+// file), and the sites dial the address it logs: no port is chosen and
+// released first, which another process could take in between.
 func (cfg Config) train(ctx context.Context, dir, logDir string, names []string) error {
-	procs := []struct{ name, role string }{{"coordinator", "coordinator"}}
-	for _, n := range names {
-		procs = append(procs, struct{ name, role string }{n, "site"})
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, len(procs))
-	for _, p := range procs {
-		config := filepath.Join(dir, p.name+".yaml")
-		if err := cfg.start(ctx, logDir, p.name, errs, p.role, "--config", config, "--once"); err != nil {
+	errs := make(chan error, len(names)+1)
+	any0 := []string{"CRFFD_FEDERATION_ADDRESS=127.0.0.1:0", "CRFFD_FEDERATION_METRICS_ADDRESS=127.0.0.1:0"}
+	if err := cfg.start(ctx, logDir, "coordinator", any0, errs, "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once"); err != nil {
+		return err
+	}
+	addr, err := listening(ctx, filepath.Join(logDir, "coordinator.log"), errs)
+	if err != nil {
+		return fmt.Errorf("demo: %w (see the logs in %s)", err, logDir)
+	}
+	for _, n := range names {
+		env := []string{"CRFFD_FEDERATION_ADDRESS=" + addr}
+		if err := cfg.start(ctx, logDir, n, env, errs, "site", "--config", filepath.Join(dir, n+".yaml"), "--once"); err != nil {
 			return err
 		}
 	}
 	var failed []error
-	for range procs {
+	for range len(names) + 1 {
 		if err := <-errs; err != nil {
 			failed = append(failed, err)
 			cancel() // one daemon failing dooms the run: stop the others now
@@ -135,15 +143,47 @@ func (cfg Config) train(ctx context.Context, dir, logDir string, names []string)
 	return nil
 }
 
+// listeningLine matches the coordinator's log line that gives the address
+// it bound.
+var listeningLine = regexp.MustCompile(`msg="coordinator listening".* address=(\S+)`)
+
+// listening returns the address the coordinator logging to log listens
+// on, once it says so; it fails if the coordinator ends first (reported on
+// errs, which it puts back) or within a minute.
+func listening(ctx context.Context, log string, errs chan error) (string, error) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for {
+		if b, err := os.ReadFile(log); err == nil {
+			if m := listeningLine.FindSubmatch(b); m != nil {
+				return string(m[1]), nil
+			}
+		}
+		select {
+		case err := <-errs:
+			errs <- err
+			return "", fmt.Errorf("the coordinator ended before it listened: %v", err)
+		case <-deadline:
+			return "", errors.New("the coordinator did not say where it listens within a minute")
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
 // start starts crffd ROLE ARGS as a child that dies with the demo, logging
-// to logDir/NAME.log, and reports its end on errs.
-func (cfg Config) start(ctx context.Context, logDir, name string, errs chan<- error, role string, args ...string) error {
+// to logDir/NAME.log, with env added to its environment, and reports its end
+// on errs.
+func (cfg Config) start(ctx context.Context, logDir, name string, env []string, errs chan<- error, role string, args ...string) error {
 	logFile, err := os.Create(filepath.Join(logDir, name+".log"))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, cfg.Executable, append([]string{role, "--plugin-dir", cfg.PluginDir}, args...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 10 * time.Second
 	host.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
