@@ -21,29 +21,31 @@ import (
 // the flag of its name (--source-size in SourceSize, --json in JSON), and
 // Config the model's flags (--features, --rounds, …).
 type EvalOptions struct {
-	Data, Sources, Split, Replicates, Modes string
-	Seeds                                   string
-	Epsilons                                string
-	Delta, Clip, PsiClip                    float64
-	Bounds                                  []string
-	Exact                                   string
-	CrossFit                                bool
-	SourceSize, TestSource                  int
-	Kernel                                  string
-	KernelParams                            []string
-	AutoKernels, AutoEstimator              string
-	SelectionZ                              float64
-	JSON                                    bool
-	Optimizer                               string
-	Config                                  estimator.Config
+	Data, Sources, Replicates, Seeds string // Sources, Replicates and Seeds are lists of numbers and ranges (1-3,5)
+	Split                            []int
+	Modes                            []string
+	Epsilons                         []float64
+	Delta, Clip, PsiClip             float64
+	Bounds                           []string
+	Exact                            []string
+	CrossFit                         bool
+	SourceSize, TestSource           int
+	Kernel                           string
+	KernelParams                     []string
+	AutoKernels                      []string
+	AutoEstimator                    string
+	SelectionZ                       float64
+	JSON                             bool
+	Optimizer                        string
+	Config                           estimator.Config
 }
 
 // DefaultEvalOptions are the defaults of crffd eval's flags.
 func DefaultEvalOptions() EvalOptions {
 	o := EvalOptions{
-		Sources: "1,2,3", SourceSize: 249, Split: "50,100,99", Modes: "learned",
+		Sources: "1,2,3", SourceSize: 249, Split: []int{50, 100, 99}, Modes: []string{"learned"},
 		TestSource: 1, Kernel: "gaussian", Config: estimator.DefaultConfig(),
-		AutoKernels: DefaultAutoKernels, SelectionZ: selection.DefaultZ, AutoEstimator: "auto",
+		AutoKernels: strings.Split(DefaultAutoKernels, ","), SelectionZ: selection.DefaultZ, AutoEstimator: "auto",
 	}
 	o.Optimizer = o.Config.Method.String()
 	return o
@@ -68,12 +70,11 @@ func (o EvalOptions) Plan(seedSet bool) (evaluate.Plan, error) {
 	if plan.Sources, err = evaluate.ParseList(o.Sources); err != nil {
 		return plan, fmt.Errorf("--sources: %w", err)
 	}
-	split, err := parseInts(o.Split, 3, "--split")
-	if err != nil {
-		return plan, err
+	if len(o.Split) != 3 || slices.Min(o.Split) < 0 {
+		return plan, fmt.Errorf("--split %s: want 3 non-negative numbers of rows, comma-separated", intList(o.Split))
 	}
-	copy(plan.Split[:], split)
-	for _, m := range strings.Split(o.Modes, ",") {
+	copy(plan.Split[:], o.Split)
+	for _, m := range o.Modes {
 		plan.Modes = append(plan.Modes, strings.TrimSpace(m))
 	}
 	if err := o.privatePlan(&plan); err != nil {
@@ -99,23 +100,22 @@ func (o EvalOptions) Plan(seedSet bool) (evaluate.Plan, error) {
 
 // privatePlan sets the private runs of --epsilon in plan.
 func (o EvalOptions) privatePlan(plan *evaluate.Plan) error {
-	if o.Epsilons == "" {
+	if len(o.Epsilons) == 0 {
 		return nil
 	}
-	for _, e := range strings.Split(o.Epsilons, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(e), 64)
-		if err != nil || !(v > 0) {
-			return fmt.Errorf("--epsilon %q: want positive numbers or inf, comma-separated", o.Epsilons)
+	for _, v := range o.Epsilons {
+		if !(v > 0) {
+			return fmt.Errorf("--epsilon %v: want positive numbers or inf, comma-separated", o.Epsilons)
 		}
-		plan.Epsilons = append(plan.Epsilons, v)
 	}
+	plan.Epsilons = append(plan.Epsilons, o.Epsilons...)
 	plan.Delta, plan.Clip, plan.PsiClip = o.Delta, o.Clip, o.PsiClip
 	var err error
 	if plan.Bounds, err = parseBounds(o.Bounds); err != nil {
 		return err
 	}
 	plan.Exact = []string{federation.ExactRowCount}
-	for _, e := range strings.Split(o.Exact, ",") {
+	for _, e := range o.Exact {
 		if e = strings.TrimSpace(e); e != "" && e != federation.ExactRowCount {
 			plan.Exact = append(plan.Exact, e)
 		}
@@ -146,7 +146,7 @@ const DefaultAutoKernels = "gaussian,laplacian,matern:nu=0.5,matern:nu=1.5,mater
 // AutoKernel parses one item of a --auto-kernels list: NAME, then
 // NAME=VALUE fields joined by ':', the grid point's (ParseGridPoint) and
 // the kernel's parameters.
-func AutoKernel(list, item string) (name string, grid selection.GridPoint, params kernels.Params, err error) {
+func AutoKernel(list []string, item string) (name string, grid selection.GridPoint, params kernels.Params, err error) {
 	fields := strings.Split(strings.TrimSpace(item), ":")
 	name = fields[0]
 	grid, rest, err := ParseGridPoint(fields[1:])
@@ -155,7 +155,7 @@ func AutoKernel(list, item string) (name string, grid selection.GridPoint, param
 	}
 	params, err = ParseKernelParams(rest)
 	if err != nil || name == "" {
-		return "", grid, nil, fmt.Errorf("--auto-kernels %q: %q is not NAME or NAME:PARAM=VALUE", list, item)
+		return "", grid, nil, fmt.Errorf("--auto-kernels %q: %q is not NAME or NAME:PARAM=VALUE", strings.Join(list, ","), item)
 	}
 	return name, grid, params, nil
 }
@@ -163,7 +163,7 @@ func AutoKernel(list, item string) (name string, grid selection.GridPoint, param
 // OpenAutoKernels opens the kernels of a --auto-kernels list as model
 // selection's candidates, each plugin once (by open), and returns what
 // closes them.
-func OpenAutoKernels(list string, open func(name string) (*kernels.Client, error)) ([]selection.Kernel, func(), error) {
+func OpenAutoKernels(list []string, open func(name string) (*kernels.Client, error)) ([]selection.Kernel, func(), error) {
 	clients := map[string]*kernels.Client{}
 	closeAll := func() {
 		for _, c := range clients {
@@ -171,7 +171,7 @@ func OpenAutoKernels(list string, open func(name string) (*kernels.Client, error
 		}
 	}
 	var out []selection.Kernel
-	for _, item := range strings.Split(list, ",") {
+	for _, item := range list {
 		name, grid, params, err := AutoKernel(list, item)
 		if err != nil {
 			closeAll()
@@ -210,21 +210,13 @@ func ParseKernelParams(pairs []string) (kernels.Params, error) {
 	return p, nil
 }
 
-// parseInts parses exactly n comma-separated non-negative integers.
-func parseInts(s string, n int, flag string) ([]int, error) {
-	parts := strings.Split(s, ",")
-	if len(parts) != n {
-		return nil, fmt.Errorf("%s %q: want %d comma-separated numbers", flag, s, n)
+// intList writes v as a comma-separated list, as it was given.
+func intList(v []int) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.Itoa(x)
 	}
-	out := make([]int, n)
-	for i, p := range parts {
-		v, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("%s %q: %q is not a non-negative integer", flag, s, p)
-		}
-		out[i] = v
-	}
-	return out, nil
+	return strings.Join(parts, ",")
 }
 
 // parseBounds parses --bounds NAME=LO,HI flags.

@@ -121,7 +121,7 @@ func TestConfigErrors(t *testing.T) {
 		}, [2]string{}, `limits.transfers: estimator: unknown transfer mode "sideways"`},
 		{"eval epsilon not positive", func(t *testing.T) []string {
 			return []string{"eval", "--data", "ihdp", "--epsilon", "1,0"}
-		}, [2]string{}, `--epsilon "1,0": want positive numbers or inf`},
+		}, [2]string{}, `--epsilon [1 0]: want positive numbers or inf`},
 		{"eval bound not a range", func(t *testing.T) []string {
 			return []string{"eval", "--data", "ihdp", "--epsilon", "1", "--bounds", "y=5"}
 		}, [2]string{}, `--bounds "y=5": want NAME=LO,HI with finite LO < HI`},

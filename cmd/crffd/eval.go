@@ -77,10 +77,10 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 	f.StringVar(&o.Data, "data", "", "a CSV file or a directory of CSV files (one per replicate)")
 	f.StringVar(&o.Sources, "sources", o.Sources, "numbers of training sources to compare, e.g. 1,2,3")
 	f.IntVar(&o.SourceSize, "source-size", o.SourceSize, "rows per source")
-	f.StringVar(&o.Split, "split", o.Split, "training, test and validation rows per source")
+	f.IntSliceVar(&o.Split, "split", o.Split, "training, test and validation rows per source")
 	f.StringVar(&o.Replicates, "replicates", "", "replicates to run, e.g. 1-10 (default: every file)")
-	f.StringVar(&o.Modes, "modes", o.Modes, "comma-separated: learned, none, full, tlearner, auto")
-	f.StringVar(&o.AutoKernels, "auto-kernels", o.AutoKernels, "kernels of the auto mode's candidates, the first the reference: NAME or NAME:PARAM=VALUE, comma-separated; features=N and linear=G set a kernel's own D and γ (a grid point: gaussian:features=100:linear=0)")
+	f.StringSliceVar(&o.Modes, "modes", o.Modes, "comma-separated: learned, none, full, tlearner, auto")
+	f.StringSliceVar(&o.AutoKernels, "auto-kernels", o.AutoKernels, "kernels of the auto mode's candidates, the first the reference: NAME or NAME:PARAM=VALUE, comma-separated; features=N and linear=G set a kernel's own D and γ (a grid point: gaussian:features=100:linear=0)")
 	f.StringVar(&o.AutoEstimator, "auto-estimator", o.AutoEstimator, "the auto mode's candidate kinds, as model.estimator: auto (all), latent, outcome, tlearner or dr")
 	f.Float64Var(&o.SelectionZ, "selection-z", o.SelectionZ, "standard errors of the paired loss difference from the best within which an auto candidate joins the ensemble")
 	f.IntVar(&o.TestSource, "test-source", o.TestSource, "source whose test rows are scored")
@@ -98,12 +98,12 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 	f.Uint64Var(&o.Config.Seed, "seed", o.Config.Seed, "seed of frequencies, initial weights and sampling")
 	f.StringVar(&o.Seeds, "seeds", "", "repeat every run with each of these seeds, e.g. 0-4, and average them per replicate (instead of --seed)")
 	f.IntVar(&o.Config.Folds, "folds", o.Config.Folds, "folds over which --crossfit cross-fits the nuisances")
-	f.StringVar(&o.Epsilons, "epsilon", "", "run each transfer mode at each differential-privacy ε, e.g. 1,4,16,inf (every source private; inf: exact); needs --optimizer adam")
+	f.Float64SliceVar(&o.Epsilons, "epsilon", nil, "run each transfer mode at each differential-privacy ε, e.g. 1,4,16,inf (every source private; inf: exact); needs --optimizer adam")
 	f.Float64Var(&o.Delta, "delta", 1e-5, "δ of the --epsilon runs")
 	f.Float64Var(&o.Clip, "clip", 1, "per-row gradient clip norm of the --epsilon runs")
 	f.StringArrayVar(&o.Bounds, "bounds", nil, "public range of a continuous column in the --epsilon runs, NAME=LO,HI (x1, x2, …, and y for the outcome; repeatable), as privacy.bounds")
 	f.Float64Var(&o.PsiClip, "psi-clip", 0, "the --epsilon runs' clip bound of the AIPW scores, as privacy.psi_clip (0: 2 × the outcome's width)")
-	f.StringVar(&o.Exact, "exact", "", "aggregates the --epsilon runs' sources release exactly, as privacy.exact (row_count is always)")
+	f.StringSliceVar(&o.Exact, "exact", nil, "aggregates the --epsilon runs' sources release exactly, as privacy.exact (row_count is always)")
 	f.BoolVar(&o.CrossFit, "crossfit", false, "cross-fit the AIPW nuisances on the scored rows, as crffd fit does, instead of taking them from the training fit")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
@@ -153,8 +153,8 @@ func runEval(cmd *cobra.Command, a *app, o config.EvalOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(a.stdout, "%d replicates from %s; test rows of source %d; split %s; kernel %s %s\n",
-		len(plan.Replicates), o.Data, o.TestSource, o.Split, o.Kernel, kernel.Params())
+	fmt.Fprintf(a.stdout, "%d replicates from %s; test rows of source %d; split %d,%d,%d; kernel %s %s\n",
+		len(plan.Replicates), o.Data, o.TestSource, plan.Split[0], plan.Split[1], plan.Split[2], o.Kernel, kernel.Params())
 	if o.Seeds != "" {
 		fmt.Fprintf(a.stdout, "seeds %s: each replicate's runs averaged over the seeds, standard errors over replicates\n", o.Seeds)
 	}
