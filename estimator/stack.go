@@ -112,6 +112,15 @@ func (s *Setup) fitGLMOutcome(ctx context.Context, d *Data) (*glm.Model, float64
 // outcome's own units.
 func (ns *NuisanceStack) predict(x mat.Matrix) (inference.Nuisance, error) {
 	var nu inference.Nuisance
+	// A stack read back from a site file may be damaged.
+	if ns.Propensity == nil || ns.Outcome[0] == nil || ns.Outcome[1] == nil {
+		return nu, errors.New("estimator: the nuisance stack lacks a model")
+	}
+	for _, a := range []float64{ns.PropensityWeight, ns.MuWeight[0], ns.MuWeight[1]} {
+		if !(a >= 0 && a <= 1) {
+			return nu, fmt.Errorf("estimator: nuisance stack weight %v outside [0, 1]", a)
+		}
+	}
 	var err error
 	if nu.Propensity, err = ns.Propensity.Predict(nil, x); err != nil {
 		return nu, err

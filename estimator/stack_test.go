@@ -153,6 +153,14 @@ func TestNuisanceStackKeepsTheCombination(t *testing.T) {
 	if err != nil || !slices.Equal(own.Mu0, rff.Mu0) {
 		t.Errorf("without a stack: %v", err)
 	}
+	for name, damaged := range map[string]NuisanceStack{
+		"no propensity":    {Outcome: back.Outcome},
+		"weight above one": {Propensity: back.Propensity, Outcome: back.Outcome, MuWeight: [2]float64{0, 1.5}},
+	} {
+		if _, err := m.StackNuisance(0, fresh, &damaged); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
 	if _, err := m.Setup.FitNuisanceStack(ctx, d, &inference.Stack{Learners: []string{"rff"}}); err == nil {
 		t.Error("a stack without the GLM learner was fitted")
 	}

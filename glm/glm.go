@@ -46,6 +46,10 @@ type Model struct {
 // room.
 func (m *Model) Predict(dst []float64, x mat.Matrix) ([]float64, error) {
 	n, d := x.Dims()
+	if len(m.Scale) != len(m.Mean) || len(m.Beta) != len(m.Mean)+1 {
+		// A model read back from a file may be damaged.
+		return nil, fmt.Errorf("%w: a model of %d means, %d scales and %d coefficients", ErrShape, len(m.Mean), len(m.Scale), len(m.Beta))
+	}
 	if d != len(m.Mean) {
 		return nil, fmt.Errorf("%w: %d covariates, the model has %d", ErrShape, d, len(m.Mean))
 	}

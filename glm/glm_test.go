@@ -159,6 +159,10 @@ func TestErrors(t *testing.T) {
 		{"short targets", func() error { _, err := FitLinear(x, y[:3], 1); return err }(), "20 rows of covariates, 3 targets"},
 		{"no rows", func() error { _, err := FitLinear(&mat.Dense{}, nil, 1); return err }(), "no rows"},
 		{"predict other width", func() error { _, err := m.Predict(nil, mat.NewDense(2, 3, nil)); return err }(), "3 covariates, the model has 2"},
+		{"damaged model", func() error {
+			_, err := (&Model{Mean: m.Mean, Scale: m.Scale, Beta: m.Beta[:2]}).Predict(nil, x)
+			return err
+		}(), "a model of 2 means, 2 scales and 2 coefficients"},
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, tc.err, tc.want)
