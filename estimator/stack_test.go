@@ -134,6 +134,14 @@ func TestNuisanceStackKeepsTheCombination(t *testing.T) {
 			t.Fatalf("row %d: μ̂1 %v, ê %v; want %v, %v", i, got.Mu1[i], got.Propensity[i], want, wantE)
 		}
 	}
+	// eval's held-out path: the same super learner, fitted on d.
+	held, err := m.StackedNuisance(ctx, 0, d, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(held.Mu1, got.Mu1) || !slices.Equal(held.Propensity, got.Propensity) || held.Stack == nil {
+		t.Error("StackedNuisance differs from the stack CrossFit and FitNuisanceStack give")
+	}
 	b, err := json.Marshal(ns)
 	if err != nil {
 		t.Fatal(err)
