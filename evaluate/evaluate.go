@@ -515,21 +515,24 @@ type release struct {
 // stay absent when d has too few rows for a calibration. With rel, the
 // AIPW estimate is that of the sums the private site releases (its scores
 // clipped, with noise), and its interval includes the noise; its
-// nuisances are then model's own, trained privately, since the super
-// learner's GLMs are not.
+// nuisances are then model's own, trained privately, even with crossFit,
+// as a private site's are: cross-fitted ψ would move with every row.
 func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, train, d *estimator.Data, cate, tau []float64, crossFit bool, rel *release) error {
 	var an *inference.Analysis
 	var err error
-	if crossFit {
-		an, err = estimator.Analyse(ctx, model.Setup, site, d, cate)
-	} else {
+	switch {
+	case rel != nil:
+		// As a private site computes its released ψ (federation's
+		// siteNuisance), with or without crossFit.
 		var nu inference.Nuisance
-		if rel != nil {
-			nu, err = model.Nuisance(site, d)
-		} else {
-			nu, err = model.StackedNuisance(ctx, site, train, d)
+		if nu, err = model.Nuisance(site, d); err == nil {
+			an, err = inference.Analyse(d.W, d.Y, nu, cate, d.X)
 		}
-		if err == nil {
+	case crossFit:
+		an, err = estimator.Analyse(ctx, model.Setup, site, d, cate)
+	default:
+		var nu inference.Nuisance
+		if nu, err = model.StackedNuisance(ctx, site, train, d); err == nil {
 			an, err = inference.Analyse(d.W, d.Y, nu, cate, d.X)
 		}
 	}
