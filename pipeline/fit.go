@@ -72,8 +72,8 @@ type SiteFit struct {
 	// Candidates and OnFitted are FitSite's to fill.
 	Choice   Selection
 	Open     OpenSpectral
-	Progress Progress
-	Logger   *slog.Logger
+	Progress Progress     // nil: none shown
+	Logger   *slog.Logger // nil: nothing logged
 }
 
 // Single reports whether the choice leaves one candidate, which needs no
@@ -94,6 +94,15 @@ type Fit struct {
 // candidate, keeping the chosen one's, when there is a choice), scores
 // every row, and computes their AIPW ATE.
 func FitSite(ctx context.Context, c SiteFit) (*Fit, error) {
+	if c.Records == nil || c.Records.Data == nil || c.Open == nil || len(c.Choice.Kernels) == 0 {
+		return nil, fmt.Errorf("fit %q: no records, kernel opener or candidate kernel", c.DB)
+	}
+	if c.Progress == nil {
+		c.Progress = noProgress{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	f, err := trainSite(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("fit %q: %w", c.DB, err)
@@ -103,6 +112,12 @@ func FitSite(ctx context.Context, c SiteFit) (*Fit, error) {
 	}
 	return f, nil
 }
+
+// noProgress shows nothing.
+type noProgress struct{}
+
+func (noProgress) Update(string, int, int, string) {}
+func (noProgress) Done()                           {}
 
 func trainSite(ctx context.Context, c SiteFit) (*Fit, error) {
 	recs, ch := c.Records, c.Choice

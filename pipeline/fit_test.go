@@ -1,0 +1,74 @@
+package pipeline
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/modelstore"
+	"github.com/crffd/crffd/selection"
+	"github.com/crffd/crffd/store"
+)
+
+// confounded returns n rows of two covariates with a treatment confounded
+// by the first and the effect 2.
+func confounded(n int) *store.Records {
+	r := rand.New(rand.NewPCG(4, 2))
+	d := &estimator.Data{X: mat.NewDense(n, 2, nil), W: make([]float64, n), Y: make([]float64, n)}
+	ids := make([]store.RowID, n)
+	for i := range n {
+		a, b := r.NormFloat64(), r.NormFloat64()
+		d.X.SetRow(i, []float64{a, b})
+		if r.Float64() < 1/(1+math.Exp(-a)) {
+			d.W[i] = 1
+		}
+		d.Y[i] = 1 + a + 0.5*b + 2*d.W[i] + r.NormFloat64()
+		ids[i] = store.IntID(int64(i + 1))
+	}
+	return &store.Records{Data: d, Schema: estimator.Schema{Binary: []bool{false, false}}, IDs: ids}
+}
+
+// TestFitSite: one kernel's latent CATE, fitted alone, scores every row,
+// gives an AIPW ATE near the effect, records the super learner of its
+// nuisances for crff_nuisance and keeps it for rows scored later; a fit
+// without records or kernels is refused.
+func TestFitSite(t *testing.T) {
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 20, 3, 30, 10
+	recs := confounded(300)
+	open := func(context.Context, modelstore.Kernel) (estimator.Spectral, error) { return estimator.GaussianSpectral{}, nil }
+	c := SiteFit{Run: "run-1", DB: "site.sqlite", Records: recs, Config: cfg, Open: open,
+		Choice: Selection{Kinds: []string{selection.KindLatent}, Kernels: []modelstore.Kernel{{Name: "gaussian"}}}}
+	f, err := FitSite(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Run.CATE) != 300 || f.Selected != nil || len(f.Losses) == 0 {
+		t.Errorf("%d CATEs, selection %v, %d losses", len(f.Run.CATE), f.Selected, len(f.Losses))
+	}
+	if a := f.ATEs.AIPW; math.Abs(a.Estimate-2) > 3*a.SE+0.05 {
+		t.Errorf("AIPW ATE %v ± %v, want near 2", a.Estimate, a.SE)
+	}
+	if len(f.Run.Results.Nuisance) != 9 || f.Run.Nuisance == nil {
+		t.Errorf("%d crff_nuisance rows and kept stack %v; want 9 and a stack", len(f.Run.Results.Nuisance), f.Run.Nuisance)
+	}
+	for _, r := range f.Run.Results.Nuisance {
+		if r.Model == inference.StackPropensity && r.N != 300 {
+			t.Errorf("the propensity's loss is over %d rows, want 300", r.N)
+		}
+	}
+	for name, bad := range map[string]SiteFit{
+		"no records": {DB: "site.sqlite", Open: open, Choice: c.Choice},
+		"no kernel":  {DB: "site.sqlite", Records: recs, Open: open},
+	} {
+		if _, err := FitSite(context.Background(), bad); err == nil || !strings.Contains(err.Error(), `fit "site.sqlite"`) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
