@@ -42,7 +42,9 @@ func TestFitSite(t *testing.T) {
 	cfg := estimator.DefaultConfig()
 	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 20, 3, 30, 10
 	recs := confounded(300)
-	open := func(context.Context, modelstore.Kernel) (estimator.Spectral, error) { return estimator.GaussianSpectral{}, nil }
+	open := func(context.Context, modelstore.Kernel) (estimator.Spectral, error) {
+		return estimator.GaussianSpectral{}, nil
+	}
 	c := SiteFit{Run: "run-1", DB: "site.sqlite", Records: recs, Config: cfg, Open: open,
 		Choice: Selection{Kinds: []string{selection.KindLatent}, Kernels: []modelstore.Kernel{{Name: "gaussian"}}}}
 	f, err := FitSite(context.Background(), c)
