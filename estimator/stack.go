@@ -60,13 +60,7 @@ func (s *Setup) fitGLM(ctx context.Context, d *Data) (*NuisanceStack, error) {
 		return nil, fmt.Errorf("propensity: %w", err)
 	}
 	ns := &NuisanceStack{Propensity: prop, LogY: s.LogY()}
-	for arm := range ns.Outcome {
-		var rows []int
-		for i, w := range d.W {
-			if w == float64(arm) {
-				rows = append(rows, i)
-			}
-		}
+	for arm, rows := range armRows(d.W) {
 		if len(rows) == 0 {
 			return nil, fmt.Errorf("outcome: no rows in arm %d", arm)
 		}
@@ -184,12 +178,9 @@ func (m *Model) StackNuisance(site int, d *Data, ns *NuisanceStack) (inference.N
 	if err != nil {
 		return inference.Nuisance{}, fmt.Errorf("estimator: %s learner: %w", LearnerGLM, err)
 	}
-	aP, a0, a1 := ns.PropensityWeight, ns.MuWeight[0], ns.MuWeight[1]
-	for i := range rff.Propensity {
-		rff.Propensity[i] = aP*lin.Propensity[i] + (1-aP)*rff.Propensity[i]
-		rff.Mu0[i] = a0*lin.Mu0[i] + (1-a0)*rff.Mu0[i]
-		rff.Mu1[i] = a1*lin.Mu1[i] + (1-a1)*rff.Mu1[i]
-	}
+	blend(rff.Propensity, ns.PropensityWeight, lin.Propensity, rff.Propensity)
+	blend(rff.Mu0, ns.MuWeight[0], lin.Mu0, rff.Mu0)
+	blend(rff.Mu1, ns.MuWeight[1], lin.Mu1, rff.Mu1)
 	return rff, nil
 }
 
@@ -208,10 +199,7 @@ func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisan
 	n := d.Rows()
 	out := inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n),
 		Stack: &inference.Stack{Learners: append([]string(nil), names...)}}
-	var arm [2][]int
-	for i, w := range d.W {
-		arm[int(w)] = append(arm[int(w)], i)
-	}
+	arm := armRows(d.W)
 	for _, m := range []struct {
 		name   string
 		pick   func(inference.Nuisance) []float64
@@ -229,13 +217,28 @@ func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisan
 		if err != nil {
 			return inference.Nuisance{}, fmt.Errorf("estimator: stacking %s: %w", m.name, err)
 		}
-		for i := range m.dst {
-			m.dst[i] = a*x[i] + (1-a)*y[i]
-		}
+		blend(m.dst, a, x, y)
 		sm.Name = m.name
 		out.Stack.Models = append(out.Stack.Models, sm)
 	}
 	return out, nil
+}
+
+// armRows returns the positions of the control rows and of the treated
+// rows of the treatments w.
+func armRows(w []float64) [2][]int {
+	var arm [2][]int
+	for i, v := range w {
+		arm[int(v)] = append(arm[int(v)], i)
+	}
+	return arm
+}
+
+// blend sets dst to a·x + (1 − a)·y, element by element; dst may be y.
+func blend(dst []float64, a float64, x, y []float64) {
+	for i := range dst {
+		dst[i] = a*x[i] + (1-a)*y[i]
+	}
 }
 
 // chooseWeight returns the weight a of x in a·x + (1 − a)·y, on the grid,
