@@ -348,7 +348,7 @@ func covariateNames(dx int) []string {
 type privateFit struct {
 	model *estimator.Model
 	priv  *federation.SitePrivacy // nil: not private
-	agg   []float64               // per source, σ of its aggregates
+	noise []federation.RunNoise   // per source, the noise it calibrated
 }
 
 // fitPrivate fits cfg by simulated federation, every site private at eps
@@ -364,7 +364,7 @@ func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, schema est
 	names := covariateNames(len(schema.Binary))
 	moments := make([]estimator.Moments, len(train))
 	privs := make([]*estimator.Privacy, len(train))
-	fit := privateFit{priv: sp, agg: make([]float64, len(train))}
+	fit := privateFit{priv: sp, noise: make([]federation.RunNoise, len(train))}
 	for s, d := range train {
 		noise, err := sp.Calibrate(cfg, d.Rows(), names, schema)
 		if err != nil {
@@ -374,7 +374,7 @@ func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, schema est
 			return fit, fmt.Errorf("source %d: %w", s+1, err)
 		}
 		privs[s] = &estimator.Privacy{Clip: sp.Clip, Noise: noise.Training, Rate: noise.Rate}
-		fit.agg[s] = noise.ATE
+		fit.noise[s] = noise
 	}
 	scaler, err := estimator.NewScaler(schema, moments)
 	if err != nil {
@@ -481,7 +481,7 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 		cate = eff.CATE
 		var rel *release
 		if fit.priv != nil {
-			rel = &release{priv: fit.priv, sigma: fit.agg[p.TestSource-1], schema: schema, rng: rng}
+			rel = &release{priv: fit.priv, noise: fit.noise[p.TestSource-1], schema: schema, rng: rng}
 		}
 		if err := r.aipw(ctx, model, p.TestSource-1, train[p.TestSource-1], test.Data(), cate, test.Tau(), p.CrossFit, rel); err != nil {
 			return r, err
@@ -502,7 +502,7 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 // release is how a private source releases its ATE's sums.
 type release struct {
 	priv   *federation.SitePrivacy
-	sigma  float64 // the noise multiplier of the source's ATE sums
+	noise  federation.RunNoise // the noise the source calibrated its run to
 	schema estimator.Schema
 	rng    *rand.Rand
 }
@@ -515,17 +515,18 @@ type release struct {
 // stay absent when d has too few rows for a calibration. With rel, the
 // AIPW estimate is that of the sums the private site releases (its scores
 // clipped, with noise), and its interval includes the noise; its
-// nuisances are then model's own, trained privately, even with crossFit,
-// as a private site's are: cross-fitted ψ would move with every row.
+// nuisances are then fitted from d's sufficient statistics released with
+// noise, even with crossFit, as a private site's are: cross-fitted ψ
+// would move with every row.
 func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, train, d *estimator.Data, cate, tau []float64, crossFit bool, rel *release) error {
 	var an *inference.Analysis
 	var err error
 	switch {
 	case rel != nil:
-		// As a private site computes its released ψ (federation's
-		// siteNuisance), with or without crossFit.
+		// As a private site computes its released ψ, with or without
+		// crossFit.
 		var nu inference.Nuisance
-		if nu, err = model.Nuisance(site, d); err == nil {
+		if nu, err = rel.priv.Nuisance(model.Setup, d, rel.noise.Nuisance, rel.rng); err == nil {
 			an, err = inference.Analyse(d.W, d.Y, nu, cate, d.X)
 		}
 	case crossFit:
@@ -541,7 +542,7 @@ func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, tra
 	}
 	r.AIPWATE, r.AIPWLower, r.AIPWUpper = &an.AIPW.Estimate, &an.AIPW.Lower, &an.AIPW.Upper
 	if rel != nil {
-		sent, err := rel.priv.ATE(an.Scores, cate, rel.schema, model.Setup.Scaler.YSD, rel.sigma, rel.rng)
+		sent, err := rel.priv.ATE(an.Scores, cate, rel.schema, model.Setup.Scaler.YSD, rel.noise.ATE, rel.rng)
 		if err != nil {
 			return err
 		}

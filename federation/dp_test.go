@@ -49,7 +49,7 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 			t.Errorf("site%d: private %v, %d private sites; want %v, 2", s+1, r.Private, r.PrivateSites, s < 2)
 		}
 	}
-	steps := []string{TrainingStep(estimator.Propensity), TrainingStep(estimator.Outcome), TrainingStep(estimator.Latent), StepMoments, StepATE}
+	steps := []string{TrainingStep(estimator.Propensity), TrainingStep(estimator.Outcome), TrainingStep(estimator.Latent), StepMoments, StepNuisance, StepATE}
 	for s, l := range ledgers {
 		if len(l.charges) != len(steps) {
 			t.Fatalf("site%d: %d charges, want one per model and one per aggregate released with noise", s+1, len(l.charges))
@@ -62,7 +62,7 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 		for k, c := range l.charges {
 			rounds, mechanisms := cfg.Rounds, cfg.Rounds
 			switch c.Step {
-			case StepMoments:
+			case StepMoments, StepNuisance:
 				rounds, mechanisms = 1, 1
 			case StepATE:
 				// Three sums, charged as the one mechanism they compose to.
@@ -78,8 +78,11 @@ func TestPrivateSitesSpendTheirBudgets(t *testing.T) {
 			}
 		}
 		// The aggregates split their budget by their shares.
-		if m, a := l.charges[3].Noise, l.charges[4].Noise; math.Abs(m/a-math.Sqrt(ShareATE/ShareMoments)) > 1e-9 {
+		if m, a := l.charges[3].Noise, l.charges[5].Noise; math.Abs(m/a-math.Sqrt(ShareATE/ShareMoments)) > 1e-9 {
 			t.Errorf("site%d: the moments' noise %v over the ATE's %v, want √(%v/%v)", s+1, m, a, ShareATE, ShareMoments)
+		}
+		if m, a := l.charges[4].Noise, l.charges[5].Noise; math.Abs(m/a-math.Sqrt(float64(ShareATE)/ShareNuisance)) > 1e-9 {
+			t.Errorf("site%d: the nuisance statistics' noise %v over the ATE's %v, want √(%v/%v)", s+1, m, a, ShareATE, ShareNuisance)
 		}
 		if c := l.charges[len(l.charges)-1]; !(c.Total <= run && c.Total > 0.99*run) {
 			t.Errorf("site%d: spent ε = %v, want just under %v", s+1, c.Total, run)
@@ -210,9 +213,9 @@ func TestPrivateSitesSelectAModel(t *testing.T) {
 				t.Errorf("site%d: selection charge %+v", s+1, c)
 			}
 		}
-		want, exact := append(slices.Clone(wantTrain), StepMoments, StepATE), []string{ExactRowCount, ExactSelection}
+		want, exact := append(slices.Clone(wantTrain), StepMoments, StepNuisance, StepATE), []string{ExactRowCount, ExactSelection}
 		if s < 2 {
-			want, exact = append(slices.Clone(wantTrain), StepMoments, StepATE, StepSelection), []string{ExactRowCount}
+			want, exact = append(slices.Clone(wantTrain), StepMoments, StepNuisance, StepATE, StepSelection), []string{ExactRowCount}
 		}
 		if got := l.charges[0].Exact; !slices.Equal(got, exact) {
 			t.Errorf("site%d: charges list %v as exact, want %v", s+1, got, exact)

@@ -29,6 +29,7 @@ const (
 	StepMoments   = "moments"   // the hello's column sums and sums of squares
 	StepATE       = "ate"       // the doubly robust ATE's sums
 	StepSelection = "selection" // model selection's statistics and held-out losses
+	// StepNuisance (privacy_nuisance.go) is the nuisance models' statistics.
 )
 
 // TrainingStep returns the step name of the training rounds of model
@@ -241,7 +242,12 @@ func (rc *runCharge) aggregate(step string) float64 {
 // releases returns the aggregates the run releases with noise, beside its
 // training rounds, in the order they are charged.
 func (s *site) releases() []release {
-	return slices.Concat(s.aggregateReleases(), s.selectionReleases())
+	rel := slices.Concat(s.aggregateReleases(), s.selectionReleases())
+	if s.privateNuisance() && !slices.Contains(rel, nuisanceRelease) {
+		// A run whose ATE is exact but whose selection is not.
+		rel = append(rel, nuisanceRelease)
+	}
+	return rel
 }
 
 // noiseFor returns the noise of step's releases (see noiseAggregate).

@@ -261,13 +261,13 @@ func (p *SitePrivacy) CheckColumns(columns []string, schema estimator.Schema) er
 		return fmt.Errorf("privacy: psi_clip %v must be finite and not negative (0: %d × the width of the outcome's bound)", p.PsiClip, DefaultPsiClipRanges)
 	}
 	_, missing := p.momentColumns(columns, schema)
-	if _, ok := p.outcomeBound(schema); !ok && !p.IsExact(ExactATE) && p.PsiClip == 0 && !slices.Contains(missing, "the outcome") {
+	if _, ok := p.outcomeBound(schema); !ok && !p.IsExact(ExactATE) && !slices.Contains(missing, "the outcome") {
 		missing = append(missing, "the outcome")
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("privacy: no public bound (privacy.bounds) for %s: a private site clips each value of a continuous column to its bound before its sums are released with noise; give each a bound, or name moments (and ate) in privacy.exact to release them without noise",
+	return fmt.Errorf("privacy: no public bound (privacy.bounds) for %s: a private site clips each value of a continuous column to its bound before its sums are released with noise; give each a bound (the outcome's also bounds the nuisance models' statistics and the ATE's scores), or name moments (and ate) in privacy.exact to release them without noise",
 		strings.Join(missing, ", "))
 }
 
@@ -283,7 +283,7 @@ func aggregateReleasesOf(p *SitePrivacy, columns []string, schema estimator.Sche
 		out = append(out, release{step: StepMoments, count: 1, share: ShareMoments})
 	}
 	if !p.IsExact(ExactATE) {
-		out = append(out, release{step: StepATE, count: 1, share: ShareATE})
+		out = append(out, nuisanceRelease, release{step: StepATE, count: 1, share: ShareATE})
 	}
 	return out
 }
@@ -544,8 +544,9 @@ type RunNoise struct {
 	Rounds int     // the most rounds of each model the site answers
 	Rate   float64 // the Poisson sampling rate q of its training rounds
 	// Training is σ of the training rounds, Moments that of the
-	// moments and ATE that of the ATE's sums (0 when released exactly).
-	Training, Moments, ATE float64
+	// moments, Nuisance that of the nuisance models' statistics and ATE
+	// that of the ATE's sums (0 when released exactly).
+	Training, Moments, Nuisance, ATE float64
 	// Epsilon is what the run spends at the budget's δ, all charges
 	// composed.
 	Epsilon float64
@@ -573,7 +574,8 @@ func (p *SitePrivacy) Calibrate(cfg estimator.Config, rows int, columns []string
 	if err != nil {
 		return RunNoise{}, err
 	}
-	return RunNoise{Rounds: rc.rounds, Rate: rc.q, Training: rc.noise, Moments: rc.aggregate(StepMoments), ATE: rc.aggregate(StepATE), Epsilon: eps}, nil
+	return RunNoise{Rounds: rc.rounds, Rate: rc.q, Training: rc.noise, Moments: rc.aggregate(StepMoments), Nuisance: rc.aggregate(StepNuisance),
+		ATE: rc.aggregate(StepATE), Epsilon: eps}, nil
 }
 
 // Moments returns the moments a site private under p releases of its

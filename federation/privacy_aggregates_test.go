@@ -16,6 +16,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/glm"
 	"github.com/crffd/crffd/inference"
 )
 
@@ -229,7 +230,7 @@ func TestPrivateColumnsNeedBounds(t *testing.T) {
 		{"covariates, not the outcome", SitePrivacy{Bounds: testBounds}, testSchema, "for the outcome:"},
 		{"binary outcome needs none", SitePrivacy{Bounds: testBounds}, binaryOutcome, ""},
 		{"all", SitePrivacy{Bounds: testBounds, Outcome: &testOutcomeBound}, testSchema, ""},
-		{"moments exact, psi_clip set", SitePrivacy{Exact: []string{ExactRowCount, ExactMoments}, PsiClip: 10}, testSchema, ""},
+		{"moments exact, psi_clip set: the nuisance statistics need the outcome", SitePrivacy{Exact: []string{ExactRowCount, ExactMoments}, PsiClip: 10}, testSchema, "for the outcome:"},
 		{"moments exact, the ATE's clip needs the outcome", SitePrivacy{Exact: []string{ExactRowCount, ExactMoments}}, testSchema, "for the outcome:"},
 		{"moments and ate exact", SitePrivacy{Exact: []string{ExactRowCount, ExactMoments, ExactATE}}, testSchema, ""},
 		{"empty bound", SitePrivacy{Bounds: map[string]Bound{"c1": {1, 1}}}, testSchema, "the bound [1, 1] of column c1 must be finite, with lo < hi"},
@@ -499,7 +500,7 @@ func TestCalibrateSharesTheSiteRules(t *testing.T) {
 	if err := s.chargePrivacy(context.Background(), "r", cfg, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got.Rate != 64.0/400 || got.Rate != s.charge.q || got.Training != s.charge.noise || got.Moments != s.charge.aggregate(StepMoments) || got.ATE != s.charge.aggregate(StepATE) || got.Rounds != s.charge.rounds {
+	if got.Rate != 64.0/400 || got.Rate != s.charge.q || got.Training != s.charge.noise || got.Moments != s.charge.aggregate(StepMoments) || got.Nuisance != s.charge.aggregate(StepNuisance) || got.ATE != s.charge.aggregate(StepATE) || got.Rounds != s.charge.rounds {
 		t.Errorf("Calibrate %+v, the site charged %+v", got, *s.charge)
 	}
 	if !(got.Epsilon <= 2 && got.Epsilon > 1.98) {
@@ -610,57 +611,93 @@ func TestCalibrateRefusesASharelessRelease(t *testing.T) {
 }
 
 // TestPrivateATEScoresOnNeighbours: the ψ of a site that releases its
-// ATE's sums with noise depend on their own row alone, so removing a row
-// leaves every other row's ψ as it was and moves the clipped Σψ by at
-// most B. Cross-fitted ψ, which a site without privacy uses, fail that:
-// every row trains fold models that predict the others, and the check
-// below sees it.
+// ATE's sums with noise depend on their own row and on the noised release
+// of the nuisance statistics alone. Removing a row moves those statistics
+// by at most glm.Sensitivity (checked here on rows whose values pass
+// their bounds), and, for a given release, leaves every other row's ψ as
+// it was, so that the clipped Σψ moves by at most B. Cross-fitted ψ, which
+// a site without privacy uses, fail that: every row trains fold models
+// that predict the others, and the check below sees it.
 func TestPrivateATEScoresOnNeighbours(t *testing.T) {
 	ctx := context.Background()
 	d := makeData(120, 0)
+	d.X.Set(3, 0, 1e6) // far outside the run's scale: clipped
+	d.Y[5] = -1e6      // far outside the outcome's bound
 	m, err := estimator.Fit(ctx, []*estimator.Data{d}, testSchema, estimator.GaussianSpectral{}, testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	const removed, b = 7, 50.0
-	var keep []int
-	for i := range d.Rows() {
-		if i != removed {
-			keep = append(keep, i)
-		}
-	}
-	less := d.Subset(keep)
-	for _, private := range []bool{true, false} {
-		psi := func(data *estimator.Data) []float64 {
-			t.Helper()
-			nu, err := siteNuisance(ctx, private, m.Setup, m, 0, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, _, err := inference.Scores(data.W, data.Y, nu, inference.DefaultClip)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		}
-		full, fewer := psi(d), psi(less)
-		moved := 0
-		for i := range fewer {
-			j := i
-			if i >= removed {
-				j++
-			}
-			if full[j] != fewer[i] {
-				moved++
+	p := &SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Bounds: testBounds, Outcome: &testOutcomeBound}
+	const b, sigma = 50.0, 2.0
+	for _, removed := range []int{3, 5, 7} {
+		var keep []int
+		for i := range d.Rows() {
+			if i != removed {
+				keep = append(keep, i)
 			}
 		}
-		sumFull, _, _ := clippedATESums(full, make([]float64, len(full)), b, 1)
-		sumLess, _, _ := clippedATESums(fewer, make([]float64, len(fewer)), b, 1)
-		switch {
-		case private && (moved > 0 || math.Abs(sumFull[0]-sumLess[0]) > b):
-			t.Errorf("private: removing row %d moved %d other rows' ψ and Σψ by %v (B = %v)", removed, moved, math.Abs(sumFull[0]-sumLess[0]), b)
-		case !private && moved < 50:
-			t.Errorf("cross-fitted: removing row %d moved only %d other rows' ψ; the check would not see the bound fail", removed, moved)
+		less := d.Subset(keep)
+		// The statistics' sensitivity on this pair.
+		sFull, err := m.Setup.NuisanceStats(d, testOutcomeBound.Lo, testOutcomeBound.Hi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sLess, err := m.Setup.NuisanceStats(less, testOutcomeBound.Lo, testOutcomeBound.Hi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff := sFull.Vector()
+		gfloats.Sub(diff, sLess.Vector())
+		if got, bound := gfloats.Norm(diff, 2), glm.Sensitivity(sFull.D); got > bound {
+			t.Errorf("removing row %d moved the nuisance statistics by %v, past their sensitivity %v", removed, got, bound)
+		}
+		// One release of D's statistics, as both datasets' models see it.
+		released := sFull.Vector()
+		r := rand.New(rand.NewPCG(uint64(removed), 1))
+		for i := range released {
+			released[i] += sigma * glm.Sensitivity(sFull.D) * r.NormFloat64()
+		}
+		for _, private := range []bool{true, false} {
+			psi := func(data *estimator.Data) []float64 {
+				t.Helper()
+				var nu inference.Nuisance
+				var err error
+				if private {
+					nu, err = fitPrivateNuisance(p, m.Setup, data, sigma, func(v []float64, _ float64) error {
+						copy(v, released)
+						return nil
+					})
+				} else {
+					nu, err = estimator.CrossFit(ctx, m.Setup, 0, data)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				ps, _, err := inference.Scores(data.W, data.Y, nu, inference.DefaultClip)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ps
+			}
+			full, fewer := psi(d), psi(less)
+			moved := 0
+			for i := range fewer {
+				j := i
+				if i >= removed {
+					j++
+				}
+				if full[j] != fewer[i] {
+					moved++
+				}
+			}
+			sumFull, _, _ := clippedATESums(full, make([]float64, len(full)), b, 1)
+			sumLess, _, _ := clippedATESums(fewer, make([]float64, len(fewer)), b, 1)
+			switch {
+			case private && (moved > 0 || math.Abs(sumFull[0]-sumLess[0]) > b):
+				t.Errorf("private: removing row %d moved %d other rows' ψ and Σψ by %v (B = %v)", removed, moved, math.Abs(sumFull[0]-sumLess[0]), b)
+			case !private && moved < 50:
+				t.Errorf("cross-fitted: removing row %d moved only %d other rows' ψ; the check would not see the bound fail", removed, moved)
+			}
 		}
 	}
 }

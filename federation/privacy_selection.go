@@ -181,10 +181,10 @@ func (s *site) privateLosses(ctx context.Context, ests []selection.Estimator, mo
 	if err != nil {
 		return selection.SiteSums{}, err
 	}
-	// ψ from the run's own models, trained privately: a row's ψ then
-	// depends on that row alone, which cross-fitting on the site's rows
-	// would not give.
-	nu, err := s.res.Model.Nuisance(s.res.Index, s.kept)
+	// ψ from nuisance models fitted from noised statistics (the same the
+	// ATE uses): a row's ψ then depends on that row and a private release
+	// alone, which cross-fitting on the site's rows would not give.
+	nu, err := s.nuisance(ctx)
 	if err != nil {
 		return selection.SiteSums{}, fmt.Errorf("validation pseudo-outcomes: %w", err)
 	}

@@ -173,33 +173,29 @@ func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 	return []*wire.Envelope{d}, nil
 }
 
-// nuisance returns the nuisances of the kept rows (siteNuisance), computed
-// once per run: the held-out losses of model selection and the AIPW ATE
-// use the same ones.
+// nuisance returns the nuisances of the kept rows, computed once per run:
+// the held-out losses of model selection and the AIPW ATE use the same
+// ones. They are cross-fitted on those rows by the super learner
+// (estimator.CrossFit); at a site that releases its ATE's sums with noise
+// they are fitted from the rows' sufficient statistics released to the
+// site itself with noise (fitPrivateNuisance). Σψ of a private site has
+// sensitivity B only if each row's ψ depends on that row and on private
+// releases alone; cross-fitting breaks that, since every row trains the
+// fold models (and moves the stack's weights) that predict the others.
 func (s *site) nuisance(ctx context.Context) (inference.Nuisance, error) {
-	if s.nu == nil {
-		private := s.cfg.Privacy != nil && !s.cfg.Privacy.IsExact(ExactATE)
-		nu, err := siteNuisance(ctx, private, s.res.Setup, s.res.Model, s.res.Index, s.kept)
-		if err != nil {
-			return inference.Nuisance{}, err
-		}
-		s.nu = &nu
+	if s.nu != nil {
+		return *s.nu, nil
 	}
-	return *s.nu, nil
-}
-
-// siteNuisance returns the nuisances of the rows kept, of federation site
-// index: cross-fitted on those rows under the run's setup by the super
-// learner (estimator.CrossFit), or for a site that releases its ATE's
-// sums with noise (private), the run's model m's own predictions. Σψ of a private site
-// has sensitivity B only if each row's ψ depends on that row alone;
-// cross-fitting breaks that, since every row trains the fold models (and
-// moves the stack's weights) that predict the others. m was trained under
-// DP, so its predictions are a post-processing of what the site already
-// released.
-func siteNuisance(ctx context.Context, private bool, setup *estimator.Setup, m *estimator.Model, index int, kept *estimator.Data) (inference.Nuisance, error) {
-	if private {
-		return m.Nuisance(index, kept)
+	var nu inference.Nuisance
+	var err error
+	if s.privateNuisance() {
+		nu, err = fitPrivateNuisance(s.cfg.Privacy, s.res.Setup, s.kept, s.charge.aggregate(StepNuisance), s.noiseFor(StepNuisance))
+	} else {
+		nu, err = estimator.CrossFit(ctx, s.res.Setup, s.res.Index, s.kept)
 	}
-	return estimator.CrossFit(ctx, setup, index, kept)
+	if err != nil {
+		return inference.Nuisance{}, err
+	}
+	s.nu = &nu
+	return nu, nil
 }

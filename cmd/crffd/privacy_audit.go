@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -39,7 +40,10 @@ round's clipped sum with the noise off, at one setup, input and round: on
 the rows D, on D without the row (add/remove), and on D with the row
 replaced by another of the site's rows (replace-one). It prints the largest
 ‖M(D) − M(D′)‖/C of each relation beside the bound the accountant assumes,
-and exits with status 1 when any ratio exceeds it. Nothing leaves the site,
+and exits with status 1 when any ratio exceeds it. With the outcome's bound in
+privacy.bounds (or a binary outcome) it audits the same way the sufficient
+statistics from which a private site fits its AIPW's nuisance models, whose
+sensitivity is d + 2 for d covariates. Nothing leaves the site,
 and nothing is written to the file but crffd's own tables, which any crffd
 command creates on first opening it.`,
 		Example: `  crffd privacy audit --config hospital-a.yaml --rows 50`,
@@ -94,6 +98,9 @@ func runPrivacyAudit(ctx context.Context, a *app, rows int, seed uint64) error {
 	if q < 1 {
 		opts.Rate = q
 	}
+	if opts.Outcome, err = auditOutcomeBound(a, src.OutcomeColumn, recs.Schema); err != nil {
+		return err
+	}
 	a.log.Info("auditing the sensitivity of private training", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()),
 		slog.Int("audited_rows", min(rows, recs.Len())), slog.Float64("sampling_rate", q))
 	res, err := audit.Run(ctx, recs.Data, setup, opts)
@@ -101,4 +108,25 @@ func runPrivacyAudit(ctx context.Context, a *app, rows int, seed uint64) error {
 		return err
 	}
 	return audit.WriteText(a.stdout, res, recs.IDs, clip)
+}
+
+// auditOutcomeBound returns the outcome's public bound for the audit of
+// the nuisance statistics: [0, 1] for a binary outcome, else the entry of
+// privacy.bounds for the outcome column; nil, with a warning, when there
+// is none.
+func auditOutcomeBound(a *app, outcome string, schema estimator.Schema) (*[2]float64, error) {
+	if schema.BinaryOutcome {
+		return &[2]float64{0, 1}, nil
+	}
+	bounds, err := a.conf().PrivacyBounds()
+	if err != nil {
+		return nil, err
+	}
+	for name, b := range bounds {
+		if strings.EqualFold(name, outcome) {
+			return &[2]float64{b.Lo, b.Hi}, nil
+		}
+	}
+	a.log.Warn("the nuisance statistics are not audited: privacy.bounds has no bound for the outcome", slog.String("column", outcome))
+	return nil, nil
 }

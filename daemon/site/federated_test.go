@@ -271,8 +271,9 @@ func TestRunKernels(t *testing.T) {
 // TestPrivateSiteNeedsBoundsAtStart: a private site refuses to start
 // unless privacy.bounds gives a range for every continuous covariate and
 // the outcome (matched whatever the case, as SQLite's names are), naming
-// every one it lacks; privacy.exact: [row_count, moments] with a psi_clip
-// needs none. A bound of a column the table lacks is logged.
+// every one it lacks; privacy.exact: [row_count, moments] needs the
+// outcome's alone (its nuisance statistics are noised), and [row_count,
+// moments, ate] none. A bound of a column the table lacks is logged.
 func TestPrivateSiteNeedsBoundsAtStart(t *testing.T) {
 	s := newRowsSite(t, "site1", 20, 1)
 	recs, err := s.db.ReadRecords(context.Background(), s.src)
@@ -293,7 +294,10 @@ func TestPrivateSiteNeedsBoundsAtStart(t *testing.T) {
 		{"every column, another case", federation.SitePrivacy{Bounds: map[string]federation.Bound{"X1": b(-5, 5), "x2": b(-5, 5), "Y": b(-4, 6)}}, "", &federation.Bound{Lo: -4, Hi: 6}, ""},
 		{"a column the table lacks", federation.SitePrivacy{Bounds: map[string]federation.Bound{"x1": b(-5, 5), "x2": b(-5, 5), "y": b(-3, 6), "agee": b(0, 1)}},
 			"", &federation.Bound{Lo: -3, Hi: 6}, "column=agee"},
-		{"moments exact", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments}, PsiClip: 8}, "", nil, ""},
+		{"moments exact, the outcome still bounded", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments}, PsiClip: 8,
+			Bounds: map[string]federation.Bound{"y": b(-4, 6)}}, "", &federation.Bound{Lo: -4, Hi: 6}, ""},
+		{"moments exact, no outcome bound", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments}, PsiClip: 8}, "for the outcome", nil, ""},
+		{"moments and ate exact", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments, federation.ExactATE}}, "", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer

@@ -27,7 +27,11 @@ import (
 	"gonum.org/v1/gonum/floats"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/glm"
 )
+
+// StatNuisance is Result.Statistic of the nuisance models' statistics.
+const StatNuisance = "nuisance statistics"
 
 // Relations, as Result.Relation names them.
 const (
@@ -59,16 +63,24 @@ type Options struct {
 	Seed uint64
 	// Kinds are the models audited; empty means every model.
 	Kinds []estimator.Kind
+	// Outcome, when set, is the outcome's public bound [lo, hi], and the
+	// nuisance models' statistics (estimator.Setup.NuisanceStats) are
+	// audited too, against their sensitivity glm.Sensitivity.
+	Outcome *[2]float64
 }
 
 // Result is the audit of one model, batch mode and relation.
 type Result struct {
-	Model    estimator.Kind
+	Model estimator.Kind
+	// Statistic names an audited release other than a model's training
+	// round (StatNuisance); empty for a model's.
+	Statistic string
 	Rate     float64 // the Poisson sampling rate; 1 for a full batch
 	Relation string  // AddRemove or ReplaceOne
 	Rows     int     // rows audited
 	// Ratio is the largest ‖M(D) − M(D′)‖/C over the audited rows, at Row
-	// (a row number of the site's data, 0-based).
+	// (a row number of the site's data, 0-based); for a Statistic, C is
+	// the sensitivity the accountant assumes of it.
 	Ratio float64
 	Row   int
 	Bound float64 // what the accountant assumes: Bound(Relation)
@@ -182,7 +194,46 @@ func Run(ctx context.Context, data *estimator.Data, setup *estimator.Setup, opts
 			out = append(out, res[:]...)
 		}
 	}
+	if opts.Outcome != nil {
+		res, err := auditNuisance(data, setup, *opts.Outcome, rows, with)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
 	return out, nil
+}
+
+// auditNuisance audits the nuisance models' statistics of outcome bound
+// b on the neighbours of data without, or with replaced, each of rows.
+func auditNuisance(data *estimator.Data, setup *estimator.Setup, b [2]float64, rows, with []int) ([]Result, error) {
+	stats := func(d *estimator.Data) ([]float64, error) {
+		s, err := setup.NuisanceStats(d, b[0], b[1])
+		return s.Vector(), err
+	}
+	base, err := stats(data)
+	if err != nil {
+		return nil, fmt.Errorf("audit: nuisance statistics: %w", err)
+	}
+	_, dx := data.X.Dims()
+	sens := glm.Sensitivity(dx)
+	res := [2]Result{
+		{Statistic: StatNuisance, Rate: 1, Relation: AddRemove, Rows: len(rows), Row: -1, Bound: Bound(AddRemove)},
+		{Statistic: StatNuisance, Rate: 1, Relation: ReplaceOne, Rows: len(rows), Row: -1, Bound: Bound(ReplaceOne)},
+	}
+	for r, i := range rows {
+		for rel := range res {
+			v, err := stats(neighbour(data, i, with[r], rel == 1))
+			if err != nil {
+				return nil, fmt.Errorf("audit: nuisance statistics, row %d: %w", i, err)
+			}
+			floats.Sub(v, base)
+			if ratio := floats.Norm(v, 2) / sens; ratio > res[rel].Ratio || res[rel].Row < 0 {
+				res[rel].Ratio, res[rel].Row = ratio, i
+			}
+		}
+	}
+	return res[:], nil
 }
 
 // auditedRows returns k of data's rows: the first control and the first

@@ -41,23 +41,38 @@ func site(t testing.TB, rows int, binary bool) (*estimator.Data, *estimator.Setu
 // replaced by another), the clipped round sum of every model, in full
 // batches and Poisson mini-batches, for continuous and binary outcomes,
 // moves by at most C and 2C: the sensitivity the accountant assumes.
+//
+// The nuisance models' statistics are audited beside them, against their
+// own sensitivity, with an outcome bound narrower than the outcomes so
+// that clipping is exercised.
 func TestSensitivityHolds(t *testing.T) {
 	for _, binary := range []bool{false, true} {
 		data, setup := site(t, 60, binary)
-		res, err := audit.Run(context.Background(), data, setup, audit.Options{Clip: 0.5, Rows: 6, Rate: 0.3, Seed: 1})
+		bound := &[2]float64{-2, 6}
+		if binary {
+			bound = &[2]float64{0, 1}
+		}
+		res, err := audit.Run(context.Background(), data, setup, audit.Options{Clip: 0.5, Rows: 6, Rate: 0.3, Seed: 1, Outcome: bound})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := len(estimator.Kinds) * 2 * 2; len(res) != want {
+		if last := res[len(res)-1]; last.Statistic != audit.StatNuisance {
+			t.Errorf("binary=%v: the last result audits %q, want the nuisance statistics", binary, last.Statistic)
+		}
+		if want := len(estimator.Kinds)*2*2 + 2; len(res) != want {
 			t.Fatalf("binary=%v: %d results, want %d", binary, len(res), want)
 		}
 		for _, r := range res {
-			t.Logf("binary=%v %v q=%g %s: max ‖Δ‖/C = %.3f (row %d), bound %g", binary, r.Model, r.Rate, r.Relation, r.Ratio, r.Row, r.Bound)
+			name := fmt.Sprint(r.Model)
+			if r.Statistic != "" {
+				name = r.Statistic
+			}
+			t.Logf("binary=%v %s q=%g %s: max ‖Δ‖/C = %.3f (row %d), bound %g", binary, name, r.Rate, r.Relation, r.Ratio, r.Row, r.Bound)
 			if !r.OK() {
-				t.Errorf("binary=%v %v q=%g %s: ‖Δ‖/C = %.3f above the bound %g", binary, r.Model, r.Rate, r.Relation, r.Ratio, r.Bound)
+				t.Errorf("binary=%v %s q=%g %s: ‖Δ‖/C = %.3f above the bound %g", binary, name, r.Rate, r.Relation, r.Ratio, r.Bound)
 			}
 			if r.Ratio == 0 {
-				t.Errorf("binary=%v %v q=%g %s: no row moved the sum; the audit measures nothing", binary, r.Model, r.Rate, r.Relation)
+				t.Errorf("binary=%v %s q=%g %s: no row moved the sum; the audit measures nothing", binary, name, r.Rate, r.Relation)
 			}
 		}
 	}

@@ -34,10 +34,22 @@ func WriteText[ID any](w io.Writer, res []Result, ids []ID, clip float64) error 
 		if r.Row >= 0 && r.Row < len(ids) {
 			id = fmt.Sprint(ids[r.Row])
 		}
-		fmt.Fprintf(tw, "%v\t%s\t%s\t%d\t%.4f\t%s\t%g\t%s\n", r.Model, batch, r.Relation, r.Rows, r.Ratio, id, r.Bound, verdict)
+		var name any = r.Model
+		if r.Statistic != "" {
+			name = r.Statistic
+		}
+		fmt.Fprintf(tw, "%v\t%s\t%s\t%d\t%.4f\t%s\t%g\t%s\n", name, batch, r.Relation, r.Rows, r.Ratio, id, r.Bound, verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range res {
+		if r.Statistic != "" {
+			if _, err := fmt.Fprintf(w, "(for the %s, C is the sensitivity the accountant assumes of them)\n", r.Statistic); err != nil {
+				return err
+			}
+			break
+		}
 	}
 	if bad > 0 {
 		return fmt.Errorf("%w: %d of %d ratios exceed the sensitivity the accountant assumes; the ε in crff_privacy does not hold", ErrFailed, bad, len(res))
