@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -98,8 +97,10 @@ func runPrivacyAudit(ctx context.Context, a *app, rows int, seed uint64) error {
 	if q < 1 {
 		opts.Rate = q
 	}
-	if opts.Outcome, err = auditOutcomeBound(a, src.OutcomeColumn, recs.Schema); err != nil {
+	if opts.Outcome, err = a.conf().OutcomeBound(src.OutcomeColumn, recs.Schema.BinaryOutcome); err != nil {
 		return err
+	} else if opts.Outcome == nil {
+		a.log.Warn("the nuisance statistics are not audited: privacy.bounds has no bound for the outcome", slog.String("column", src.OutcomeColumn))
 	}
 	a.log.Info("auditing the sensitivity of private training", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()),
 		slog.Int("audited_rows", min(rows, recs.Len())), slog.Float64("sampling_rate", q))
@@ -108,25 +109,4 @@ func runPrivacyAudit(ctx context.Context, a *app, rows int, seed uint64) error {
 		return err
 	}
 	return audit.WriteText(a.stdout, res, recs.IDs, clip)
-}
-
-// auditOutcomeBound returns the outcome's public bound for the audit of
-// the nuisance statistics: [0, 1] for a binary outcome, else the entry of
-// privacy.bounds for the outcome column; nil, with a warning, when there
-// is none.
-func auditOutcomeBound(a *app, outcome string, schema estimator.Schema) (*[2]float64, error) {
-	if schema.BinaryOutcome {
-		return &[2]float64{0, 1}, nil
-	}
-	bounds, err := a.conf().PrivacyBounds()
-	if err != nil {
-		return nil, err
-	}
-	for name, b := range bounds {
-		if strings.EqualFold(name, outcome) {
-			return &[2]float64{b.Lo, b.Hi}, nil
-		}
-	}
-	a.log.Warn("the nuisance statistics are not audited: privacy.bounds has no bound for the outcome", slog.String("column", outcome))
-	return nil, nil
 }
