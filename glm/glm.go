@@ -4,7 +4,9 @@
 // on the coefficients of the standardised covariates. They are the
 // "simple" nuisance models beside which crffd's random-feature models are
 // chosen (package estimator, CrossFit), and the propensity of the balance
-// check (package balance).
+// check (package balance). A differentially private site fits its
+// nuisance models here too, from noised sufficient statistics (Stats,
+// FitPrivate).
 //
 // A Model remembers the standardisation of the rows it was fitted on, so
 // it predicts new rows on the same scale. Every function reads its
