@@ -35,6 +35,7 @@ type EvalOptions struct {
 	AutoKernels                      []string
 	AutoEstimator                    string
 	SelectionZ                       float64
+	AutoBySite                       bool
 	JSON                             bool
 	Optimizer                        string
 	Config                           estimator.Config
@@ -128,7 +129,7 @@ func (o EvalOptions) AutoPlan(plan *evaluate.Plan) error {
 	if o.SelectionZ < 0 {
 		return fmt.Errorf("--selection-z %v: must not be negative", o.SelectionZ)
 	}
-	plan.SelectionZ = &o.SelectionZ
+	plan.SelectionZ, plan.AutoBySite = &o.SelectionZ, o.AutoBySite
 	switch {
 	case o.AutoEstimator == "auto":
 	case slices.Contains(EstimatorNames, o.AutoEstimator):

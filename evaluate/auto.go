@@ -43,7 +43,7 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 			val[i] = append(val[i], train.Rows()+j)
 		}
 	}
-	opt := selection.Options{Kernels: p.Kernels, Z: selection.DefaultZ, Kinds: p.AutoKinds}
+	opt := selection.Options{Kernels: p.Kernels, Z: selection.DefaultZ, Kinds: p.AutoKinds, BySite: p.AutoBySite}
 	if len(opt.Kernels) == 0 {
 		opt.Kernels = []selection.Kernel{{Name: "kernel", Spectral: p.Spectral}}
 	}
@@ -89,7 +89,7 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 			chosen = cate
 		}
 	}
-	r.Chosen = membersName(sel.Candidates)
+	r.Chosen = membersName(sel.Candidates, sel.Ensemble.SiteMembers(testSource))
 	// The AIPW estimate and the calibrated CATE of the chosen ensemble, as
 	// for the other modes, with the reference kernel's models, on whose
 	// training rows the nuisance learners are fitted.
@@ -99,13 +99,12 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 	return r, chosen, nil
 }
 
-// membersName names the ensemble by its members: "latent/gaussian + tlearner/10".
-func membersName(cands []selection.Candidate) string {
+// membersName names the ensemble of candidates members by its members:
+// "latent/gaussian + tlearner/10".
+func membersName(cands []selection.Candidate, members []int) string {
 	var names []string
-	for _, c := range cands {
-		if c.Member {
-			names = append(names, c.Name)
-		}
+	for _, c := range members {
+		names = append(names, cands[c].Name)
 	}
 	return strings.Join(names, " + ")
 }

@@ -70,6 +70,9 @@ type Plan struct {
 	Kernels []selection.Kernel
 	// SelectionZ, when set, replaces selection.DefaultZ in the auto mode.
 	SelectionZ *float64
+	// AutoBySite gives each source of the auto mode the ensemble of its
+	// own choice (selection.Options.BySite).
+	AutoBySite bool
 	// AutoKinds, when not empty, keeps only the auto mode's candidates of
 	// these kinds (selection.Options.Kinds), as model.estimator does.
 	AutoKinds []string

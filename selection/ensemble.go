@@ -159,6 +159,9 @@ type Ensemble struct {
 // site adds to the members' mean.
 type Centring struct {
 	Gap, GapSE, Shift float64
+	// Members are the site's own members (CombineBySite), whose mean the
+	// shift re-centres; nil: the ensemble's.
+	Members []int `json:",omitempty"`
 }
 
 // Decide scores the candidates from their summed Pairs (Scores, the
@@ -245,8 +248,6 @@ func Combine(pairs Pairs, centres []Centre, z float64) (Ensemble, error) {
 func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
 	out := make([]Centring, len(centres))
 	g, v := make([]float64, len(centres)), make([]float64, len(centres))
-	var sw, sw2, swg float64
-	m := 0
 	for s, ce := range centres {
 		if ce.N < 2 {
 			continue
@@ -268,6 +269,33 @@ func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
 			se := meanSE(ce.Psi, ce.PsiSq, ce.N)
 			g[s], v[s] = (ce.Psi-tau/k)/ce.N, se*se
 		}
+	}
+	gap, gapVar, t2, ok := randomEffects(g, v)
+	if !ok {
+		return out, 0, nil
+	}
+	for s := range centres {
+		out[s] = Centring{Gap: gap[s], GapSE: math.Sqrt(gapVar[s])}
+		if g2 := gap[s] * gap[s]; g2 > 0 {
+			out[s].Shift = gap[s] * math.Max(0, 1-gapVar[s]/g2)
+		}
+	}
+	return out, math.Sqrt(t2), nil
+}
+
+// randomEffects pools the sites' estimates g, of variances v, as a
+// random-effects meta-analysis pools studies (DerSimonian and Laird
+// 1986), and returns each site's best linear predictor and its variance,
+// and the between-site variance t²: the pooled mean (weights 1/(v + t²))
+// plus t²/(t² + v_s) of the site's departure from it, with variance
+// v_s·t²/(t² + v_s) plus the pooled mean's, shrunk by (v_s/(t² + v_s))².
+// A site whose v is not positive has no estimate of its own and takes the
+// pooled mean, with variance var(pooled) + t². ok is false when no site
+// has one.
+func randomEffects(g, v []float64) (est, variance []float64, t2 float64, ok bool) {
+	var sw, sw2, swg float64
+	m := 0
+	for s := range g {
 		if !(v[s] > 0) {
 			continue
 		}
@@ -276,40 +304,36 @@ func Recentre(centres []Centre, members []int) ([]Centring, float64, error) {
 		m++
 	}
 	if m == 0 {
-		return out, 0, nil
+		return nil, nil, 0, false
 	}
 	fixed := swg / sw
 	var q float64
-	for s := range centres {
+	for s := range g {
 		if v[s] > 0 {
 			q += (g[s] - fixed) * (g[s] - fixed) / v[s]
 		}
 	}
-	var t2 float64
 	if m > 1 {
 		t2 = math.Max(0, (q-float64(m-1))/(sw-sw2/sw))
 	}
 	var sr, srg float64
-	for s := range centres {
+	for s := range g {
 		if v[s] > 0 {
 			w := 1 / (v[s] + t2)
 			sr, srg = sr+w, srg+w*g[s]
 		}
 	}
 	pooled, pooledVar := srg/sr, 1/sr
-	for s := range centres {
-		gap, gapVar := pooled, pooledVar+t2
+	est, variance = make([]float64, len(g)), make([]float64, len(g))
+	for s := range g {
+		est[s], variance[s] = pooled, pooledVar+t2
 		if v[s] > 0 {
-			b := v[s] / (v[s] + t2) // the weight of the pooled gap
-			gap = pooled + (1-b)*(g[s]-pooled)
-			gapVar = (1-b)*v[s] + b*b*pooledVar
-		}
-		out[s] = Centring{Gap: gap, GapSE: math.Sqrt(gapVar)}
-		if g2 := gap * gap; g2 > 0 {
-			out[s].Shift = gap * math.Max(0, 1-gapVar/g2)
+			b := v[s] / (v[s] + t2) // the weight of the pooled mean
+			est[s] = pooled + (1-b)*(g[s]-pooled)
+			variance[s] = (1-b)*v[s] + b*b*pooledVar
 		}
 	}
-	return out, math.Sqrt(t2), nil
+	return est, variance, t2, true
 }
 
 // residualGap returns a private site's gap, the mean of ψ − τ̄ over its n

@@ -28,6 +28,9 @@ type Estimator struct {
 type Member struct {
 	Estimator
 	Kernel int `json:"kernel"`
+	// Candidate is the member's candidate index, by which a site's own
+	// members (Centring.Members) are picked from the ensemble's.
+	Candidate int `json:"candidate"`
 }
 
 // Kernels returns the kernels the estimator needs, increasing: those of
@@ -64,7 +67,9 @@ func (r *Result) Estimator(c, site int) (Estimator, int, error) {
 	return e, r.Candidates[c].Kernel, nil
 }
 
-// AtSite returns the ensemble estimator e with the shift of site in ens.
+// AtSite returns the ensemble estimator e with the shift of site in ens,
+// and, when the site chose its own members (CombineBySite), with those
+// members alone.
 func (e Estimator) AtSite(ens Ensemble, site int) (Estimator, error) {
 	if e.Kind != KindEnsemble {
 		return Estimator{}, fmt.Errorf("%w: a %s estimator has no shift", ErrInput, e.Kind)
@@ -73,6 +78,18 @@ func (e Estimator) AtSite(ens Ensemble, site int) (Estimator, error) {
 		return Estimator{}, fmt.Errorf("%w: site %d of the %d the ensemble was centred on", ErrInput, site, len(ens.Sites))
 	}
 	e.Shift = ens.Sites[site].Shift
+	if own := ens.Sites[site].Members; own != nil {
+		var members []Member
+		for _, m := range e.Members {
+			if slices.Contains(own, m.Candidate) {
+				members = append(members, m)
+			}
+		}
+		if len(members) != len(own) {
+			return Estimator{}, fmt.Errorf("%w: site %d's members %v are not all the ensemble's", ErrInput, site, own)
+		}
+		e.Members = members
+	}
 	return e, nil
 }
 

@@ -77,6 +77,10 @@ type Options struct {
 	// OnFitted, when set, is called after each kernel's fit with the
 	// number fitted so far, one call at a time.
 	OnFitted func(done, total int)
+	// BySite gives each site the ensemble of its own choice
+	// (CombineBySite) rather than the federation's (Combine). A site
+	// daemon's federation does not do it yet.
+	BySite bool
 }
 
 // wants reports whether candidates of kind are fitted.
@@ -236,10 +240,12 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	}
 	var pairs Pairs
 	centres := make([]Centre, k)
+	perSite := make([]Pairs, k)
 	res.Nuisance = make([]inference.Nuisance, k)
 	for s, d := range sites {
 		if len(val[s]) == 0 {
 			centres[s] = Centre{CATE: make([]float64, len(res.Candidates))}
+			perSite[s] = NewPairs(len(res.Candidates))
 			continue
 		}
 		if res.Nuisance[s], err = estimator.CrossFit(ctx, res.Models[0].Setup, s, d); err != nil {
@@ -252,11 +258,16 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if err := pairs.Add(site.Pairs); err != nil {
 			return nil, err
 		}
-		centres[s] = site.Centre
+		centres[s], perSite[s] = site.Centre, site.Pairs
 	}
 	scores, ens, err := Decide(pairs, centres, opt.Z)
 	if err != nil {
 		return nil, err
+	}
+	if opt.BySite {
+		if ens, err = CombineBySite(perSite, centres, opt.Z); err != nil {
+			return nil, err
+		}
 	}
 	res.Ensemble = ens
 	res.Candidates, res.estimators = Ensembled(res.Candidates, res.estimators, scores, ens)
@@ -278,8 +289,10 @@ func Ensembled(cands []Candidate, ests []Estimator, scores []Score, ens Ensemble
 		out[c].Score = scores[c]
 		out[c].Chosen = false
 		out[c].Member = ens.Has(c)
-		if out[c].Member {
-			e.Members = append(e.Members, Member{Estimator: ests[c], Kernel: out[c].Kernel})
+		// The estimator holds every site's members (Estimator.AtSite).
+		site := slices.ContainsFunc(ens.Sites, func(s Centring) bool { return slices.Contains(s.Members, c) })
+		if out[c].Member || site {
+			e.Members = append(e.Members, Member{Estimator: ests[c], Kernel: out[c].Kernel, Candidate: c})
 		}
 	}
 	ensemble := Candidate{Name: KindEnsemble, Kind: KindEnsemble, Kernel: out[ens.Members[0]].Kernel,
