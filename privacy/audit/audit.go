@@ -75,9 +75,9 @@ type Result struct {
 	// Statistic names an audited release other than a model's training
 	// round (StatNuisance); empty for a model's.
 	Statistic string
-	Rate     float64 // the Poisson sampling rate; 1 for a full batch
-	Relation string  // AddRemove or ReplaceOne
-	Rows     int     // rows audited
+	Rate      float64 // the Poisson sampling rate; 1 for a full batch
+	Relation  string  // AddRemove or ReplaceOne
+	Rows      int     // rows audited
 	// Ratio is the largest ‖M(D) − M(D′)‖/C over the audited rows, at Row
 	// (a row number of the site's data, 0-based); for a Statistic, C is
 	// the sensitivity the accountant assumes of it.
