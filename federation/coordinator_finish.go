@@ -113,7 +113,10 @@ func (c *coordinator) finalWeightsFor(s int, extra ...wire.Tensor) (*wire.Envelo
 		ts = append(ts, wire.Vector(p+tLambda, row), wire.Scalar(p+tRounds, float64(t.Rounds)))
 	}
 	if len(extra) == 0 && c.st.Selected != nil && c.st.Selected.Scored {
-		extra = c.st.Selected.choiceTensors(s)
+		var err error
+		if extra, err = c.st.Selected.choiceTensors(s); err != nil {
+			return nil, err
+		}
 	}
 	e, err := c.envelope(c.cfg.Sites[s], "", wire.KindWeights, append(ts, extra...))
 	if err != nil {

@@ -32,6 +32,10 @@ type Selection struct {
 	Ridge []float64
 	// Z is the ensemble's threshold (selection.Combine).
 	Z float64
+	// BySite gives each site the ensemble of its own choice
+	// (selection.CombineBySite), sent to it alone, rather than the
+	// federation's.
+	BySite bool
 	// Kernel names the run's kernel in candidate names; the further
 	// kernels' names are CoordinatorConfig.Extra's.
 	Kernel string
@@ -289,7 +293,7 @@ func decodeEnsemble(e *wire.Envelope, cands []selection.Candidate) (selection.Es
 		if err != nil {
 			return est, err
 		}
-		est.Members = append(est.Members, selection.Member{Estimator: m, Kernel: cands[i].Kernel})
+		est.Members = append(est.Members, selection.Member{Estimator: m, Kernel: cands[i].Kernel, Candidate: i})
 	}
 	if est.Shift, err = scalar(e, tSelectShift); err != nil {
 		return est, err
@@ -472,6 +476,7 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	}
 	var pairs selection.Pairs
 	centres := make([]selection.Centre, len(c.cfg.Sites))
+	perSite := make([]selection.Pairs, len(c.cfg.Sites))
 	for s, name := range c.cfg.Sites {
 		site, err := decodeSiteSums(got[s][wire.KindLosses], len(st.Candidates), c.siteRows(s))
 		if err == nil {
@@ -480,7 +485,7 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 		if err != nil {
 			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("site %s: %w", name, err)}
 		}
-		centres[s] = site.Centre
+		centres[s], perSite[s] = site.Centre, site.Pairs
 	}
 	if pairs.N < 2 {
 		return fmt.Errorf("%w: the sites hold %v rows out for model selection, too few to choose on: every site is too small for model.validation %v within its federation.min_arm_rows (set model.estimator: latent)",
@@ -489,6 +494,11 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	scores, ens, err := selection.Decide(pairs, centres, sel.Z)
 	if err != nil {
 		return err
+	}
+	if sel.BySite {
+		if ens, err = selection.CombineBySite(perSite, centres, sel.Z); err != nil {
+			return err
+		}
 	}
 	st.Candidates, st.Estimators = selection.Ensembled(st.Candidates, st.Estimators, scores, ens)
 	chosen := len(st.Candidates) - 1
@@ -531,7 +541,7 @@ func (st *SelectState) lossTensors() []wire.Tensor {
 // choiceTensors are what the final weights of the ATE step add when the run
 // selected a model: the chosen estimator and every candidate's scores, for
 // the site to publish.
-func (st *SelectState) choiceTensors(site int) []wire.Tensor {
+func (st *SelectState) choiceTensors(site int) ([]wire.Tensor, error) {
 	n := len(st.Candidates)
 	loss, se, diff, diffSE := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, cand := range st.Candidates {
@@ -541,7 +551,7 @@ func (st *SelectState) choiceTensors(site int) []wire.Tensor {
 		wire.Vector(tSelectLoss, loss), wire.Vector(tSelectSE, se), wire.Vector(tSelectDiff, diff), wire.Vector(tSelectDiffSE, diffSE), wire.Scalar(tSelectN, float64(st.Held)))
 	est := st.Estimators[st.Chosen]
 	if est.Kind != selection.KindEnsemble {
-		return append(ts, estimatorTensors(pChosen, est)...)
+		return append(ts, estimatorTensors(pChosen, est)...), nil
 	}
 	var members []float64
 	for i, cand := range st.Candidates {
@@ -549,11 +559,22 @@ func (st *SelectState) choiceTensors(site int) []wire.Tensor {
 			members = append(members, float64(i))
 		}
 	}
+	if site < len(st.Ensemble.Sites) && st.Ensemble.Sites[site].Members != nil {
+		// The site's own members (Selection.BySite).
+		own, err := est.AtSite(st.Ensemble, site)
+		if err != nil {
+			return nil, err
+		}
+		est, members = own, nil
+		for _, m := range own.Members {
+			members = append(members, float64(m.Candidate))
+		}
+	}
 	ts = append(ts, wire.Vector(tSelectMember, members), wire.Scalar(tSelectShift, st.Shift(site)))
 	for j, m := range est.Members {
 		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pChosen, j), m.Estimator)...)
 	}
-	return ts
+	return ts, nil
 }
 
 // stats answers stage 1: the ridge statistics of the site's training rows

@@ -47,7 +47,7 @@ func selectionRunKernels(ctx context.Context, t *testing.T, sel Selection, extra
 	}
 	want, err := selection.Run(ctx, f.data, held, testSchema, cfg, selection.Options{
 		Kernels: append([]selection.Kernel{{Name: sel.Kernel, Spectral: estimator.GaussianSpectral{}}}, extra...),
-		Ridge:   sel.Ridge, Z: sel.Z, Kinds: sel.Kinds, Workers: 1})
+		Ridge:   sel.Ridge, Z: sel.Z, Kinds: sel.Kinds, Workers: 1, BySite: sel.BySite})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,5 +391,44 @@ func TestDecodeCandidatesKernels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSelectionBySite: with Selection.BySite each site gets the ensemble
+// of its own choice, the same as the simulated selection's with
+// selection.Options.BySite, bit for bit: members, shift and every row's
+// CATE. Site 2, whose effect is 3 larger, must choose its own.
+func TestSelectionBySite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := newFed(150, 150, 150)
+	for i, w := range f.data[1].W {
+		f.data[1].Y[i] += 3 * w
+	}
+	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian", BySite: true}
+	_, res, sites, want := selectionRunOn(ctx, t, sel, f)
+	ens := res.Selection.Ensemble
+	if fmt.Sprintf("%+v", ens) != fmt.Sprintf("%+v", want.Ensemble) {
+		t.Errorf("ensemble %+v, simulated %+v", ens, want.Ensemble)
+	}
+	own := 0
+	for s, r := range sites {
+		var members []int
+		for c, cand := range r.Selection.Candidates {
+			if cand.Member {
+				members = append(members, c)
+			}
+		}
+		if wantMembers := want.Ensemble.SiteMembers(s); !slices.Equal(members, wantMembers) {
+			t.Errorf("site %d: members %v, simulated %v", s+1, members, wantMembers)
+		}
+		if ens.Sites[s].Members != nil {
+			own++
+		}
+		t.Logf("site %d: members %v, shift %.3f", s+1, members, ens.Sites[s].Shift)
+		sameSiteCATE(ctx, t, want, s, f.data[s], r)
+	}
+	if own == 0 {
+		t.Errorf("no site chose members of its own (federation's %v): the test exercises nothing", ens.Members)
 	}
 }
