@@ -28,7 +28,7 @@ type Choice = pipeline.Selection
 // lists the installed kernel plugins), then kernel.grid, whose points are
 // added as further candidates of the first kernel.
 func (r Reader) Choice(kernels func() ([]modelstore.Kernel, error)) (Choice, error) {
-	c := Choice{Share: r.V.GetFloat64("model.validation"), Z: r.V.GetFloat64("model.selection_z")}
+	c := Choice{Share: r.V.GetFloat64("model.validation"), Z: r.V.GetFloat64("model.selection_z"), BySite: r.V.GetBool("model.selection_by_site")}
 	switch est := r.V.GetString("model.estimator"); {
 	case est == "auto":
 	case slices.Contains(EstimatorNames, est):
@@ -123,5 +123,5 @@ func FederatedSelection(c Choice) (federation.Selection, error) {
 	if len(c.Kernels) == 1 && len(c.Kinds) == 1 && c.Kinds[0] == selection.KindLatent {
 		return federation.Selection{}, nil
 	}
-	return federation.Selection{Share: c.Share, Kinds: c.Kinds, Z: c.Z, Kernel: pipeline.KernelLabel(c.Kernels[0])}, nil
+	return federation.Selection{Share: c.Share, Kinds: c.Kinds, Z: c.Z, BySite: c.BySite, Kernel: pipeline.KernelLabel(c.Kernels[0])}, nil
 }

@@ -103,6 +103,7 @@ type Selection struct {
 	Candidates []selection.Kernel
 	Share      float64 // the share of each arm's rows held out
 	Z          float64 // selection.Options.Z
+	BySite     bool    // selection.Options.BySite: one site's own choice is the federation's
 	// OnFitted, when not nil, is told as each kernel's models are fitted.
 	OnFitted func(done, total int)
 }
@@ -123,7 +124,7 @@ func Select(ctx context.Context, data *estimator.Data, schema estimator.Schema, 
 	if err != nil {
 		return nil, err
 	}
-	opt := selection.Options{Kinds: c.Kinds, Z: c.Z, OnFitted: c.OnFitted, Kernels: c.Candidates}
+	opt := selection.Options{Kinds: c.Kinds, Z: c.Z, OnFitted: c.OnFitted, Kernels: c.Candidates, BySite: c.BySite}
 	res, err := selection.Run(ctx, []*estimator.Data{data}, [][]int{valRows}, schema, cfg, opt)
 	if err != nil {
 		return nil, fmt.Errorf("model selection: %w", err)

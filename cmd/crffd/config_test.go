@@ -207,14 +207,15 @@ func TestModelBatchSettings(t *testing.T) {
 // needs kernel plugins (the e2e tests run it with them).
 func TestFederatedSelection(t *testing.T) {
 	for _, tc := range []struct{ file, want, err string }{
-		{"model:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 Kernel:}", ""},
-		{"model:\n  estimator: auto\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 Kernel:gaussian}", ""},
-		{"", "{Share:0.2 Kinds:[] Ridge:[] Z:1 Kernel:gaussian}", ""},
-		{"model:\n  estimator: dr\n  validation: 0.3\n  selection_z: 0\n", "{Share:0.3 Kinds:[dr] Ridge:[] Z:0 Kernel:gaussian}", ""},
+		{"model:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 BySite:false Kernel:}", ""},
+		{"model:\n  estimator: auto\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:false Kernel:gaussian}", ""},
+		{"", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:false Kernel:gaussian}", ""},
+		{"model:\n  estimator: dr\n  validation: 0.3\n  selection_z: 0\n", "{Share:0.3 Kinds:[dr] Ridge:[] Z:0 BySite:false Kernel:gaussian}", ""},
 		{"model:\n  estimator: forest\n", "", `model.estimator "forest"`},
 		{"model:\n  estimator: auto\n  validation: 1\n", "", "model.validation 1"},
-		{"kernel:\n  name: laplacian\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 Kernel:laplacian}", ""},
-		{"kernel:\n  name: matern\n  params:\n    nu: 0.5\nmodel:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 Kernel:}", ""},
+		{"kernel:\n  name: laplacian\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:false Kernel:laplacian}", ""},
+		{"model:\n  selection_by_site: true\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:true Kernel:gaussian}", ""},
+		{"kernel:\n  name: matern\n  params:\n    nu: 0.5\nmodel:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 BySite:false Kernel:}", ""},
 		{"kernel:\n  grid: [features=10]\n", "", "kernel.grid runs in crffd fit only"},
 		{"kernel:\n  grid: [features=10:nu=2]\n", "", `kernel.grid "features=10:nu=2": "nu=2" is not features=N or linear=G`},
 		{"kernel:\n  grid: [features=0]\n", "", `kernel.grid "features=0": features="0"`},
