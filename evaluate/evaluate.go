@@ -355,10 +355,11 @@ type privateFit struct {
 }
 
 // fitPrivate fits cfg by simulated federation, every site private at eps
-// (+Inf: exact): each source calibrates its noise as a site daemon does
+// (+Inf: exact), whose test source scores scored rows: each source
+// calibrates its noise as a site daemon does
 // (federation.SitePrivacy.Calibrate), releases its moments with noise for
 // the pooled standardisation, and trains on Poisson samples at its rate.
-func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, schema estimator.Schema, cfg estimator.Config, eps float64, rng *rand.Rand) (privateFit, error) {
+func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, scored int, schema estimator.Schema, cfg estimator.Config, eps float64, rng *rand.Rand) (privateFit, error) {
 	if math.IsInf(eps, 1) {
 		m, err := estimator.Fit(ctx, train, schema, p.Spectral, cfg)
 		return privateFit{model: m}, err
@@ -369,7 +370,7 @@ func fitPrivate(ctx context.Context, p Plan, train []*estimator.Data, schema est
 	privs := make([]*estimator.Privacy, len(train))
 	fit := privateFit{priv: sp, noise: make([]federation.RunNoise, len(train))}
 	for s, d := range train {
-		noise, err := sp.Calibrate(cfg, d.Rows(), names, schema)
+		noise, err := sp.Calibrate(cfg, d.Rows(), scored, names, schema)
 		if err != nil {
 			return fit, fmt.Errorf("source %d at ε = %g: %w (eval: --bounds, --exact)", s+1, eps, err)
 		}
@@ -470,7 +471,7 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 		if cfg.Transfer, err = estimator.ParseTransfer(base); err != nil {
 			return r, err
 		}
-		fit, err := fitPrivate(ctx, p, train, schema, cfg, eps, rng)
+		fit, err := fitPrivate(ctx, p, train, test.Data().Rows(), schema, cfg, eps, rng)
 		if err != nil {
 			return r, err
 		}
@@ -529,7 +530,7 @@ func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, tra
 		// As a private site computes its released ψ, with or without
 		// crossFit.
 		var nu inference.Nuisance
-		if nu, err = rel.priv.Nuisance(model.Setup, d, rel.noise.Nuisance, rel.rng); err == nil {
+		if nu, err = rel.priv.Nuisance(model, site, d, rel.noise.Nuisance, rel.rng); err == nil {
 			an, err = inference.Analyse(d.W, d.Y, nu, cate, d.X)
 		}
 	case crossFit:

@@ -314,7 +314,8 @@ func (s *site) chargePrivacy(ctx context.Context, run string, cfg estimator.Conf
 		}
 		p.Ledger = s.ledger
 	}
-	rc, charges, err := calibrateRun(p, run, cfg, s.cfg.Data.Rows(), further, s.releases())
+	rows := s.cfg.Data.Rows()
+	rc, charges, err := calibrateNuisance(p, run, cfg, rows, rows, len(s.cfg.Schema.Binary), further, s.releases())
 	if err != nil {
 		return err
 	}

@@ -559,14 +559,14 @@ type RunNoise struct {
 // releases with noise (the hello's moments and the ATE's sums, not model
 // selection's), composed by Rényi DP to spend p's run ε. crffd eval
 // simulates private sites with it.
-func (p *SitePrivacy) Calibrate(cfg estimator.Config, rows int, columns []string, schema estimator.Schema) (RunNoise, error) {
+func (p *SitePrivacy) Calibrate(cfg estimator.Config, rows, scored int, columns []string, schema estimator.Schema) (RunNoise, error) {
 	if err := p.Check(); err != nil {
 		return RunNoise{}, err
 	}
 	if err := p.CheckColumns(columns, schema); err != nil {
 		return RunNoise{}, err
 	}
-	rc, charges, err := calibrateRun(p, "", cfg, rows, nil, aggregateReleasesOf(p, columns, schema))
+	rc, charges, err := calibrateNuisance(p, "", cfg, rows, scored, len(schema.Binary), nil, aggregateReleasesOf(p, columns, schema))
 	if err != nil {
 		return RunNoise{}, err
 	}

@@ -492,7 +492,7 @@ func TestCalibrateSharesTheSiteRules(t *testing.T) {
 	cfg := testConfig()
 	cfg.Method, cfg.BatchSize, cfg.Rounds = estimator.Adam, 64, 50
 	p := SitePrivacy{Epsilon: 4, RunEpsilon: 2, Delta: 1e-5, Clip: 1, Bounds: testBounds, Outcome: &testOutcomeBound}
-	got, err := p.Calibrate(cfg, 400, testColumns, testSchema)
+	got, err := p.Calibrate(cfg, 400, 400, testColumns, testSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -698,6 +698,39 @@ func TestPrivateATEScoresOnNeighbours(t *testing.T) {
 			case !private && moved < 50:
 				t.Errorf("cross-fitted: removing row %d moved only %d other rows' ψ; the check would not see the bound fail", removed, moved)
 			}
+		}
+	}
+}
+
+// TestNuisanceNeedsRows: a site whose noise on the nuisance statistics
+// would leave fewer than NuisanceRowsPerNoise rows per unit of it drops
+// the step (and takes its DP-trained models' nuisances); a large one
+// charges it.
+func TestNuisanceNeedsRows(t *testing.T) {
+	cfg := testConfig()
+	cfg.Method = estimator.Adam
+	p := SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Bounds: testBounds, Outcome: &testOutcomeBound}
+	d := len(testSchema.Binary)
+	for _, tc := range []struct {
+		rows int
+		step bool
+	}{{100, false}, {1_000_000, true}} {
+		rc, charges, err := calibrateNuisance(&p, "r", cfg, tc.rows, tc.rows, d, nil, aggregateReleasesOf(&p, testColumns, testSchema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		charged := slices.ContainsFunc(charges, func(c Charge) bool { return c.Step == StepNuisance })
+		if sigma := rc.aggregate(StepNuisance); charged != tc.step || (sigma > 0) != tc.step {
+			t.Errorf("%d rows: nuisance charged %v at σ %v, want %v", tc.rows, charged, sigma, tc.step)
+		}
+		if !tc.step {
+			continue
+		}
+		if rc.aggregate(StepNuisance)*glm.Sensitivity(d)*NuisanceRowsPerNoise > float64(tc.rows) {
+			t.Errorf("%d rows: charged the nuisance step at σ %v, past the rule", tc.rows, rc.aggregate(StepNuisance))
+		}
+		if r := rc.aggregate(StepNuisance) / rc.aggregate(StepATE); math.Abs(r-math.Sqrt(float64(ShareATE)/ShareNuisance)) > 1e-9 {
+			t.Errorf("the nuisance statistics' noise over the ATE's is %v, want √(%v/%v)", r, ShareATE, ShareNuisance)
 		}
 	}
 }

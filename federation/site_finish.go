@@ -188,9 +188,14 @@ func (s *site) nuisance(ctx context.Context) (inference.Nuisance, error) {
 	}
 	var nu inference.Nuisance
 	var err error
-	if s.privateNuisance() {
+	switch {
+	case s.privateNuisance() && s.charge.aggregate(StepNuisance) == 0:
+		// Too few rows for the noise (calibrateNuisance): the run's
+		// DP-trained models, whose predictions are post-processing.
+		nu, err = s.res.Model.Nuisance(s.res.Index, s.kept)
+	case s.privateNuisance():
 		nu, err = fitPrivateNuisance(s.cfg.Privacy, s.res.Setup, s.kept, s.charge.aggregate(StepNuisance), s.noiseFor(StepNuisance))
-	} else {
+	default:
 		nu, err = estimator.CrossFit(ctx, s.res.Setup, s.res.Index, s.kept)
 	}
 	if err != nil {
