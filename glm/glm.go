@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
 )
@@ -153,6 +154,16 @@ func FitLogistic(ctx context.Context, x mat.Matrix, w []float64, ridge float64) 
 	if err != nil {
 		return nil, err
 	}
+	if treated := floats.Sum(w); treated == 0 || treated == float64(len(w)) {
+		// One class alone: the likelihood has no maximum (the intercept
+		// runs to ±∞). The covariates cannot tell anything, and the
+		// intercept is the log odds of the share with half a row added
+		// to each class (Jeffreys's prior), which stays finite.
+		n := float64(len(w))
+		beta := make([]float64, len(mean)+1)
+		beta[0] = math.Log((treated + 0.5) / (n - treated + 0.5))
+		return &Model{Mean: mean, Scale: scale, Beta: beta, Logistic: true}, nil
+	}
 	beta, err := newton(ctx, z, w, ridge)
 	if err != nil {
 		return nil, err
@@ -177,9 +188,9 @@ func newton(ctx context.Context, z *mat.Dense, w []float64, ridge float64) ([]fl
 		}
 		gradient(z, w, beta, p, g, ridge)
 		hessian(z, p, h, acc, ridge)
-		var chol mat.Cholesky
-		if !chol.Factorize(h) {
-			return nil, fmt.Errorf("%w: the Hessian is not positive definite", ErrNotConverged)
+		chol, err := damped(h)
+		if err != nil {
+			return nil, err
 		}
 		var step mat.VecDense
 		if err := chol.SolveVecTo(&step, mat.NewVecDense(k, g)); err != nil {
@@ -206,6 +217,38 @@ func newton(ctx context.Context, z *mat.Dense, w []float64, ridge float64) ([]fl
 		}
 	}
 	return nil, ErrNotConverged
+}
+
+// damped returns the Cholesky factor of h, or, where rounding leaves h
+// short of positive definite, of h + μI for the least μ of a doubling
+// sequence from 1e-10 of its largest diagonal entry that makes it so:
+// with nearly separated classes every σ(η)(1 − σ(η)) underflows towards 0,
+// and the intercept, which the ridge does not penalise, loses its
+// curvature. The damped step is still a descent direction, and the step
+// halving that follows keeps the loss from rising.
+func damped(h *mat.SymDense) (*mat.Cholesky, error) {
+	var chol mat.Cholesky
+	if chol.Factorize(h) {
+		return &chol, nil
+	}
+	k := h.SymmetricDim()
+	top := 0.0
+	for i := range k {
+		top = math.Max(top, math.Abs(h.At(i, i)))
+	}
+	mu := 1e-10 * math.Max(top, 1)
+	m := mat.NewSymDense(k, nil)
+	for range 80 {
+		m.CopySym(h)
+		for i := range k {
+			m.SetSym(i, i, h.At(i, i)+mu)
+		}
+		if chol.Factorize(m) {
+			return &chol, nil
+		}
+		mu *= 2
+	}
+	return nil, fmt.Errorf("%w: the Hessian is not positive definite", ErrNotConverged)
 }
 
 // fitted sets p to σ(zβ).

@@ -139,6 +139,40 @@ func TestConstantColumnAndSeparation(t *testing.T) {
 	}
 }
 
+// TestOneClass: a fold whose rows are all treated (a site of 97%
+// treated rows gave one) has no maximum likelihood; the fit is the
+// shrunk share, and a nearly one-class fit on many binary covariates
+// converges.
+func TestOneClass(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const n, d = 80, 30
+	x := mat.NewDense(n, d, nil)
+	for i := range n {
+		for j := range d {
+			x.Set(i, j, float64(r.IntN(2)))
+		}
+	}
+	w := make([]float64, n)
+	for i := range w {
+		w[i] = 1
+	}
+	m, err := FitLogistic(context.Background(), x, w, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Predict(nil, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (n + 0.5) / (n + 1.0); math.Abs(p[0]-want) > 1e-12 || p[n-1] != p[0] {
+		t.Errorf("all treated: propensities %v, %v; want %v everywhere", p[0], p[n-1], want)
+	}
+	w[7] = 0
+	if _, err := FitLogistic(context.Background(), x, w, 1); err != nil {
+		t.Errorf("one control among %d rows of %d binary covariates: %v", n, d, err)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	x, w, y := simulated(4, 20)
 	bad := append([]float64(nil), w...)
