@@ -61,10 +61,17 @@ func (s *Setup) fitGLM(ctx context.Context, d *Data) (*NuisanceStack, error) {
 	}
 	ns := &NuisanceStack{Propensity: prop, LogY: s.LogY()}
 	for arm, rows := range armRows(d.W) {
+		own := d.Subset(rows)
 		if len(rows) == 0 {
-			return nil, fmt.Errorf("outcome: no rows in arm %d", arm)
+			// No row of the arm (a fold of a site whose rows are nearly
+			// all treated): the mean outcome of every row, intercept
+			// alone (zero covariates are constant, which the fit leaves
+			// out). The stack weighs it against the random-feature
+			// model on the arm's held-out rows.
+			n, dx := d.X.Dims()
+			own = &Data{X: mat.NewDense(n, dx, nil), W: d.W, Y: d.Y}
 		}
-		if ns.Outcome[arm], ns.LogVar[arm], err = s.fitGLMOutcome(ctx, d.Subset(rows)); err != nil {
+		if ns.Outcome[arm], ns.LogVar[arm], err = s.fitGLMOutcome(ctx, own); err != nil {
 			return nil, fmt.Errorf("outcome of arm %d: %w", arm, err)
 		}
 	}
