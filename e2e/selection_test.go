@@ -252,7 +252,26 @@ func TestFederatedModelSelection(t *testing.T) {
 	for k := 1; k <= sites; k++ {
 		plant(t, dir, k)
 	}
-	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}})
+	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}}, false)
+}
+
+// TestFederatedModelSelectionBySite: the same with
+// model.selection_by_site, site3's treated outcomes raised by 3 so that it
+// is unlike the others: every site's published choice and CATEs equal
+// selection.Run's with BySite, bit for bit.
+func TestFederatedModelSelectionBySite(t *testing.T) {
+	const sites, rows = 3, 120
+	dir := sandbox(t, sites, rows, "grpc")
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: auto\n  validation: 0.25\n  selection_by_site: true\n")
+	db := openDB(t, filepath.Join(dir, "site3.sqlite"))
+	if _, err := db.Exec(`UPDATE records SET y = y + 3 WHERE w = 1`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for k := 1; k <= sites; k++ {
+		plant(t, dir, k)
+	}
+	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}}, true)
 }
 
 // TestFederatedKernelChoice: with kernel.name auto at the coordinator and
@@ -297,7 +316,7 @@ func TestFederatedKernelChoice(t *testing.T) {
 		return modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": nu}}
 	}
 	saved := checkFederatedSelection(t, dir, sites, []string{selection.KindLatent}, 100,
-		[]modelstore.Kernel{{Name: "gaussian"}, {Name: "laplacian"}, matern(0.5), matern(1.5), matern(2.5)})
+		[]modelstore.Kernel{{Name: "gaussian"}, {Name: "laplacian"}, matern(0.5), matern(1.5), matern(2.5)}, false)
 	if saved != 5 {
 		t.Errorf("the sites saved the models of %d kernels: want all 5, each a member's", saved)
 	}
@@ -328,7 +347,8 @@ func TestFederatedKernelChoice(t *testing.T) {
 
 // checkFederatedSelection runs the federation of dir, whose coordinator
 // selects a model among the candidates of kinds (nil: all) and kernels
-// (the first the run's) with threshold z,
+// (the first the run's) with threshold z (and, with bySite, a choice per
+// site),
 // whose rows have sentinels planted (plant), and checks that every site's
 // crff_model_selection lists the candidates selection.Run scores on the
 // same rows, with the same scores bit for bit; that the site's plug-in ATE
@@ -336,7 +356,7 @@ func TestFederatedKernelChoice(t *testing.T) {
 // it saved; that the coordinator prints the winner; and that no sentinel
 // crossed the wire. It returns the number of kernels whose models site1
 // saved.
-func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string, z float64, kernelList []modelstore.Kernel) int {
+func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string, z float64, kernelList []modelstore.Kernel, bySite bool) int {
 	t.Helper()
 	coord := runFederation(t, dir, sites, true)
 	if !strings.Contains(coord.out.String(), "model selection: ") {
@@ -351,7 +371,7 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 	defer cancel()
 	_, dbs, recs := sandboxRecords(ctx, t, dir, sites)
 	open := kernelOpener(t)
-	opt := selection.Options{Z: z, Kinds: kinds}
+	opt := selection.Options{Z: z, Kinds: kinds, BySite: bySite}
 	for _, k := range kernelList {
 		sp, err := open(ctx, k)
 		if err != nil {
@@ -379,6 +399,18 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 	want, err := selection.Run(ctx, data, held, recs[0].Schema, cfg, opt)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if bySite {
+		own := 0
+		for s := range sites {
+			if want.Ensemble.Sites[s].Members != nil {
+				own++
+			}
+			t.Logf("site%d: members %v (the federation's %v)", s+1, want.Ensemble.SiteMembers(s), want.Ensemble.Members)
+		}
+		if own == 0 {
+			t.Error("no site chose members of its own: the run does not test the choice per site")
+		}
 	}
 	for k := 1; k <= sites; k++ {
 		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
