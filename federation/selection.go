@@ -511,6 +511,13 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	c.log.Info("model selected", slog.String(wire.LogKeyRun, c.st.RunID), slog.String("candidate", won.Name),
 		slog.Int("members", len(ens.Members)), slog.Int("candidates", len(st.Candidates)-1), slog.Float64("loss", won.Loss),
 		slog.Float64("diff", won.Diff), slog.Any("shifts", st.Shifts(len(c.cfg.Sites))), slog.Float64("spread", ens.Spread))
+	if sel.BySite {
+		own := make([][]int, len(c.cfg.Sites))
+		for s := range own {
+			own[s] = ens.SiteMembers(s)
+		}
+		c.log.Info("each site's own members", slog.String(wire.LogKeyRun, c.st.RunID), slog.Any("members", own))
+	}
 	return nil
 }
 
