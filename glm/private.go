@@ -25,9 +25,10 @@ import (
 //     arms' symmetric noise), so that noise spread over d² entries is
 //     confined to k ≪ d directions when the covariates share a few
 //     factors, as proxies of a latent confounder do;
-//   - in those k directions, each arm's ridge regression of t (the
-//     outcome means) and linear discriminant analysis (the propensity,
-//     logistic in v), each with a ridge of the size of the noise.
+//   - in those k directions, each arm's least squares regression of t
+//     (the outcome means) and linear discriminant analysis (the
+//     propensity, logistic in v), with a ridge only where noise leaves a
+//     matrix short of positive definite.
 //
 // Where no direction stands clear of the noise, the models are the
 // arms' means and the treated share.
@@ -195,13 +196,15 @@ func FitPrivate(s Stats, sd float64) (*Private, error) {
 		return p, err
 	}
 	p.Basis = basis
-	_, k := basis.Dims()
-	ridge := 2*math.Sqrt(float64(k))*sd + 1e-9
+	// No ridge beyond what positive definiteness needs: the directions
+	// kept stand clear of the noise, and a ridge of the noise's size
+	// shrank the coefficients by a fifth on sites of 10 000 rows, which
+	// biased the AIPW by four standard errors.
 	for a := range 2 {
 		proj := projected(basis, armScatter[a])
 		var rhs mat.VecDense
 		rhs.MulVec(basis.T(), cross[a])
-		beta, err := ridgeSolve(proj, &rhs, ridge)
+		beta, err := ridgeSolve(proj, &rhs, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +221,7 @@ func FitPrivate(s Stats, sd float64) (*Private, error) {
 	}
 	var delta mat.VecDense
 	delta.MulVec(basis.T(), mat.NewVecDense(d, diff))
-	if p.LDA, err = ridgeSolve(pooled, &delta, 2*math.Sqrt(2*float64(k))*sd/dof+1e-9); err != nil {
+	if p.LDA, err = ridgeSolve(pooled, &delta, 0); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -269,8 +272,9 @@ func principal(s *mat.SymDense, floor float64) (*mat.Dense, error) {
 	return b, nil
 }
 
-// ridgeSolve returns (a + λI)⁻¹ b for the smallest λ ≥ ridge, doubling,
-// at which a + λI is positive definite: noise can leave a indefinite.
+// ridgeSolve returns (a + λI)⁻¹ b for the smallest λ ≥ ridge (at least a
+// relative 1e-12 of a's diagonal), doubling, at which a + λI is positive
+// definite: noise can leave a indefinite.
 func ridgeSolve(a *mat.SymDense, b *mat.VecDense, ridge float64) ([]float64, error) {
 	k := a.SymmetricDim()
 	scale := 0.0
