@@ -4,8 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/spf13/viper"
 )
 
 func TestEnvName(t *testing.T) {
@@ -92,30 +90,5 @@ func TestParseDelimiter(t *testing.T) {
 		if _, err := ParseDelimiter(bad); err == nil || !strings.Contains(err.Error(), "--delimiter") {
 			t.Errorf("%q: %v, want an error naming --delimiter", bad, err)
 		}
-	}
-}
-
-func TestOutcomeBound(t *testing.T) {
-	v := viper.New()
-	v.Set("privacy.bounds", map[string]any{"Age": "18,100", "y": "-5, 25"})
-	r := Reader{V: v}
-	for _, tc := range []struct {
-		column string
-		binary bool
-		want   *[2]float64
-	}{
-		{"Y", false, &[2]float64{-5, 25}},
-		{"age", false, &[2]float64{18, 100}},
-		{"outcome", false, nil},
-		{"outcome", true, &[2]float64{0, 1}},
-	} {
-		got, err := r.OutcomeBound(tc.column, tc.binary)
-		if err != nil || (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
-			t.Errorf("OutcomeBound(%q, %v) = %v, %v; want %v", tc.column, tc.binary, got, err, tc.want)
-		}
-	}
-	v.Set("privacy.bounds", map[string]any{"y": "25,-5"})
-	if _, err := r.OutcomeBound("y", false); err == nil {
-		t.Error("an inverted bound was read")
 	}
 }

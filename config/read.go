@@ -366,25 +366,6 @@ func (r Reader) Privacy() (*federation.SitePrivacy, error) {
 	return p, nil
 }
 
-// OutcomeBound returns the public bound [lo, hi] of the outcome column:
-// [0, 1] for a binary outcome, else its entry of privacy.bounds, matched
-// whatever the case; nil when there is none.
-func (r Reader) OutcomeBound(column string, binary bool) (*[2]float64, error) {
-	if binary {
-		return &[2]float64{0, 1}, nil
-	}
-	bounds, err := r.PrivacyBounds()
-	if err != nil {
-		return nil, err
-	}
-	for name, b := range bounds {
-		if strings.EqualFold(name, column) {
-			return &[2]float64{b.Lo, b.Hi}, nil
-		}
-	}
-	return nil, nil
-}
-
 // PrivacyBounds reads privacy.bounds: per column, two numbers lo < hi.
 func (r Reader) PrivacyBounds() (map[string]federation.Bound, error) {
 	out := map[string]federation.Bound{}

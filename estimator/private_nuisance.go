@@ -17,16 +17,16 @@ import (
 const PrivateNuisanceClip = 3
 
 // privateRows maps the rows of data into [−1, 1] for the private
-// nuisance's sums: a continuous covariate standardised by the run's
-// scaler, clipped to ±PrivateNuisanceClip and divided by it; a binary one
-// to 2x − 1, clipped; the outcome from its public bound [lo, hi] to
-// 2(y − lo)/(hi − lo) − 1, clipped.
-func (s *Setup) privateRows(data *Data, lo, hi float64) (*mat.Dense, []float64, error) {
+// nuisance's sums: a continuous covariate, and a continuous outcome,
+// standardised by the run's scaler, clipped to ±PrivateNuisanceClip and
+// divided by it; a binary one to 2x − 1, clipped. The run's scaler is
+// public (pooled from the sites' released moments), and it spreads the
+// values over the range where a public bound, often ten times wider than
+// the values' spread, would squeeze them into a tenth of it, and the
+// noise with them.
+func (s *Setup) privateRows(data *Data) (*mat.Dense, []float64, error) {
 	if data == nil || data.X == nil {
 		return nil, nil, errors.New("estimator: nil data")
-	}
-	if !(lo < hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
-		return nil, nil, fmt.Errorf("estimator: the outcome's bound [%v, %v] is not a finite range", lo, hi)
 	}
 	n, dx := data.X.Dims()
 	if dx != len(s.Schema.Binary) {
@@ -43,20 +43,31 @@ func (s *Setup) privateRows(data *Data, lo, hi float64) (*mat.Dense, []float64, 
 			if !s.Schema.Binary[j] {
 				z = (x - s.Scaler.Mean[j]) / s.Scaler.Scale[j] / PrivateNuisanceClip
 			}
-			out[j] = math.Max(-1, math.Min(1, z))
+			out[j] = clampUnit(z)
 		}
-		t[i] = math.Max(-1, math.Min(1, 2*(data.Y[i]-lo)/(hi-lo)-1))
+		t[i] = clampUnit(s.nuisanceTarget(data.Y[i]))
 	}
 	return v, t, nil
 }
 
+// nuisanceTarget maps an outcome onto the private nuisance's scale,
+// before clipping.
+func (s *Setup) nuisanceTarget(y float64) float64 {
+	if s.Schema.BinaryOutcome {
+		return 2*y - 1
+	}
+	return (y - s.Scaler.YMean) / s.Scaler.YSD / PrivateNuisanceClip
+}
+
+// clampUnit clamps x to [−1, 1].
+func clampUnit(x float64) float64 { return math.Max(-1, math.Min(1, x)) }
+
 // NuisanceStats returns the sufficient statistics of the private nuisance
-// models of data's rows (glm.Accumulate), whose outcome has the public
-// bound [lo, hi] ([0, 1] for a binary one). Released with Gaussian noise
-// of glm.Sensitivity(covariates) times a noise multiplier, they are
+// models of data's rows (glm.Accumulate). Released with Gaussian noise of
+// glm.Sensitivity(covariates) times a noise multiplier, they are
 // differentially private, and so is every prediction fitted from them.
-func (s *Setup) NuisanceStats(data *Data, lo, hi float64) (glm.Stats, error) {
-	v, t, err := s.privateRows(data, lo, hi)
+func (s *Setup) NuisanceStats(data *Data) (glm.Stats, error) {
+	v, t, err := s.privateRows(data)
 	if err != nil {
 		return glm.Stats{}, err
 	}
@@ -64,10 +75,10 @@ func (s *Setup) NuisanceStats(data *Data, lo, hi float64) (glm.Stats, error) {
 }
 
 // PrivateNuisance returns the nuisances of data's rows predicted by p,
-// fitted (glm.FitPrivate) from NuisanceStats of the same bound: the
-// propensity, and each arm's mean outcome in the outcome's own units.
-func (s *Setup) PrivateNuisance(p *glm.Private, data *Data, lo, hi float64) (inference.Nuisance, error) {
-	v, _, err := s.privateRows(data, lo, hi)
+// fitted (glm.FitPrivate) from NuisanceStats: the propensity, and each
+// arm's mean outcome in the outcome's own units.
+func (s *Setup) PrivateNuisance(p *glm.Private, data *Data) (inference.Nuisance, error) {
+	v, _, err := s.privateRows(data)
 	if err != nil {
 		return inference.Nuisance{}, err
 	}
@@ -77,7 +88,11 @@ func (s *Setup) PrivateNuisance(p *glm.Private, data *Data, lo, hi float64) (inf
 	}
 	back := func(t []float64) {
 		for i, x := range t {
-			t[i] = lo + (x+1)*(hi-lo)/2
+			if s.Schema.BinaryOutcome {
+				t[i] = (x + 1) / 2
+			} else {
+				t[i] = s.Scaler.YMean + x*PrivateNuisanceClip*s.Scaler.YSD
+			}
 		}
 	}
 	back(mu0)

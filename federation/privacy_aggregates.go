@@ -261,13 +261,13 @@ func (p *SitePrivacy) CheckColumns(columns []string, schema estimator.Schema) er
 		return fmt.Errorf("privacy: psi_clip %v must be finite and not negative (0: %d × the width of the outcome's bound)", p.PsiClip, DefaultPsiClipRanges)
 	}
 	_, missing := p.momentColumns(columns, schema)
-	if _, ok := p.outcomeBound(schema); !ok && !p.IsExact(ExactATE) && !slices.Contains(missing, "the outcome") {
+	if _, ok := p.outcomeBound(schema); !ok && !p.IsExact(ExactATE) && p.PsiClip == 0 && !slices.Contains(missing, "the outcome") {
 		missing = append(missing, "the outcome")
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("privacy: no public bound (privacy.bounds) for %s: a private site clips each value of a continuous column to its bound before its sums are released with noise; give each a bound (the outcome's also bounds the nuisance models' statistics and the ATE's scores), or name moments (and ate) in privacy.exact to release them without noise",
+	return fmt.Errorf("privacy: no public bound (privacy.bounds) for %s: a private site clips each value of a continuous column to its bound before its sums are released with noise; give each a bound, or name moments (and ate) in privacy.exact to release them without noise",
 		strings.Join(missing, ", "))
 }
 

@@ -72,11 +72,7 @@ func (s *site) privateNuisance() bool {
 // step's noise multiplier sigma.
 func fitPrivateNuisance(p *SitePrivacy, setup *estimator.Setup, d *estimator.Data, sigma float64,
 	noise func(v []float64, sensitivity float64) error) (inference.Nuisance, error) {
-	b, ok := p.outcomeBound(setup.Schema)
-	if !ok {
-		return inference.Nuisance{}, fmt.Errorf("%w: a private site's nuisance models need the outcome's public bound in privacy.bounds", ErrLimit)
-	}
-	stats, err := setup.NuisanceStats(d, b.Lo, b.Hi)
+	stats, err := setup.NuisanceStats(d)
 	if err != nil {
 		return inference.Nuisance{}, err
 	}
@@ -93,7 +89,7 @@ func fitPrivateNuisance(p *SitePrivacy, setup *estimator.Setup, d *estimator.Dat
 	if err != nil {
 		return inference.Nuisance{}, fmt.Errorf("privacy: the nuisance models: %w", err)
 	}
-	return setup.PrivateNuisance(m, d, b.Lo, b.Hi)
+	return setup.PrivateNuisance(m, d)
 }
 
 // Nuisance returns the nuisances a site private under p computes of the

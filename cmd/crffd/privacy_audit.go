@@ -39,10 +39,9 @@ round's clipped sum with the noise off, at one setup, input and round: on
 the rows D, on D without the row (add/remove), and on D with the row
 replaced by another of the site's rows (replace-one). It prints the largest
 ‖M(D) − M(D′)‖/C of each relation beside the bound the accountant assumes,
-and exits with status 1 when any ratio exceeds it. With the outcome's bound in
-privacy.bounds (or a binary outcome) it audits the same way the sufficient
-statistics from which a private site fits its AIPW's nuisance models, whose
-sensitivity is d + 2 for d covariates. Nothing leaves the site,
+and exits with status 1 when any ratio exceeds it. It audits the same way the
+sufficient statistics from which a private site fits its AIPW's nuisance
+models, whose sensitivity is d + 2 for d covariates. Nothing leaves the site,
 and nothing is written to the file but crffd's own tables, which any crffd
 command creates on first opening it.`,
 		Example: `  crffd privacy audit --config hospital-a.yaml --rows 50`,
@@ -96,11 +95,6 @@ func runPrivacyAudit(ctx context.Context, a *app, rows int, seed uint64) error {
 	opts := audit.Options{Clip: clip, Rows: rows, Seed: seed}
 	if q < 1 {
 		opts.Rate = q
-	}
-	if opts.Outcome, err = a.conf().OutcomeBound(src.OutcomeColumn, recs.Schema.BinaryOutcome); err != nil {
-		return err
-	} else if opts.Outcome == nil {
-		a.log.Warn("the nuisance statistics are not audited: privacy.bounds has no bound for the outcome", slog.String("column", src.OutcomeColumn))
 	}
 	a.log.Info("auditing the sensitivity of private training", slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()),
 		slog.Int("audited_rows", min(rows, recs.Len())), slog.Float64("sampling_rate", q))

@@ -271,9 +271,9 @@ func TestRunKernels(t *testing.T) {
 // TestPrivateSiteNeedsBoundsAtStart: a private site refuses to start
 // unless privacy.bounds gives a range for every continuous covariate and
 // the outcome (matched whatever the case, as SQLite's names are), naming
-// every one it lacks; privacy.exact: [row_count, moments] needs the
-// outcome's alone (its nuisance statistics are noised), and [row_count,
-// moments, ate] none. A bound of a column the table lacks is logged.
+// every one it lacks; privacy.exact: [row_count, moments] with a psi_clip
+// needs none, nor does [row_count, moments, ate]. A bound of a column the
+// table lacks is logged.
 func TestPrivateSiteNeedsBoundsAtStart(t *testing.T) {
 	s := newRowsSite(t, "site1", 20, 1)
 	recs, err := s.db.ReadRecords(context.Background(), s.src)
@@ -296,7 +296,7 @@ func TestPrivateSiteNeedsBoundsAtStart(t *testing.T) {
 			"", &federation.Bound{Lo: -3, Hi: 6}, "column=agee"},
 		{"moments exact, the outcome still bounded", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments}, PsiClip: 8,
 			Bounds: map[string]federation.Bound{"y": b(-4, 6)}}, "", &federation.Bound{Lo: -4, Hi: 6}, ""},
-		{"moments exact, no outcome bound", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments}, PsiClip: 8}, "for the outcome", nil, ""},
+		{"moments exact, no outcome bound", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments}, PsiClip: 8}, "", nil, ""},
 		{"moments and ate exact", federation.SitePrivacy{Exact: []string{federation.ExactRowCount, federation.ExactMoments, federation.ExactATE}}, "", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

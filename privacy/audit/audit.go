@@ -61,12 +61,10 @@ type Options struct {
 	Rate float64
 	// Seed draws the sampled rows, the replacements and the input weights.
 	Seed uint64
-	// Kinds are the models audited; empty means every model.
-	Kinds []estimator.Kind
-	// Outcome, when set, is the outcome's public bound [lo, hi], and the
+	// Kinds are the models audited; empty means every model. The
 	// nuisance models' statistics (estimator.Setup.NuisanceStats) are
-	// audited too, against their sensitivity glm.Sensitivity.
-	Outcome *[2]float64
+	// audited after them, against their sensitivity glm.Sensitivity.
+	Kinds []estimator.Kind
 }
 
 // Result is the audit of one model, batch mode and relation.
@@ -194,21 +192,18 @@ func Run(ctx context.Context, data *estimator.Data, setup *estimator.Setup, opts
 			out = append(out, res[:]...)
 		}
 	}
-	if opts.Outcome != nil {
-		res, err := auditNuisance(data, setup, *opts.Outcome, rows, with)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, res...)
+	res, err := auditNuisance(data, setup, rows, with)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return append(out, res...), nil
 }
 
-// auditNuisance audits the nuisance models' statistics of outcome bound
-// b on the neighbours of data without, or with replaced, each of rows.
-func auditNuisance(data *estimator.Data, setup *estimator.Setup, b [2]float64, rows, with []int) ([]Result, error) {
+// auditNuisance audits the nuisance models' statistics on the neighbours
+// of data without, or with replaced, each of rows.
+func auditNuisance(data *estimator.Data, setup *estimator.Setup, rows, with []int) ([]Result, error) {
 	stats := func(d *estimator.Data) ([]float64, error) {
-		s, err := setup.NuisanceStats(d, b[0], b[1])
+		s, err := setup.NuisanceStats(d)
 		return s.Vector(), err
 	}
 	base, err := stats(data)
