@@ -350,7 +350,7 @@ func (r Reader) Privacy() (*federation.SitePrivacy, error) {
 	p := &federation.SitePrivacy{
 		Epsilon: eps, Delta: v.GetFloat64("privacy.delta"), RunEpsilon: v.GetFloat64("privacy.run_epsilon"),
 		Clip: v.GetFloat64("privacy.clip"), Exact: v.GetStringSlice("privacy.exact"),
-		PsiClip: v.GetFloat64("privacy.psi_clip"),
+		PsiClip: v.GetFloat64("privacy.psi_clip"), NuisanceStatistics: v.GetBool("privacy.nuisance_statistics"),
 	}
 	if err := p.Check(); err != nil {
 		return nil, err

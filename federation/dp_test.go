@@ -326,7 +326,7 @@ func TestPrivateSiteFitsItsNuisance(t *testing.T) {
 	cfg.Method = estimator.Adam
 	ledger := &memoryLedger{}
 	f := newFed(3000, 3000)
-	f.cfgs[0].Privacy = &SitePrivacy{Epsilon: 16, Delta: 1e-5, Clip: 1, Ledger: ledger, Bounds: testBounds, Outcome: &testOutcomeBound}
+	f.cfgs[0].Privacy = &SitePrivacy{Epsilon: 16, Delta: 1e-5, Clip: 1, Ledger: ledger, Bounds: testBounds, Outcome: &testOutcomeBound, NuisanceStatistics: true}
 	sites := f.start(ctx)
 	if _, err := RunCoordinator(ctx, f.coordinator(cfg), f.net.Endpoint("coord")); err != nil {
 		t.Fatal(err)

@@ -95,6 +95,11 @@ type SitePrivacy struct {
 	// while a continuous column has no bound (CheckColumns).
 	Bounds  map[string]Bound
 	Outcome *Bound
+	// NuisanceStatistics fits the AIPW's nuisance models from noised
+	// sufficient statistics (fitPrivateNuisance) where the site has the
+	// rows for it (calibrateNuisance); off, and on smaller sites, they
+	// are the run's DP-trained models'.
+	NuisanceStatistics bool
 	// PsiClip bounds the AIPW scores ψ of the ATE's sums, |ψ| ≤ PsiClip;
 	// 0 means DefaultPsiClipRanges × the width of the outcome's bound.
 	PsiClip float64

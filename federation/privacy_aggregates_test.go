@@ -709,7 +709,7 @@ func TestPrivateATEScoresOnNeighbours(t *testing.T) {
 func TestNuisanceNeedsRows(t *testing.T) {
 	cfg := testConfig()
 	cfg.Method = estimator.Adam
-	p := SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Bounds: testBounds, Outcome: &testOutcomeBound}
+	p := SitePrivacy{Epsilon: 4, Delta: 1e-5, Clip: 1, Bounds: testBounds, Outcome: &testOutcomeBound, NuisanceStatistics: true}
 	d := len(testSchema.Binary)
 	for _, tc := range []struct {
 		rows int
@@ -720,6 +720,12 @@ func TestNuisanceNeedsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		charged := slices.ContainsFunc(charges, func(c Charge) bool { return c.Step == StepNuisance })
+		off := p
+		off.NuisanceStatistics = false
+		if _, c, err := calibrateNuisance(&off, "r", cfg, tc.rows, tc.rows, d, nil, aggregateReleasesOf(&off, testColumns, testSchema)); err != nil ||
+			slices.ContainsFunc(c, func(c Charge) bool { return c.Step == StepNuisance }) {
+			t.Errorf("%d rows, nuisance_statistics off: charged the step (%v)", tc.rows, err)
+		}
 		if sigma := rc.aggregate(StepNuisance); charged != tc.step || (sigma > 0) != tc.step {
 			t.Errorf("%d rows: nuisance charged %v at σ %v, want %v", tc.rows, charged, sigma, tc.step)
 		}

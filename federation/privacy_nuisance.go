@@ -39,11 +39,16 @@ const ShareNuisance = 4
 const NuisanceRowsPerNoise = 10
 
 // calibrateNuisance is calibrateRun, whose releases rel drop the
-// nuisance step when its noise would leave fewer than
+// nuisance step unless p.NuisanceStatistics, and when its noise would
+// leave fewer than
 // NuisanceRowsPerNoise of the scored rows per unit of the noise on each
 // of the statistics of d covariates. The rule reads only public figures,
 // the row counts and the noise, so the choice costs nothing.
 func calibrateNuisance(p *SitePrivacy, run string, cfg estimator.Config, rows, scored, d int, further []string, rel []release) (runCharge, []Charge, error) {
+	drop := func(r release) bool { return r == nuisanceRelease }
+	if !p.NuisanceStatistics {
+		return calibrateRun(p, run, cfg, rows, further, slices.DeleteFunc(slices.Clone(rel), drop))
+	}
 	rc, charges, err := calibrateRun(p, run, cfg, rows, further, rel)
 	if err != nil || !slices.Contains(rel, nuisanceRelease) {
 		return rc, charges, err
@@ -51,7 +56,7 @@ func calibrateNuisance(p *SitePrivacy, run string, cfg estimator.Config, rows, s
 	if rc.aggregate(StepNuisance)*glm.Sensitivity(d)*NuisanceRowsPerNoise <= float64(scored) {
 		return rc, charges, nil
 	}
-	return calibrateRun(p, run, cfg, rows, further, slices.DeleteFunc(slices.Clone(rel), func(r release) bool { return r == nuisanceRelease }))
+	return calibrateRun(p, run, cfg, rows, further, slices.DeleteFunc(slices.Clone(rel), drop))
 }
 
 // nuisanceRelease is the nuisance step's release, for runs whose ATE or
