@@ -496,7 +496,7 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 		return err
 	}
 	if sel.BySite {
-		if ens, err = selection.CombineBySite(perSite, centres, sel.Z); err != nil {
+		if ens, err = selection.CombineBySite(ens, perSite, centres, sel.Z); err != nil {
 			return err
 		}
 	}

@@ -124,24 +124,16 @@ func pooledDiffs(sites []Pairs, ref int) ([]pooled, error) {
 	return out, nil
 }
 
-// CombineBySite forms the Ensemble as Combine does from the sites' summed
-// Pairs, then gives each site the members of its own choice (BySite) and
-// the shift that re-centres their mean at the site (Recentre with those
+// CombineBySite takes the federation's Ensemble e (Combine's, of the
+// sites' summed Pairs and the Centres centres) and gives each site the
+// members of its own choice (BySite, on the sites' own Pairs) and the
+// shift that re-centres their mean at the site (Recentre with those
 // members). Ensemble.Members stay the federation's, for the record.
-func CombineBySite(sites []Pairs, centres []Centre, z float64) (Ensemble, error) {
-	if len(centres) != len(sites) {
-		return Ensemble{}, fmt.Errorf("%w: %d sites' pair sums and %d centring sums", ErrInput, len(sites), len(centres))
+func CombineBySite(e Ensemble, sites []Pairs, centres []Centre, z float64) (Ensemble, error) {
+	if len(centres) != len(sites) || len(e.Sites) != len(sites) {
+		return Ensemble{}, fmt.Errorf("%w: %d sites' pair sums, %d centring sums and an ensemble of %d sites", ErrInput, len(sites), len(centres), len(e.Sites))
 	}
-	var sum Pairs
-	for s, p := range sites {
-		if err := sum.Add(p); err != nil {
-			return Ensemble{}, fmt.Errorf("site %d: %w", s, err)
-		}
-	}
-	e, err := Combine(sum, centres, z)
-	if err != nil {
-		return Ensemble{}, err
-	}
+	e.Sites = slices.Clone(e.Sites)
 	choices, err := BySite(sites, z)
 	if err != nil {
 		return Ensemble{}, err

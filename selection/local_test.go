@@ -78,7 +78,7 @@ func TestBySiteRefuses(t *testing.T) {
 	if _, err := BySite([]Pairs{NewPairs(2)}, 1); err == nil {
 		t.Error("no validation rows were accepted")
 	}
-	if _, err := CombineBySite([]Pairs{NewPairs(2)}, nil, 1); err == nil {
+	if _, err := CombineBySite(Ensemble{Sites: make([]Centring, 1)}, []Pairs{NewPairs(2)}, nil, 1); err == nil {
 		t.Error("pair sums without centring sums were accepted")
 	}
 }

@@ -265,7 +265,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		return nil, err
 	}
 	if opt.BySite {
-		if ens, err = CombineBySite(perSite, centres, opt.Z); err != nil {
+		if ens, err = CombineBySite(ens, perSite, centres, opt.Z); err != nil {
 			return nil, err
 		}
 	}

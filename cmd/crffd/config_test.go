@@ -538,3 +538,37 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 		t.Errorf("federation.tls.crl from the environment: %q", c.TLS.CRL)
 	}
 }
+
+// TestNewSwitchesFromFileAndEnvironment: model.selection_by_site and
+// privacy.nuisance_statistics (no flag sets either) are read from the
+// file, and the environment overrides the file.
+func TestNewSwitchesFromFileAndEnvironment(t *testing.T) {
+	read := func(t *testing.T, file string) (bool, bool) {
+		t.Helper()
+		a, err := execute(t, "version", "--config", writeConfig(t, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := a.choiceSettings(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.conf().Privacy()
+		if err != nil || p == nil {
+			t.Fatalf("privacy %+v, %v", p, err)
+		}
+		return c.BySite, p.NuisanceStatistics
+	}
+	const private = "privacy:\n  epsilon: 4\n  bounds:\n    y: [-5, 25]\n"
+	if bySite, stats := read(t, private); bySite || stats {
+		t.Errorf("defaults: selection_by_site %v, nuisance_statistics %v; want both off", bySite, stats)
+	}
+	if bySite, stats := read(t, "model:\n  selection_by_site: true\nprivacy:\n  epsilon: 4\n  nuisance_statistics: true\n  bounds:\n    y: [-5, 25]\n"); !bySite || !stats {
+		t.Errorf("file: selection_by_site %v, nuisance_statistics %v; want both on", bySite, stats)
+	}
+	t.Setenv("CRFFD_MODEL_SELECTION_BY_SITE", "true")
+	t.Setenv("CRFFD_PRIVACY_NUISANCE_STATISTICS", "true")
+	if bySite, stats := read(t, private); !bySite || !stats {
+		t.Errorf("environment: selection_by_site %v, nuisance_statistics %v; want both on", bySite, stats)
+	}
+}
