@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -163,6 +164,15 @@ func TestPrivateSiteRefusesWhatItCannotAnswerPrivately(t *testing.T) {
 // standard errors include. A site that names selection in Exact charges
 // no selection step and sends exact sums.
 func TestPrivateSitesSelectAModel(t *testing.T) {
+	for _, bySite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("by site %v", bySite), func(t *testing.T) { privateSitesSelectAModel(t, bySite) })
+	}
+}
+
+// privateSitesSelectAModel is TestPrivateSitesSelectAModel, with a choice
+// per site when bySite, which offers no site-local candidate: a private
+// site's exact statistics would leak into its losses.
+func privateSitesSelectAModel(t *testing.T, bySite bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := testConfig()
@@ -178,7 +188,7 @@ func TestPrivateSitesSelectAModel(t *testing.T) {
 	sent := f.recordSent("site1")
 	sites := f.start(ctx)
 	cc := f.coordinator(cfg)
-	cc.Selection = Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
+	cc.Selection = Selection{Share: 0.25, Z: 1, Kernel: "gaussian", BySite: bySite}
 	cc.Extra = extra
 	res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 	if err != nil {
@@ -196,6 +206,9 @@ func TestPrivateSitesSelectAModel(t *testing.T) {
 	t.Logf("chose %s of %d candidates (members %v)", won.Name, len(res.Selection.Candidates), res.Selection.Ensemble.Members)
 	// The noise enters the standard errors: no candidate's SE is 0.
 	for _, c := range res.Selection.Candidates[:len(res.Selection.Candidates)-1] {
+		if selection.Local(c.Kind) {
+			t.Errorf("candidate %s offered to private sites", c.Name)
+		}
 		if !(c.SE > 0) {
 			t.Errorf("candidate %s: SE %v, want one with the noise", c.Name, c.SE)
 		}

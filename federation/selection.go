@@ -118,7 +118,8 @@ var ErrNoHeldOut = errors.New("federation: no held-out rows")
 
 // The kinds of candidate as the wire codes them. Their values are part of
 // the protocol.
-var kindCodes = []string{selection.KindLatent, selection.KindOutcome, selection.KindTLearner, selection.KindDR, selection.KindEnsemble}
+var kindCodes = []string{selection.KindLatent, selection.KindOutcome, selection.KindTLearner, selection.KindDR, selection.KindEnsemble,
+	selection.KindSiteTLearner, selection.KindSiteDR}
 
 func kindCode(kind string) int { return slices.Index(kindCodes, kind) }
 
@@ -418,7 +419,8 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 	}
 	if c.st.Selected == nil {
 		c.step++
-		dr := sel.wants(selection.KindDR)
+		local, localDR := selection.LocalStatsWanted(sel.Kinds, sel.BySite)
+		dr := sel.wants(selection.KindDR) || localDR
 		out, err := c.finalEnvelopes(wire.Scalar(tSelectStage, 1), wire.Scalar(tSelectDR, b2f(dr)))
 		if err != nil {
 			return err
@@ -430,7 +432,7 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 		st := &SelectState{}
 		st.Candidates, st.Estimators = selection.KernelCandidates(c.kernelNames(), sel.Kinds)
 		ridge := selection.Penalties(sel.Ridge)
-		if len(ridge) > 0 && (sel.wants(selection.KindTLearner) || dr) {
+		if len(ridge) > 0 && (sel.wants(selection.KindTLearner) || dr || local) {
 			var pooled selection.Stats
 			features := (&estimator.Model{Setup: c.setups[0]}).OutcomeFeatureCount()
 			for s, name := range c.cfg.Sites {
@@ -453,6 +455,14 @@ func (c *coordinator) selectModel(ctx context.Context) error {
 			case err != nil:
 				return err
 			default:
+				st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
+			}
+			if local && pooled.Noise == [3]float64{} {
+				// Each site solves these from its own statistics; a
+				// private site's exact ones would leak into its losses
+				// (selection.Estimator.Localise), so runs with private
+				// sites go without.
+				cands, ests := selection.LocalCandidates(ridge, sel.Kinds)
 				st.Candidates, st.Estimators = append(st.Candidates, cands...), append(st.Estimators, ests...)
 			}
 		}
@@ -597,7 +607,7 @@ func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	} else {
 		var st selection.Stats
 		st, err = selection.SiteStats(ctx, model, s.res.Index, s.trainRows, dr != 0)
-		ts = statsTensors(st)
+		s.own, ts = &st, statsTensors(st)
 	}
 	if err != nil {
 		return nil, err
@@ -623,6 +633,9 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 			return nil, err
 		}
 		models[i] = s.res.Models[cand.Kernel]
+	}
+	if ests, err = s.localise(ctx, ests...); err != nil {
+		return nil, err
 	}
 	sums := selection.SiteSums{Pairs: selection.NewPairs(len(ests)), Centre: selection.Centre{CATE: make([]float64, len(ests))}}
 	if len(s.res.Held) > 0 && s.noisySelection() {
@@ -699,4 +712,32 @@ func (s *site) choice(e *wire.Envelope) (*SiteSelection, error) {
 		return nil, err
 	}
 	return &SiteSelection{Candidates: cands, Chosen: chosen, Estimator: est, HeldAll: all}, nil
+}
+
+// localise returns ests with their site-local candidates solved from the
+// site's own training rows' statistics (selection.Estimator.Localise),
+// computed once per run. A site that noises its selection refuses them:
+// the coordinator offers none to a run with private sites.
+func (s *site) localise(ctx context.Context, ests ...selection.Estimator) ([]selection.Estimator, error) {
+	var local, dr bool
+	for _, e := range ests {
+		for _, m := range append([]selection.Member{{Estimator: e}}, e.Members...) {
+			local = local || selection.Local(m.Kind)
+			dr = dr || m.Kind == selection.KindSiteDR
+		}
+	}
+	if !local {
+		return ests, nil
+	}
+	if s.noisySelection() {
+		return nil, fmt.Errorf("%w: site-local candidates at a site that noises its model selection", ErrProtocol)
+	}
+	if s.own == nil || (dr && s.own.DR == nil) {
+		st, err := selection.SiteStats(ctx, s.res.Model, s.res.Index, s.trainRows, dr)
+		if err != nil {
+			return nil, fmt.Errorf("site-local candidates: %w", err)
+		}
+		s.own = &st
+	}
+	return selection.Localised(ests, *s.own)
 }

@@ -397,7 +397,8 @@ func TestDecodeCandidatesKernels(t *testing.T) {
 // TestSelectionBySite: with Selection.BySite each site gets the ensemble
 // of its own choice, the same as the simulated selection's with
 // selection.Options.BySite, bit for bit: members, shift and every row's
-// CATE. Site 2, whose effect is 3 larger, must choose its own.
+// CATE. Site 2, whose effect is 3 larger, must choose its own, among them
+// learners of its own rows alone (selection.KindSiteTLearner, KindSiteDR).
 func TestSelectionBySite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -424,6 +425,9 @@ func TestSelectionBySite(t *testing.T) {
 		}
 		if ens.Sites[s].Members != nil {
 			own++
+		}
+		if s == 1 && !slices.ContainsFunc(members, func(c int) bool { return selection.Local(r.Selection.Candidates[c].Kind) }) {
+			t.Errorf("site 2, whose effect is 3 larger, chose no site-local candidate: %v", members)
 		}
 		t.Logf("site %d: members %v, shift %.3f", s+1, members, ens.Sites[s].Shift)
 		sameSiteCATE(ctx, t, want, s, f.data[s], r)

@@ -12,6 +12,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/selection"
 )
 
 // SiteRows are the rows a site takes part in a run with, as
@@ -234,7 +235,10 @@ type site struct {
 	trainRows *estimator.Data
 	// nu are the nuisances cross-fitted on the kept rows, once computed
 	// (for the held-out losses): the AIPW ATE reuses them.
-	nu    *inference.Nuisance
+	nu *inference.Nuisance
+	// own are the site's own training rows' ridge statistics, once
+	// computed (for the site-local candidates).
+	own   *selection.Stats
 	cfgE  estimator.Config
 	peers []string // every site's name by index, from hello ("" when not sent)
 	// instance is the value of the rejoin scalar this process sends: a
@@ -393,7 +397,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
-		s.res, s.kept, s.train, s.trainRows, s.nu = nil, nil, nil, nil, nil
+		s.res, s.kept, s.train, s.trainRows, s.nu, s.own = nil, nil, nil, nil, nil, nil
 		s.answered, s.charge = map[string]int{}, nil
 		s.spectra, s.setups, s.fps, s.trainKernel = nil, nil, nil, 0
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))

@@ -102,6 +102,11 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 		if sel.Estimator.Kind != selection.KindEnsemble {
 			models = models[:1] // choice refuses another kernel's
 		}
+		own, err := s.localise(ctx, sel.Estimator)
+		if err != nil {
+			return nil, err
+		}
+		sel.Estimator = own[0]
 		if s.res.CATE, err = sel.Estimator.CATEModels(ctx, models, s.res.Index, s.cfg.Data, eff.CATE); err != nil {
 			return nil, err
 		}

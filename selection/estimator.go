@@ -58,9 +58,17 @@ func (r *Result) Estimator(c, site int) (Estimator, int, error) {
 		return Estimator{}, 0, fmt.Errorf("%w: candidate %d of %d", ErrInput, c, len(r.Candidates))
 	}
 	e := r.estimators[c]
+	var err error
 	if e.Kind == KindEnsemble {
-		var err error
 		if e, err = e.AtSite(r.Ensemble, site); err != nil {
+			return Estimator{}, 0, err
+		}
+	}
+	if r.own != nil {
+		if site < 0 || site >= len(r.own) {
+			return Estimator{}, 0, fmt.Errorf("%w: site %d of %d", ErrInput, site, len(r.own))
+		}
+		if e, err = e.Localise(r.own[site]); err != nil {
 			return Estimator{}, 0, err
 		}
 	}
@@ -68,8 +76,8 @@ func (r *Result) Estimator(c, site int) (Estimator, int, error) {
 }
 
 // AtSite returns the ensemble estimator e with the shift of site in ens,
-// and, when the site chose its own members (CombineBySite), with those
-// members alone.
+// and with the site's members alone (Ensemble.SiteMembers): its own choice
+// (CombineBySite), or the federation's.
 func (e Estimator) AtSite(ens Ensemble, site int) (Estimator, error) {
 	if e.Kind != KindEnsemble {
 		return Estimator{}, fmt.Errorf("%w: a %s estimator has no shift", ErrInput, e.Kind)
@@ -78,7 +86,9 @@ func (e Estimator) AtSite(ens Ensemble, site int) (Estimator, error) {
 		return Estimator{}, fmt.Errorf("%w: site %d of the %d the ensemble was centred on", ErrInput, site, len(ens.Sites))
 	}
 	e.Shift = ens.Sites[site].Shift
-	if own := ens.Sites[site].Members; own != nil {
+	// The estimator holds the members of every site's choice
+	// (Ensembled): a site without its own takes the federation's.
+	if own := ens.SiteMembers(site); len(own) != len(e.Members) {
 		var members []Member
 		for _, m := range e.Members {
 			if slices.Contains(own, m.Candidate) {
@@ -116,8 +126,8 @@ func (e Estimator) CATE(ctx context.Context, m *estimator.Model, site int, data 
 		return eff.CATE, nil
 	case KindOutcome:
 		return m.OutcomeCATE(site, data)
-	case KindTLearner, KindDR:
-		if (e.Kind == KindTLearner && e.Arms == nil) || (e.Kind == KindDR && e.DR == nil) {
+	case KindTLearner, KindDR, KindSiteTLearner, KindSiteDR:
+		if (ridgeKind(e.Kind) == KindTLearner && e.Arms == nil) || (ridgeKind(e.Kind) == KindDR && e.DR == nil) {
 			return nil, fmt.Errorf("%w: %s estimator without its regression", ErrInput, e.Kind)
 		}
 		return e.ridgeCATE(m, data)
@@ -171,9 +181,9 @@ func (e Estimator) CATEModels(ctx context.Context, models []*estimator.Model, si
 // regressions returns the estimator's fitted regressions.
 func (e Estimator) regressions() []estimator.Ridge {
 	switch {
-	case e.Kind == KindTLearner && e.Arms != nil:
+	case ridgeKind(e.Kind) == KindTLearner && e.Arms != nil:
 		return e.Arms[:]
-	case e.Kind == KindDR && e.DR != nil:
+	case ridgeKind(e.Kind) == KindDR && e.DR != nil:
 		return []estimator.Ridge{*e.DR}
 	}
 	return nil
@@ -195,7 +205,7 @@ func (e Estimator) ridgeCATE(m *estimator.Model, data *estimator.Data) ([]float6
 				return nil, fmt.Errorf("%w: %s estimator of %d features, the model has %d", ErrInput, e.Kind, len(r.Beta), p)
 			}
 		}
-		if e.Kind == KindDR {
+		if ridgeKind(e.Kind) == KindDR {
 			cate = append(cate, e.DR.Predict(phi)...)
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/crffd/crffd/estimator"
 )
 
 // A choice per site. The federation's ensemble (Combine) is chosen on the
@@ -159,4 +161,121 @@ func (e Ensemble) SiteMembers(site int) []int {
 		return e.Sites[site].Members
 	}
 	return e.Members
+}
+
+// Site-local candidates. A site unlike the others is served worst by the
+// pooled T- and DR-learners, which fit the majority's effect surface. With
+// a choice per site, each site also scores a T-learner and a DR-learner
+// solved from its own training rows' Stats alone, on the same outcome
+// features. Their regressions never leave the site: the coordinator lists
+// the candidates without them, and each site fills in its own (Localise),
+// so what travels is still the loss sums.
+const (
+	KindSiteTLearner = "site-tlearner" // the T-learner of the site's own rows
+	KindSiteDR       = "site-dr"       // the DR-learner of the site's own rows
+)
+
+// Local reports whether kind is a site-local candidate's, whose
+// regressions each site solves from its own Stats.
+func Local(kind string) bool { return kind == KindSiteTLearner || kind == KindSiteDR }
+
+// ridgeKind returns the pooled ridge kind that a site-local kind fits as,
+// and any other kind as it is.
+func ridgeKind(kind string) string {
+	switch kind {
+	case KindSiteTLearner:
+		return KindTLearner
+	case KindSiteDR:
+		return KindDR
+	}
+	return kind
+}
+
+// LocalCandidates returns the site-local candidates of kinds (Wants),
+// penalty by penalty, and their Estimators without regressions
+// (Localise fills them in at each site). Their Kernel is 0.
+func LocalCandidates(penalties []float64, kinds []string) ([]Candidate, []Estimator) {
+	var cands []Candidate
+	var ests []Estimator
+	for _, lambda := range penalties {
+		for _, kind := range []string{KindSiteTLearner, KindSiteDR} {
+			if Wants(kinds, kind) {
+				cands = append(cands, Candidate{Name: CandidateName(kind, "", lambda), Kind: kind, Ridge: lambda})
+				ests = append(ests, Estimator{Kind: kind, Ridge: lambda})
+			}
+		}
+	}
+	return cands, ests
+}
+
+// LocalStatsWanted reports whether candidates of kinds chosen per site
+// (bySite) include site-local ones, and whether those need the DR-learner's
+// statistics.
+func LocalStatsWanted(kinds []string, bySite bool) (local, dr bool) {
+	if !bySite {
+		return false, false
+	}
+	t, d := Wants(kinds, KindSiteTLearner), Wants(kinds, KindSiteDR)
+	return t || d, d
+}
+
+// Localise returns e as site uses it: a site-local candidate solved from
+// own, the site's own exact Stats; an ensemble with its site-local members
+// solved; any other estimator as it is. own may be empty when e has no
+// site-local part.
+func (e Estimator) Localise(own Stats) (Estimator, error) {
+	switch {
+	case e.Kind == KindEnsemble:
+		members := make([]Member, len(e.Members))
+		for j, m := range e.Members {
+			var err error
+			if m.Estimator, err = m.Estimator.Localise(own); err != nil {
+				return Estimator{}, err
+			}
+			members[j] = m
+		}
+		e.Members = members
+		return e, nil
+	case !Local(e.Kind):
+		return e, nil
+	}
+	if own.Arms[0] == nil || (e.Kind == KindSiteDR && own.DR == nil) {
+		return Estimator{}, fmt.Errorf("%w: a %s candidate without the site's statistics", ErrInput, e.Kind)
+	}
+	if own.Noise != [3]float64{} {
+		// A private site's statistics are released noised; its exact
+		// ones would make the losses it releases depend on every
+		// training row. The coordinator offers no site-local candidate
+		// to a run with private sites.
+		return Estimator{}, fmt.Errorf("%w: a %s candidate at a site whose statistics are noised", ErrInput, e.Kind)
+	}
+	if e.Kind == KindSiteDR {
+		dr, err := own.DR.Solve(e.Ridge)
+		if err != nil {
+			return Estimator{}, fmt.Errorf("%s/%g: %w", e.Kind, e.Ridge, err)
+		}
+		e.DR = &dr
+		return e, nil
+	}
+	var arms [2]estimator.Ridge
+	for a := range 2 {
+		var err error
+		if arms[a], err = own.Arms[a].Solve(e.Ridge); err != nil {
+			return Estimator{}, fmt.Errorf("%s/%g, treatment %d: %w", e.Kind, e.Ridge, a, err)
+		}
+	}
+	e.Arms = &arms
+	return e, nil
+}
+
+// Localised returns ests, each Localised to the site of own.
+func Localised(ests []Estimator, own Stats) ([]Estimator, error) {
+	out := make([]Estimator, len(ests))
+	for c, e := range ests {
+		var err error
+		if out[c], err = e.Localise(own); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

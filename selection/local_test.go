@@ -1,9 +1,13 @@
 package selection
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/crffd/crffd/estimator"
 )
 
 // sitePairs returns the Pairs of n validation rows whose pseudo-outcome
@@ -80,5 +84,99 @@ func TestBySiteRefuses(t *testing.T) {
 	}
 	if _, err := CombineBySite(Ensemble{Sites: make([]Centring, 1)}, []Pairs{NewPairs(2)}, nil, 1); err == nil {
 		t.Error("pair sums without centring sums were accepted")
+	}
+}
+
+// TestLocalCandidates: with a choice per site, each site scores a
+// T-learner and a DR-learner of its own training rows, solved from its own
+// Stats, which differ from site to site and from the pooled ones.
+func TestLocalCandidates(t *testing.T) {
+	ctx := context.Background()
+	data, val := linearSites(3, 2, 120)
+	// Site 1's effect departs from site 0's.
+	for i, w := range data[1].W {
+		data[1].Y[i] += 3 * w
+	}
+	opt := Options{Kernels: []Kernel{{Name: "gaussian", Spectral: estimator.GaussianSpectral{}}}, Z: DefaultZ, Ridge: []float64{10}, BySite: true}
+	res, err := Run(ctx, data, val, schema2, smallConfig(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range res.Candidates {
+		names = append(names, c.Name)
+	}
+	want := []string{"latent/gaussian", "outcome/gaussian", "tlearner/10", "dr/10", "site-tlearner/10", "site-dr/10", "ensemble"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("candidates %v, want %v", names, want)
+	}
+	for s, d := range data {
+		rows, err := TrainingRows(d.Rows(), val[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := SiteStats(ctx, res.Models[0], s, d.Subset(rows), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c, kind := range map[int]string{4: KindTLearner, 5: KindDR} {
+			got, err := res.CATE(ctx, c, s, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The same learner fitted from the site's Stats alone, as a
+			// pooled candidate of a federation of that one site.
+			_, ests, err := RidgeCandidates(own, []float64{10}, []string{kind})
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone, err := ests[0].CATE(ctx, res.Models[0], s, d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, alone) {
+				t.Errorf("site %d, %s: CATE is not the site's own fit", s, res.Candidates[c].Name)
+			}
+			pooled, err := res.CATE(ctx, c-2, s, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Equal(got, pooled) {
+				t.Errorf("site %d, %s: CATE equals the pooled learner's", s, res.Candidates[c].Name)
+			}
+		}
+	}
+	// The unlike site's own T-learner finds its larger effect.
+	mean := func(v []float64) float64 {
+		s := 0.0
+		for _, x := range v {
+			s += x
+		}
+		return s / float64(len(v))
+	}
+	own, _ := res.CATE(ctx, 4, 1, data[1])
+	pooled, _ := res.CATE(ctx, 2, 1, data[1])
+	if mean(own) < mean(pooled)+1 {
+		t.Errorf("site 1's own T-learner ATE %.3f, the pooled one's %.3f: want the own one about 1.5 higher", mean(own), mean(pooled))
+	}
+}
+
+func TestLocaliseRefuses(t *testing.T) {
+	e := Estimator{Kind: KindSiteTLearner, Ridge: 1}
+	if _, err := e.Localise(Stats{}); !errors.Is(err, ErrInput) {
+		t.Errorf("without statistics: %v, want ErrInput", err)
+	}
+	p := 3
+	st := Stats{Arms: [2]*estimator.RidgeStats{estimator.NewRidgeStats(p), estimator.NewRidgeStats(p)}}
+	if _, err := (Estimator{Kind: KindSiteDR, Ridge: 1}).Localise(st); !errors.Is(err, ErrInput) {
+		t.Errorf("a DR-learner without the DR statistics: %v, want ErrInput", err)
+	}
+	st.Noise[0] = 1
+	if _, err := e.Localise(st); !errors.Is(err, ErrInput) {
+		t.Errorf("noised statistics: %v, want ErrInput", err)
+	}
+	// Other kinds pass through without statistics.
+	if got, err := (Estimator{Kind: KindLatent}).Localise(Stats{}); err != nil || got.Kind != KindLatent {
+		t.Errorf("latent: %v, %v", got, err)
 	}
 }

@@ -133,7 +133,7 @@ type Candidate struct {
 // (dr/10), and the ensemble by its kind alone.
 func CandidateName(kind, kernel string, ridge float64) string {
 	switch kind {
-	case KindTLearner, KindDR:
+	case KindTLearner, KindDR, KindSiteTLearner, KindSiteDR:
 		return fmt.Sprintf("%s/%g", kind, ridge)
 	case KindEnsemble:
 		return kind
@@ -158,7 +158,10 @@ type Result struct {
 	// for a site that held no rows out): the AIPW ATE of the site under
 	// that setup needs no other cross-fit.
 	Nuisance   []inference.Nuisance
-	estimators []Estimator // by candidate
+	estimators []Estimator // by candidate; site-local ones without regressions
+	// own are, per site, the Stats of its training rows, which solve the
+	// site-local candidates (Estimator.Localise); nil without them.
+	own []Stats
 }
 
 // Run fits every candidate on the training rows of the sites, scores each
@@ -213,12 +216,19 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	// The cross-fits below report no training progress: their folds run
 	// at once, and their rounds are not the model's.
 	ctx = estimator.WithProgress(ctx, nil)
-	if len(ridge) > 0 && (opt.wants(KindTLearner) || opt.wants(KindDR)) {
+	local, localDR := LocalStatsWanted(opt.Kinds, opt.BySite)
+	if len(ridge) > 0 && (opt.wants(KindTLearner) || opt.wants(KindDR) || local) {
 		var pooled Stats
+		if local {
+			res.own = make([]Stats, k)
+		}
 		for s, d := range train {
-			st, err := SiteStats(ctx, res.Models[0], s, d, opt.wants(KindDR))
+			st, err := SiteStats(ctx, res.Models[0], s, d, opt.wants(KindDR) || localDR)
 			if err != nil {
 				return nil, fmt.Errorf("site %d: %w", s, err)
+			}
+			if local {
+				res.own[s] = st
 			}
 			if err := pooled.Add(st); err != nil {
 				return nil, err
@@ -230,6 +240,11 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		}
 		res.Candidates = append(res.Candidates, cands...)
 		res.estimators = append(res.estimators, ests...)
+		if local {
+			cands, ests := LocalCandidates(ridge, opt.Kinds)
+			res.Candidates = append(res.Candidates, cands...)
+			res.estimators = append(res.estimators, ests...)
+		}
 	}
 	if len(res.Candidates) == 0 {
 		return nil, fmt.Errorf("%w: no candidate of kinds %v", ErrInput, opt.Kinds)
@@ -251,7 +266,13 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if res.Nuisance[s], err = estimator.CrossFit(ctx, res.Models[0].Setup, s, d); err != nil {
 			return nil, fmt.Errorf("site %d: validation pseudo-outcomes: %w", s, err)
 		}
-		site, err := SiteLosses(ctx, res.Nuisance[s], s, d, val[s], res.estimators, models, opt.Workers)
+		ests := res.estimators
+		if res.own != nil {
+			if ests, err = Localised(ests, res.own[s]); err != nil {
+				return nil, fmt.Errorf("site %d: %w", s, err)
+			}
+		}
+		site, err := SiteLosses(ctx, res.Nuisance[s], s, d, val[s], ests, models, opt.Workers)
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
