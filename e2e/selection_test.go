@@ -414,6 +414,33 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 	}
 	for k := 1; k <= sites; k++ {
 		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
+		if bySite {
+			// Each site's own scores: the simulated ones, in its view.
+			sc, err := want.SiteScores(k - 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := db.Query(`SELECT site_diff, site_diff_se, own_diff, own_diff_se FROM crff_model_selection
+				WHERE run = ? AND kind != 'ensemble' ORDER BY rowid`, run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := 0
+			for ; rs.Next(); c++ {
+				var d, dse, o, ose float64
+				if err := rs.Scan(&d, &dse, &o, &ose); err != nil {
+					t.Fatal(err)
+				}
+				if c < len(sc.Diff) && (d != sc.Diff[c] || dse != sc.DiffSE[c] || o != sc.Own[c] || ose != sc.OwnSE[c]) {
+					t.Errorf("site%d candidate %d: site_diff %v ± %v, own %v ± %v; simulated %v ± %v, own %v ± %v",
+						k, c, d, dse, o, ose, sc.Diff[c], sc.DiffSE[c], sc.Own[c], sc.OwnSE[c])
+				}
+			}
+			rs.Close()
+			if c != len(sc.Diff) {
+				t.Errorf("site%d: %d candidates with site scores, want %d", k, c, len(sc.Diff))
+			}
+		}
 		rs, err := db.Query(`SELECT candidate, COALESCE(kernel, ''), loss, COALESCE(se, 0), diff, COALESCE(diff_se, 0), chosen FROM crff_model_selection WHERE run = ? ORDER BY rowid`, run)
 		if err != nil {
 			t.Fatal(err)

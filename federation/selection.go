@@ -110,6 +110,9 @@ type SiteSelection struct {
 	Chosen     int
 	Estimator  selection.Estimator // the chosen candidate, whose CATE SiteResult.CATE holds
 	HeldAll    int                 // every site's held-out rows (this site's: SiteResult.Held)
+	// Site says how the site's own choice came about, under a choice per
+	// site (Selection.BySite); nil otherwise.
+	Site *selection.SiteScores
 }
 
 // ErrNoHeldOut reports a run that selects a model while no site could hold
@@ -141,16 +144,22 @@ const (
 	tSelectN      = "selection.n"       // stage 3: every site's held-out rows
 	tSelectMember = "selection.members" // stage 3: the ensemble's members, whose estimators follow as chosen.<j>.…
 	tSelectShift  = "selection.shift"   // stage 3: the ensemble's shift at the receiving site
-	pStats        = "stats."            // stats: stats.<arm0|arm1|dr>.<n|featsum|targetsum|gram|moment>
-	tLossN        = "losses.n"          // losses: the held-out rows, and their selection.Pairs
-	tPairLoss     = "losses.pair_loss"  // losses: selection.Pairs, C×C row by row
-	tPairRes      = "losses.pair_res"
-	tCentreN      = "centre.n" // losses: selection.Centre of all the site's rows
-	tCentrePsi    = "centre.psi"
-	tCentrePsiSq  = "centre.psisq"
-	tCentreCATE   = "centre.cate"
-	tCentreRes    = "centre.res"   // losses, from a private site: each candidate's Σ(ψ − τ̂) over all its rows, clipped
-	tCentreResSq  = "centre.ressq" // and Σ(ψ − τ̂)²
+	// stage 3, under a choice per site: the receiving site's best
+	// candidate, and each candidate's pooled difference from it there
+	// (selection.SiteScores), the ensemble excluded
+	tSelectSiteBest   = "selection.site_best"
+	tSelectSiteDiff   = "selection.site_diff"
+	tSelectSiteDiffSE = "selection.site_diff_se"
+	pStats            = "stats."           // stats: stats.<arm0|arm1|dr>.<n|featsum|targetsum|gram|moment>
+	tLossN            = "losses.n"         // losses: the held-out rows, and their selection.Pairs
+	tPairLoss         = "losses.pair_loss" // losses: selection.Pairs, C×C row by row
+	tPairRes          = "losses.pair_res"
+	tCentreN          = "centre.n" // losses: selection.Centre of all the site's rows
+	tCentrePsi        = "centre.psi"
+	tCentrePsiSq      = "centre.psisq"
+	tCentreCATE       = "centre.cate"
+	tCentreRes        = "centre.res"   // losses, from a private site: each candidate's Σ(ψ − τ̂) over all its rows, clipped
+	tCentreResSq      = "centre.ressq" // and Σ(ψ − τ̂)²
 )
 
 // statsNames are the ridge statistics' names on the wire, as Stats holds them.
@@ -588,6 +597,10 @@ func (st *SelectState) choiceTensors(site int) ([]wire.Tensor, error) {
 		}
 	}
 	ts = append(ts, wire.Vector(tSelectMember, members), wire.Scalar(tSelectShift, st.Shift(site)))
+	if site < len(st.Ensemble.Sites) && st.Ensemble.Sites[site].Diff != nil {
+		c := st.Ensemble.Sites[site]
+		ts = append(ts, wire.Scalar(tSelectSiteBest, float64(c.Best)), wire.Vector(tSelectSiteDiff, c.Diff), wire.Vector(tSelectSiteDiffSE, c.DiffSE))
+	}
 	for j, m := range est.Members {
 		ts = append(ts, estimatorTensors(fmt.Sprintf("%s%d.", pChosen, j), m.Estimator)...)
 	}
@@ -663,6 +676,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		if sums, err = selection.SiteLosses(ctx, nu, s.res.Index, s.kept, s.res.Held, ests, models, 0); err != nil {
 			return nil, err
 		}
+		s.pairs = &sums.Pairs
 	}
 	out, err := s.reply(e, wire.KindLosses, siteSumsTensors(sums))
 	if err != nil {
@@ -711,7 +725,44 @@ func (s *site) choice(e *wire.Envelope) (*SiteSelection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SiteSelection{Candidates: cands, Chosen: chosen, Estimator: est, HeldAll: all}, nil
+	out := &SiteSelection{Candidates: cands, Chosen: chosen, Estimator: est, HeldAll: all}
+	if _, ok := e.Tensor(tSelectSiteBest); ok && est.Kind == selection.KindEnsemble {
+		if out.Site, err = s.siteScores(e, n-1); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// siteScores reads the site's scores under a choice per site, of c
+// candidates, and adds its own differences from its validation rows'
+// Pairs (kept by losses; none at a site that noises its selection).
+func (s *site) siteScores(e *wire.Envelope, c int) (*selection.SiteScores, error) {
+	best, err := integer(e, tSelectSiteBest)
+	if err != nil {
+		return nil, err
+	}
+	if best >= c {
+		return nil, fmt.Errorf("%w: the site's best candidate %d of %d", ErrProtocol, best, c)
+	}
+	out := &selection.SiteScores{Best: best}
+	if out.Diff, err = vector(e, tSelectSiteDiff, c); err != nil {
+		return nil, err
+	}
+	if out.DiffSE, err = vector(e, tSelectSiteDiffSE, c); err != nil {
+		return nil, err
+	}
+	for a := range c {
+		if math.IsNaN(out.Diff[a]) || math.IsInf(out.Diff[a], 0) || !(out.DiffSE[a] >= 0) || math.IsInf(out.DiffSE[a], 0) {
+			return nil, fmt.Errorf("%w: candidate %d's difference at the site %v ± %v", ErrProtocol, a, out.Diff[a], out.DiffSE[a])
+		}
+	}
+	if s.pairs != nil && s.pairs.C == c && s.pairs.N >= 2 {
+		if out.Own, out.OwnSE, err = selection.OwnDiffs(*s.pairs, best); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // localise returns ests with their site-local candidates solved from the

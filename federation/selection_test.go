@@ -430,6 +430,13 @@ func TestSelectionBySite(t *testing.T) {
 			t.Errorf("site 2, whose effect is 3 larger, chose no site-local candidate: %v", members)
 		}
 		t.Logf("site %d: members %v, shift %.3f", s+1, members, ens.Sites[s].Shift)
+		wantScores, err := want.SiteScores(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprintf("%+v", r.Selection.Site) != fmt.Sprintf("%+v", wantScores) || r.Selection.Site.Own == nil {
+			t.Errorf("site %d: scores %+v, simulated %+v", s+1, r.Selection.Site, wantScores)
+		}
 		sameSiteCATE(ctx, t, want, s, f.data[s], r)
 	}
 	if own == 0 {

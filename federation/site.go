@@ -238,7 +238,10 @@ type site struct {
 	nu *inference.Nuisance
 	// own are the site's own training rows' ridge statistics, once
 	// computed (for the site-local candidates).
-	own   *selection.Stats
+	own *selection.Stats
+	// pairs are the Pairs of the site's validation rows, once computed
+	// (exactly: not at a site that noises its selection).
+	pairs *selection.Pairs
 	cfgE  estimator.Config
 	peers []string // every site's name by index, from hello ("" when not sent)
 	// instance is the value of the rejoin scalar this process sends: a
@@ -397,7 +400,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
-		s.res, s.kept, s.train, s.trainRows, s.nu, s.own = nil, nil, nil, nil, nil, nil
+		s.res, s.kept, s.train, s.trainRows, s.nu, s.own, s.pairs = nil, nil, nil, nil, nil, nil, nil
 		s.answered, s.charge = map[string]int{}, nil
 		s.spectra, s.setups, s.fps, s.trainKernel = nil, nil, nil, 0
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))

@@ -26,10 +26,14 @@ import (
 // and one within its own noise is not, so that pseudo-outcomes too noisy
 // to say anything (few rows, poor overlap) leave τ̂ as it is.
 //
-// Interval returns τ̃(x) ± 1.96·se(x), se(x) the sandwich standard error of
-// the unshrunk correction at x, taking τ̂ as fixed: it covers τ(x) where
-// τ − τ̂ is linear in x and λ is small, and less often otherwise. Its
-// coverage is a measured property, not a guarantee.
+// Interval returns τ̃(x), the shrunk estimate, with se(x), the sandwich
+// standard error of the unshrunk correction at x taking τ̂ as fixed, and
+// the Wald interval of the unshrunk estimate τ̂(x) + γ0 + γᵀ(x − x̄)/s ±
+// 1.96·se(x), widened where needed to hold τ̃(x): its centre and its
+// standard error are those of one estimator, and it covers τ(x) at least
+// as often as that Wald interval, which it does where τ − τ̂ is linear in x
+// and λ is small, and less often otherwise. Its coverage is a measured
+// property, not a guarantee.
 type Calibration struct {
 	mean, scale []float64 // per covariate, of the fitting rows
 	coef        []float64 // γ0, then γ
@@ -178,9 +182,13 @@ func (c *Calibration) Interval(cate []float64, x mat.Matrix) (tau, se, lower, up
 	g := mat.NewVecDense(d+1, c.coef)
 	for i := range n {
 		c.row(zi.RawVector().Data, x, i)
-		tau[i] = cate[i] + c.Shrink*mat.Dot(zi, g)
+		corr := mat.Dot(zi, g)
+		tau[i] = cate[i] + c.Shrink*corr
 		se[i] = math.Sqrt(max(0, mat.Inner(zi, c.cov, zi)))
-		lower[i], upper[i] = tau[i]-z*se[i], tau[i]+z*se[i]
+		// The Wald interval of the unshrunk estimate, whose standard
+		// error se is, widened to hold the shrunk one reported.
+		centre := cate[i] + corr
+		lower[i], upper[i] = min(centre-z*se[i], tau[i]), max(centre+z*se[i], tau[i])
 	}
 	return tau, se, lower, upper, nil
 }

@@ -186,3 +186,51 @@ func TestCalibrationShrinksNoise(t *testing.T) {
 		t.Errorf("mean shrinkage %.2f, %d of %d fits moved the right CATE by sqrt(PEHE) > 0.5; want ≤ 0.3 and ≤ %d", shrink, worse, reps, reps/10)
 	}
 }
+
+// TestCalibrationIntervalIsTheUnshrunkOnes: where the correction is shrunk
+// (c < 1), the interval is the unshrunk estimate's Wald interval, whose
+// centre and standard error agree, widened only to hold the shrunk point.
+func TestCalibrationIntervalIsTheUnshrunkOnes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	const n, d = 100, 20
+	x := mat.NewDense(n, d, nil)
+	cate, psi := make([]float64, n), make([]float64, n)
+	for i := range n {
+		for j := range d {
+			x.Set(i, j, rng.NormFloat64())
+		}
+		cate[i] = 1 + x.At(i, 0)
+		psi[i] = cate[i] + 4*rng.NormFloat64()
+	}
+	c, err := FitCalibration(psi, cate, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(c.Shrink < 1) {
+		t.Fatalf("shrinkage %v: the test needs a shrunk correction", c.Shrink)
+	}
+	full := *c
+	full.Shrink = 1
+	centre, _, _, _, err := full.Interval(cate, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, se, lo, hi, err := c.Interval(cate, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var widened int
+	for i := range got {
+		wl, wh := centre[i]-z*se[i], centre[i]+z*se[i]
+		if !(lo[i] <= got[i] && got[i] <= hi[i]) {
+			t.Fatalf("row %d: the estimate %v is outside its interval [%v, %v]", i, got[i], lo[i], hi[i])
+		}
+		if lo[i] != min(wl, got[i]) || hi[i] != max(wh, got[i]) {
+			t.Fatalf("row %d: interval [%v, %v], want the unshrunk Wald interval [%v, %v] holding %v", i, lo[i], hi[i], wl, wh, got[i])
+		}
+		if lo[i] != wl || hi[i] != wh {
+			widened++
+		}
+	}
+	t.Logf("shrinkage %.2f; %d of %d intervals widened to hold the estimate", c.Shrink, widened, n)
+}

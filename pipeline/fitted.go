@@ -79,12 +79,19 @@ func KernelLabel(k modelstore.Kernel) string {
 }
 
 // SelectionRows are the crff_model_selection rows of candidates scored on
-// n held-out rows; kernel names the kernel of index k.
-func SelectionRows(cands []selection.Candidate, kernel func(k int) string, n int) []store.Selection {
+// n held-out rows; kernel names the kernel of index k. site, when not nil,
+// says how the site's own choice came about (a choice per site).
+func SelectionRows(cands []selection.Candidate, kernel func(k int) string, n int, site *selection.SiteScores) []store.Selection {
 	var out []store.Selection
-	for _, cand := range cands {
+	for c, cand := range cands {
 		row := store.Selection{Candidate: cand.Name, Kind: cand.Kind, Ridge: cand.Ridge, Loss: cand.Loss, SE: cand.SE,
 			Diff: cand.Diff, DiffSE: cand.DiffSE, Chosen: cand.Chosen, Member: cand.Member, N: n}
+		if site != nil && c < len(site.Diff) {
+			row.Site = &store.SiteDiffs{Diff: site.Diff[c], DiffSE: site.DiffSE[c]}
+			if c < len(site.Own) {
+				row.Site.Own, row.Site.OwnSE = &site.Own[c], &site.OwnSE[c]
+			}
+		}
 		if cand.Kind == selection.KindLatent || cand.Kind == selection.KindOutcome {
 			row.Kernel = kernel(cand.Kernel)
 		}
@@ -145,6 +152,10 @@ func Select(ctx context.Context, data *estimator.Data, schema estimator.Schema, 
 	for _, p := range res.Progress[own] {
 		out.Losses = append(out.Losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
 	}
-	out.Rows = SelectionRows(res.Candidates, func(k int) string { return KernelLabel(c.Kernels[k]) }, len(valRows))
+	scores, err := res.SiteScores(0)
+	if err != nil {
+		return nil, err
+	}
+	out.Rows = SelectionRows(res.Candidates, func(k int) string { return KernelLabel(c.Kernels[k]) }, len(valRows), scores)
 	return out, nil
 }

@@ -162,6 +162,12 @@ type Centring struct {
 	// Members are the site's own members (CombineBySite), whose mean the
 	// shift re-centres; nil: the ensemble's.
 	Members []int `json:",omitempty"`
+	// Best, Diff and DiffSE are, under a choice per site (CombineBySite),
+	// the site's best candidate and every candidate's paired loss
+	// difference from it at the site, pooled across sites (SiteChoice);
+	// nil Diff otherwise.
+	Best         int       `json:",omitempty"`
+	Diff, DiffSE []float64 `json:",omitempty"`
 }
 
 // Decide scores the candidates from their summed Pairs (Scores, the

@@ -141,6 +141,7 @@ func CombineBySite(e Ensemble, sites []Pairs, centres []Centre, z float64) (Ense
 		return Ensemble{}, err
 	}
 	for s, ch := range choices {
+		e.Sites[s].Best, e.Sites[s].Diff, e.Sites[s].DiffSE = ch.Best, ch.Diff, ch.DiffSE
 		if slices.Equal(ch.Members, e.Members) {
 			continue
 		}
@@ -148,10 +149,58 @@ func CombineBySite(e Ensemble, sites []Pairs, centres []Centre, z float64) (Ense
 		if err != nil {
 			return Ensemble{}, err
 		}
-		e.Sites[s] = own[s]
+		e.Sites[s].Gap, e.Sites[s].GapSE, e.Sites[s].Shift = own[s].Gap, own[s].GapSE, own[s].Shift
 		e.Sites[s].Members = ch.Members
 	}
 	return e, nil
+}
+
+// SiteScores are how a site's own choice came about (CombineBySite): its
+// best candidate, and each candidate's paired loss difference from it,
+// pooled across sites by random effects (Diff, DiffSE: what chose the
+// members) and of the site's own held-out rows alone (Own, OwnSE: what
+// the pooling shrank; nil for a site that held no rows out). The gap
+// between the two is the shrinkage.
+type SiteScores struct {
+	Best         int
+	Diff, DiffSE []float64
+	Own, OwnSE   []float64
+}
+
+// OwnDiffs returns each candidate's mean paired loss difference from
+// candidate ref over the held-out rows of the Pairs p alone, and its
+// standard error (with the noise of a private site's sums).
+func OwnDiffs(p Pairs, ref int) (diff, se []float64, err error) {
+	sums, err := p.Sums(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	diff, se = make([]float64, len(sums)), make([]float64, len(sums))
+	for a, d := range sums {
+		if a == ref || d.N == 0 {
+			continue
+		}
+		diff[a], se[a] = d.Diff/d.N, noisySE(meanSE(d.Diff, d.DiffSq, d.N), d.DiffNoise, d.N)
+	}
+	return diff, se, nil
+}
+
+// Scores returns the SiteScores of site c under e, whose own validation
+// Pairs are own (nil: none held out), or nil when e was not chosen per
+// site.
+func (e Ensemble) Scores(site int, own *Pairs) (*SiteScores, error) {
+	if site < 0 || site >= len(e.Sites) || e.Sites[site].Diff == nil {
+		return nil, nil
+	}
+	c := e.Sites[site]
+	out := &SiteScores{Best: c.Best, Diff: c.Diff, DiffSE: c.DiffSE}
+	if own != nil && own.N >= 2 {
+		var err error
+		if out.Own, out.OwnSE, err = OwnDiffs(*own, c.Best); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // SiteMembers returns the members of site's ensemble: its own choice

@@ -180,3 +180,56 @@ func TestLocaliseRefuses(t *testing.T) {
 		t.Errorf("latent: %v, %v", got, err)
 	}
 }
+
+// TestSiteScores: under a choice per site, each site's scores say how its
+// choice came about: its best has difference 0, its members are within z
+// pooled standard errors, and its own differences are those of its own
+// rows alone.
+func TestSiteScores(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 5))
+	sites := []Pairs{sitePairs(t, r, 200, 0), sitePairs(t, r, 200, 0), sitePairs(t, r, 300, 2)}
+	var pooled Pairs
+	centres := make([]Centre, len(sites))
+	for s, p := range sites {
+		if err := pooled.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		centres[s] = Centre{CATE: make([]float64, 2)}
+	}
+	_, ens, err := Decide(pooled, centres, DefaultZ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc, err := ens.Scores(0, &sites[0]); sc != nil || err != nil {
+		t.Fatalf("the federation's ensemble has site scores %+v (%v)", sc, err)
+	}
+	if ens, err = CombineBySite(ens, sites, centres, DefaultZ); err != nil {
+		t.Fatal(err)
+	}
+	for s := range sites {
+		sc, err := ens.Scores(s, &sites[s])
+		if err != nil || sc == nil {
+			t.Fatalf("site %d: %+v, %v", s, sc, err)
+		}
+		if sc.Diff[sc.Best] != 0 || sc.Own[sc.Best] != 0 {
+			t.Errorf("site %d: its best %d has differences %v and %v", s, sc.Best, sc.Diff[sc.Best], sc.Own[sc.Best])
+		}
+		for a := range sc.Diff {
+			if in := sc.Diff[a] <= DefaultZ*sc.DiffSE[a]; in != slices.Contains(ens.SiteMembers(s), a) {
+				t.Errorf("site %d, candidate %d: pooled difference %v ± %v, members %v", s, a, sc.Diff[a], sc.DiffSE[a], ens.SiteMembers(s))
+			}
+		}
+		sums, _ := sites[s].Sums(sc.Best)
+		other := 1 - sc.Best
+		if want := sums[other].Diff / sums[other].N; sc.Own[other] != want {
+			t.Errorf("site %d: own difference %v, want %v", s, sc.Own[other], want)
+		}
+	}
+	// Site 2's effect (2) favours candidate 1, the others' candidate 0.
+	if b0, _ := ens.Scores(0, &sites[0]); b0.Best != 0 {
+		t.Errorf("site 0's best is %d, want 0", b0.Best)
+	}
+	if b2, _ := ens.Scores(2, &sites[2]); b2.Best != 1 {
+		t.Errorf("site 2's best is %d, want 1", b2.Best)
+	}
+}

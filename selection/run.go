@@ -162,6 +162,17 @@ type Result struct {
 	// own are, per site, the Stats of its training rows, which solve the
 	// site-local candidates (Estimator.Localise); nil without them.
 	own []Stats
+	// pairs are, per site, the Pairs of its validation rows.
+	pairs []Pairs
+}
+
+// SiteScores returns how site's own choice came about (Ensemble.Scores),
+// or nil when the run did not choose per site.
+func (r *Result) SiteScores(site int) (*SiteScores, error) {
+	if site < 0 || site >= len(r.pairs) {
+		return nil, fmt.Errorf("%w: site %d of %d", ErrInput, site, len(r.pairs))
+	}
+	return r.Ensemble.Scores(site, &r.pairs[site])
 }
 
 // Run fits every candidate on the training rows of the sites, scores each
@@ -290,7 +301,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 			return nil, err
 		}
 	}
-	res.Ensemble = ens
+	res.Ensemble, res.pairs = ens, perSite
 	res.Candidates, res.estimators = Ensembled(res.Candidates, res.estimators, scores, ens)
 	res.Chosen = len(res.Candidates) - 1
 	return res, nil

@@ -44,8 +44,9 @@
 //	crff_transfer      peer, model, lambda, run
 //	crff_rejected      row_id, column_name, reason, run, rejected_at
 //	crff_model_selection candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen,
-//	                   member, shift, n, run, computed_at: the candidates of the run's
-//	                   model selection, and the ensemble chosen from them
+//	                   member, shift, n, run, computed_at, site_diff, site_diff_se,
+//	                   own_diff, own_diff_se: the candidates of the run's model
+//	                   selection, and the ensemble chosen from them
 //	crff_nuisance      model, learner, weight, loss, n, run, computed_at: the super
 //	                   learner's choice of the AIPW's propensity and outcome models
 //	crff_audit         id, at, direction, peer, kind, run, model, round, tensors, bytes, digest

@@ -137,15 +137,24 @@ func (s *Site) ReadSelection(ctx context.Context) ([]Selection, error) {
 	var out []Selection
 	err := s.readTx(ctx, "read crff_model_selection from", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT candidate, kind, COALESCE(kernel, ''), COALESCE(ridge, 0), loss, COALESCE(se, 0), diff,
-			COALESCE(diff_se, 0), chosen, member, COALESCE(shift, 0), n FROM crff_model_selection ORDER BY rowid`)
+			COALESCE(diff_se, 0), chosen, member, COALESCE(shift, 0), n, site_diff, site_diff_se, own_diff, own_diff_se
+			FROM crff_model_selection ORDER BY rowid`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var c Selection
-			if err := rows.Scan(&c.Candidate, &c.Kind, &c.Kernel, &c.Ridge, &c.Loss, &c.SE, &c.Diff, &c.DiffSE, &c.Chosen, &c.Member, &c.Shift, &c.N); err != nil {
+			var siteDiff, siteSE, own, ownSE sql.NullFloat64
+			if err := rows.Scan(&c.Candidate, &c.Kind, &c.Kernel, &c.Ridge, &c.Loss, &c.SE, &c.Diff, &c.DiffSE, &c.Chosen, &c.Member, &c.Shift, &c.N,
+				&siteDiff, &siteSE, &own, &ownSE); err != nil {
 				return err
+			}
+			if siteDiff.Valid && siteSE.Valid {
+				c.Site = &SiteDiffs{Diff: siteDiff.Float64, DiffSE: siteSE.Float64}
+				if own.Valid && ownSE.Valid {
+					c.Site.Own, c.Site.OwnSE = &own.Float64, &ownSE.Float64
+				}
 			}
 			out = append(out, c)
 		}

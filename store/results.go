@@ -109,6 +109,17 @@ type Selection struct {
 	Member       bool    // one of the ensemble's members
 	Shift        float64 // the ensemble's shift
 	N            int     // validation rows
+	// Site holds, under a choice per site, the candidate's pooled and own
+	// differences from the site's best (migration 0020): SiteDiff,
+	// SiteDiffSE, OwnDiff, OwnDiffSE; nil for none, and OwnDiff nil where
+	// the site has no own differences.
+	Site *SiteDiffs
+}
+
+// SiteDiffs are a candidate's differences under a choice per site.
+type SiteDiffs struct {
+	Diff, DiffSE float64
+	Own, OwnSE   *float64
 }
 
 // Nuisance is one learner's part in a run's choice of a nuisance model, a
@@ -564,10 +575,19 @@ func insertSelection(ctx context.Context, tx *sql.Tx, run string, ss []Selection
 		if c.Kind == "ensemble" {
 			se, diffSE, shift = nil, nil, c.Shift
 		}
+		var siteDiff, siteSE, own, ownSE any
+		if d := c.Site; d != nil {
+			siteDiff, siteSE = d.Diff, d.DiffSE
+			if d.Own != nil && d.OwnSE != nil {
+				own, ownSE = *d.Own, *d.OwnSE
+			}
+		}
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO crff_model_selection (candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, member, shift, n, run, computed_at)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			c.Candidate, c.Kind, kernel, ridge, c.Loss, se, c.Diff, diffSE, c.Chosen, c.Member, shift, c.N, run, at); err != nil {
+			`INSERT INTO crff_model_selection (candidate, kind, kernel, ridge, loss, se, diff, diff_se, chosen, member, shift, n, run, computed_at,
+			   site_diff, site_diff_se, own_diff, own_diff_se)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.Candidate, c.Kind, kernel, ridge, c.Loss, se, c.Diff, diffSE, c.Chosen, c.Member, shift, c.N, run, at,
+			siteDiff, siteSE, own, ownSE); err != nil {
 			return fmt.Errorf("model selection candidate %q: %w", c.Candidate, err)
 		}
 	}

@@ -120,7 +120,7 @@ func (s *federated) results(r *federation.SiteResult) store.Results {
 	}
 	res := store.Results{ATE: append(local, global...), Transfer: transfers(r), Nuisance: pipeline.NuisanceRows(r.Stack)}
 	if sel := r.Selection; sel != nil {
-		res.Selection = pipeline.SelectionRows(sel.Candidates, func(k int) string { return r.Kernels[k] }, sel.HeldAll)
+		res.Selection = pipeline.SelectionRows(sel.Candidates, func(k int) string { return r.Kernels[k] }, sel.HeldAll, sel.Site)
 	}
 	return res
 }
