@@ -186,7 +186,8 @@ func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
 
 // global sets the global ATEs of r from the sites' answers: the plug-in ATE
 // weighted by rows, and the AIPW estimate of the added sums, which is the
-// estimate over the pooled rows. It returns them as the global-ate
+// estimate over the pooled rows, with the stratified standard error
+// (inference.Stratified). It returns them as the global-ate
 // envelope carries them.
 func (r *Result) global() (inference.ATEs, error) {
 	var err error
@@ -199,7 +200,8 @@ func (r *Result) global() (inference.ATEs, error) {
 		sums = sums.Add(r.LocalAIPW[s])
 		clipped += r.Clipped[s]
 	}
-	if r.GlobalAIPW, err = sums.Estimate(); err != nil {
+	// The sites' sizes are fixed by design: the stratified variance.
+	if r.GlobalAIPW, err = inference.Stratified(r.LocalAIPW); err != nil {
 		return inference.ATEs{}, fmt.Errorf("global AIPW ATE: %w", err)
 	}
 	return inference.ATEs{AIPW: r.GlobalAIPW, Clipped: clipped, PlugIn: inference.PointEstimate(r.GlobalATE, sums.N)}, nil

@@ -381,13 +381,16 @@ func TestPrivateSitesNoiseTheirAggregates(t *testing.T) {
 			t.Errorf("coordinator: site%d's noise variance %v, want %v", s+1, got, sd[0]*sd[0])
 		}
 	}
+	// The stratified variance, each site's noise variance taken out of
+	// its squared noised sum.
 	var total inference.Sums
+	var within float64
 	for _, a := range res1.LocalAIPW {
 		total = total.Add(a)
+		within += a.SumSq - (a.Sum*a.Sum-a.NoiseVar)/float64(a.N)
 	}
 	n := float64(total.N)
-	mean := total.Sum / n
-	sampling := (total.SumSq - n*mean*mean) / (n - 1) / n
+	sampling := within / (n * (n - float64(len(res1.LocalAIPW))))
 	g := res1.GlobalAIPW
 	if want := math.Sqrt(sampling + noiseVar/(n*n)); math.Abs(g.SE-want) > 1e-9*want || math.Abs(g.NoiseSE-math.Sqrt(noiseVar)/n) > 1e-12 {
 		t.Errorf("global se %v (noise %v), want %v (noise %v)", g.SE, g.NoiseSE, want, math.Sqrt(noiseVar)/n)

@@ -186,6 +186,44 @@ func (s Sums) Estimate() (Estimate, error) {
 	return e, nil
 }
 
+// Stratified returns the mean of the scores of every stratum (a site's
+// rows) with the stratified standard error: the sites' sizes are fixed by
+// design, not drawn, so the spread between their means is no part of the
+// estimate's error. With n_k, Σψ_k and Σψ²_k of stratum k, N their total
+// and K the strata with rows,
+//
+//	se² = Σ_k (Σψ²_k − (Σψ_k)²/n_k) / (N(N − K)) + Σ_k NoiseVar_k / N²,
+//
+// where a private stratum's noised Σψ_k adds NoiseVar_k to (Σψ_k)² on
+// average, which is taken out of its within-stratum sum of squares. The
+// pooled Sums' Estimate, which also counts the spread between the strata's
+// means, is conservative when they differ. It needs more rows than strata.
+func Stratified(strata []Sums) (Estimate, error) {
+	var total Sums
+	var within float64
+	k := 0
+	for i, s := range strata {
+		if s.N < 0 || !finite(s.Sum) || !finite(s.SumSq) || !finite(s.NoiseVar) || s.NoiseVar < 0 {
+			return Estimate{}, fmt.Errorf("%w: stratum %d: %d rows, sums %v and %v, noise variance %v", ErrInput, i, s.N, s.Sum, s.SumSq, s.NoiseVar)
+		}
+		if s.N == 0 {
+			continue
+		}
+		k++
+		n := float64(s.N)
+		within += max(0, s.SumSq-(s.Sum*s.Sum-s.NoiseVar)/n)
+		total = total.Add(s)
+	}
+	if total.N <= k || total.N < 2 {
+		return Estimate{}, fmt.Errorf("%w: %d rows in %d strata; an interval needs more rows than strata", ErrInput, total.N, k)
+	}
+	n := float64(total.N)
+	noise := total.NoiseVar / (n * n)
+	e := newEstimate(total.Sum/n, math.Sqrt(within/(n*(n-float64(k)))+noise), total.N)
+	e.NoiseSE = math.Sqrt(noise)
+	return e, nil
+}
+
 // z is the normal quantile of the Level interval.
 var z = distuv.UnitNormal.Quantile(0.5 + Level/2)
 

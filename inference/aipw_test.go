@@ -308,3 +308,88 @@ func TestAnalyse(t *testing.T) {
 		t.Errorf("short outcomes: error %v, want ErrInput", err)
 	}
 }
+
+// TestStratified: over three sites of fixed sizes whose means differ (2, 6
+// and 6), the stratified standard error matches the estimate's spread over
+// replicates, and covers at its level, where the pooled one, which counts
+// the spread between the sites' means, is too wide.
+func TestStratified(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	means, sizes := []float64{2, 6, 6}, []int{300, 300, 300}
+	const reps = 2000
+	truth := (2.0 + 6 + 6) / 3
+	var est, sq, strat, pooled, covered float64
+	for range reps {
+		strata := make([]Sums, len(means))
+		for k, m := range means {
+			v := make([]float64, sizes[k])
+			for i := range v {
+				v[i] = m + 3*rng.NormFloat64()
+			}
+			strata[k] = Accumulate(v)
+		}
+		e, err := Stratified(strata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all Sums
+		for _, s := range strata {
+			all = all.Add(s)
+		}
+		p, err := all.Estimate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(e.Estimate-p.Estimate) > 1e-12 {
+			t.Fatalf("stratified mean %v, pooled %v", e.Estimate, p.Estimate)
+		}
+		est += e.Estimate / reps
+		sq += (e.Estimate - truth) * (e.Estimate - truth) / reps
+		strat += e.SE / reps
+		pooled += p.SE / reps
+		if e.Lower <= truth && truth <= e.Upper {
+			covered++
+		}
+	}
+	sd := math.Sqrt(sq)
+	t.Logf("true sd %.4f, stratified se %.4f, pooled se %.4f, coverage %.3f", sd, strat, pooled, covered/reps)
+	if math.Abs(strat/sd-1) > 0.05 {
+		t.Errorf("stratified se %.4f against the true sd %.4f", strat, sd)
+	}
+	if pooled/sd < 1.1 {
+		t.Errorf("pooled se %.4f against the true sd %.4f: want it about 1.18 times as wide here", pooled, sd)
+	}
+	if c := covered / reps; c < 0.93 || c > 0.97 {
+		t.Errorf("coverage %.3f, want about 0.95", c)
+	}
+}
+
+// TestStratifiedNoise: a private stratum's noise variance enters the
+// standard error as in Estimate, and is taken out of its within sum.
+func TestStratifiedNoise(t *testing.T) {
+	a := Sums{N: 100, Sum: 210, SumSq: 100*4 + 210*210/100.0}
+	b := Sums{N: 50, Sum: 300, SumSq: 50*9 + 300*300/50.0}
+	exact, err := Stratified([]Sums{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := math.Sqrt((100*4 + 50*9) / (150.0 * 148))
+	if math.Abs(exact.SE-want) > 1e-12 {
+		t.Errorf("se %v, want %v", exact.SE, want)
+	}
+	// On average over the noise, (Σψ + e)² = (Σψ)² + NoiseVar: feed that.
+	b.NoiseVar = 400
+	b.Sum = math.Sqrt(b.Sum*b.Sum + b.NoiseVar)
+	noisy, err := Stratified([]Sums{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := math.Sqrt(want*want + 400/150.0/150); math.Abs(noisy.SE-want) > 1e-12 || math.Abs(noisy.NoiseSE-20/150.0) > 1e-12 {
+		t.Errorf("se %v (noise %v), want %v (noise %v)", noisy.SE, noisy.NoiseSE, want, 20/150.0)
+	}
+	for _, bad := range [][]Sums{{{N: 1, Sum: 1, SumSq: 1}}, {{N: 3, Sum: math.NaN()}}, {{N: 3, NoiseVar: -1}}, {{N: -1}}} {
+		if _, err := Stratified(bad); !errors.Is(err, ErrInput) {
+			t.Errorf("%+v: %v, want ErrInput", bad, err)
+		}
+	}
+}
