@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 
 	"github.com/crffd/crffd/inference"
 )
@@ -56,7 +57,17 @@ func (s *Site) UpdateLocalATE(ctx context.Context, run string) ([]ATE, error) {
 		if err := checkATE(out); err != nil {
 			return err
 		}
-		return upsertATE(ctx, tx, run, out)
+		if err := upsertATE(ctx, tx, run, out); err != nil {
+			return err
+		}
+		r, err := currentRun(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if _, err := s.updateLocalGATE(ctx, tx, run, r.Layout); err != nil {
+			return fmt.Errorf("subgroups: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

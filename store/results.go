@@ -165,7 +165,7 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		if err != nil {
 			return fmt.Errorf("run %q: %w", run, err)
 		}
-		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection", "crff_nuisance"} {
+		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection", "crff_nuisance", "crff_gate"} {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 				return err
 			}
@@ -199,6 +199,9 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		}
 		if err := s.ensureCateRecords(ctx, tx, r.Layout); err != nil {
 			return err
+		}
+		if _, err := s.updateLocalGATE(ctx, tx, run, r.Layout); err != nil {
+			return fmt.Errorf("subgroups: %w", err)
 		}
 		return s.ensureOverlap(ctx, tx, r.Layout)
 	})

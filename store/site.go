@@ -31,6 +31,10 @@ type Options struct {
 	// (another process, or the sqlite3 shell) before failing with
 	// ErrLocked. Zero means DefaultBusyTimeout.
 	BusyTimeout time.Duration `mapstructure:"busy_timeout" yaml:"busy_timeout,omitempty"`
+	// MinArmRows is the smallest count of rows in each arm for which a
+	// subgroup's figures are published in crff_gate (the site's
+	// federation.min_arm_rows); zero means DefaultMinArmRows.
+	MinArmRows int `mapstructure:"-" yaml:"-"`
 	// Create makes Open create the file when it does not exist. Without it
 	// a missing file is an error (fs.ErrNotExist), so that a typo in a path
 	// never starts an empty site.
@@ -54,6 +58,7 @@ type Site struct {
 	path    string
 	timeout time.Duration
 	log     *slog.Logger
+	minArm  int     // Options.MinArmRows, or its default
 	rw      *sql.DB // one connection, BEGIN IMMEDIATE
 	ro      *sql.DB // query_only connections
 	closed  atomic.Bool
@@ -74,7 +79,10 @@ func Open(ctx context.Context, path string, opts Options) (*Site, error) {
 	if path == "" {
 		return nil, errors.New("open site: empty path")
 	}
-	s := &Site{path: path, timeout: opts.BusyTimeout, log: opts.Logger}
+	s := &Site{path: path, timeout: opts.BusyTimeout, log: opts.Logger, minArm: opts.MinArmRows}
+	if s.minArm <= 0 {
+		s.minArm = DefaultMinArmRows
+	}
 	if s.timeout <= 0 {
 		s.timeout = DefaultBusyTimeout
 	}

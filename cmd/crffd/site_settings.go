@@ -30,7 +30,9 @@ func (a *app) openSite(ctx context.Context, src store.Source) (*store.Site, erro
 	if err != nil {
 		return nil, withExit(exitConfig, err)
 	}
-	return store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log})
+	// Subgroups' small cells are those a federated run refuses.
+	minArm := a.conf().V.GetInt("federation.min_arm_rows")
+	return store.Open(ctx, src.DB, store.Options{BusyTimeout: timeout, Logger: a.log, MinArmRows: minArm})
 }
 
 // openRecords opens the site file of src and reads its records, as fit,

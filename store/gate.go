@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/sqlfiles"
+	"github.com/crffd/crffd/subgroup"
+)
+
+// DefaultMinArmRows is Options.MinArmRows when it is zero: the smallest
+// cell a subgroup's figures are published for, as federation.min_arm_rows
+// sets it for a site's run.
+const DefaultMinArmRows = 5
+
+// GATE is a subgroup's effect, a row of crff_gate (migration 0021
+// documents the columns). Reason is empty for a published figure; else
+// the counts and figures are zero and stored as NULL.
+type GATE struct {
+	Scope            Scope
+	Subgroup         string
+	N                int
+	Treated, Control int
+	Estimate         inference.Estimate
+	PlugIn           float64
+	Reason           string
+}
+
+// Reasons a subgroup has no figures, as crff_gate.reason starts them.
+const (
+	ReasonRefused   = "refused"
+	ReasonSmallCell = "small cell"
+	ReasonFailed    = "cannot run"
+)
+
+// ReadGATE returns crff_gate, by scope and subgroup.
+func (s *Site) ReadGATE(ctx context.Context) ([]GATE, error) {
+	var out []GATE
+	err := s.readTx(ctx, "read crff_gate from", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT scope, subgroup, coalesce(n, 0), coalesce(treated, 0), coalesce(control, 0),
+			coalesce(estimate, 0), coalesce(se, 0), coalesce(lower, 0), coalesce(upper, 0), coalesce(plugin, 0), coalesce(reason, '')
+			FROM crff_gate ORDER BY scope, subgroup`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var g GATE
+			e := &g.Estimate
+			if err := rows.Scan(&g.Scope, &g.Subgroup, &g.N, &g.Treated, &g.Control, &e.Estimate, &e.SE, &e.Lower, &e.Upper, &g.PlugIn, &g.Reason); err != nil {
+				return err
+			}
+			e.N = g.N
+			out = append(out, g)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// updateLocalGATE recomputes the local rows of crff_gate of run from the
+// subgroups in crff_subgroup and the rows' ψ in crff_cate. Each predicate
+// is checked (subgroup.Check) against the columns of the layout's table
+// before it is inlined into a query of that table alone; a refused one, or
+// one SQLite cannot run, gets its reason and leaves the others be.
+func (s *Site) updateLocalGATE(ctx context.Context, tx *sql.Tx, run string, l Layout) ([]GATE, error) {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM crff_gate WHERE scope = ?`, ScopeLocal); err != nil {
+		return nil, err
+	}
+	groups, err := readSubgroups(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	cols, err := tableColumns(ctx, tx, l.Table)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %q: %w", l.Table, err)
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.name
+	}
+	out := make([]GATE, 0, len(groups))
+	for _, g := range groups {
+		gate := GATE{Scope: ScopeLocal, Subgroup: g.name}
+		if err := subgroup.Check(g.predicate, names); err != nil {
+			gate.Reason = ReasonRefused + ": " + strings.TrimPrefix(err.Error(), subgroup.ErrRefused.Error()+": ")
+		} else if err := s.localGATE(ctx, tx, l, g.predicate, &gate); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			gate = GATE{Scope: ScopeLocal, Subgroup: g.name, Reason: ReasonFailed + ": " + err.Error()}
+		}
+		out = append(out, gate)
+	}
+	return out, insertGATE(ctx, tx, run, out)
+}
+
+type subgroupDef struct{ name, predicate string }
+
+// readSubgroups returns crff_subgroup, or an error naming the columns it
+// needs when a user created it otherwise.
+func readSubgroups(ctx context.Context, tx *sql.Tx) ([]subgroupDef, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name, predicate FROM crff_subgroup ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("%w: crff_subgroup must have the columns name and predicate: %w", ErrBadResult, err)
+	}
+	defer rows.Close()
+	var out []subgroupDef
+	for rows.Next() {
+		var name, pred sql.NullString
+		if err := rows.Scan(&name, &pred); err != nil {
+			return nil, err
+		}
+		if !name.Valid || !pred.Valid {
+			// NOT NULL in crffd's table; a user's own may allow it.
+			continue
+		}
+		out = append(out, subgroupDef{name.String, pred.String})
+	}
+	return out, rows.Err()
+}
+
+// localGATE fills g with the effect of the rows of l's table that pred
+// selects: their ψ and raw CATEs from crff_cate, their arm from the
+// treatment column. The predicate runs in a query of the table alone, so
+// that crffd's own columns (run, cate, psi, …) cannot be named by it.
+func (s *Site) localGATE(ctx context.Context, tx *sql.Tx, l Layout, pred string, g *GATE) error {
+	table, err := sqlfiles.QuoteIdent(l.Table)
+	if err != nil {
+		return err
+	}
+	id, err := sqlfiles.QuoteIdent(l.ID)
+	if err != nil {
+		return err
+	}
+	treat, err := sqlfiles.QuoteIdent(l.Treatment)
+	if err != nil {
+		return err
+	}
+	q := `SELECT c.psi, c.raw_cate, g.crff_w FROM (SELECT ` + id + ` AS crff_id, ` + treat + ` AS crff_w FROM ` + table +
+		` WHERE (` + pred + `)) AS g JOIN crff_cate AS c ON c.row_id = +g.crff_id WHERE c.psi IS NOT NULL`
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var psi inference.Sums
+	var raw float64
+	var raws int
+	for rows.Next() {
+		var p float64
+		var r sql.NullFloat64
+		var w any
+		if err := rows.Scan(&p, &r, &w); err != nil {
+			return err
+		}
+		psi = psi.Add(inference.Sums{N: 1, Sum: p, SumSq: p * p})
+		if r.Valid {
+			raw += r.Float64
+			raws++
+		}
+		if treated(w) {
+			g.Treated++
+		} else {
+			g.Control++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if min(g.Treated, g.Control) < s.minArm {
+		*g = GATE{Scope: g.Scope, Subgroup: g.Subgroup,
+			Reason: fmt.Sprintf("%s: fewer than %d rows in an arm (federation.min_arm_rows)", ReasonSmallCell, s.minArm)}
+		return nil
+	}
+	if g.Estimate, err = psi.Estimate(); err != nil {
+		return err
+	}
+	g.N = psi.N
+	if raws > 0 {
+		g.PlugIn = raw / float64(raws)
+	}
+	return nil
+}
+
+// treated reports whether a treatment column's value is the treated arm,
+// as the rows were read: 1, however stored.
+func treated(v any) bool {
+	switch x := v.(type) {
+	case int64:
+		return x == 1
+	case float64:
+		return x == 1
+	case string:
+		return strings.TrimSpace(x) == "1"
+	case []byte:
+		return strings.TrimSpace(string(x)) == "1"
+	}
+	return false
+}
+
+func insertGATE(ctx context.Context, tx *sql.Tx, run string, gs []GATE) error {
+	at := now()
+	for _, g := range gs {
+		var n, tr, co, est, se, lo, hi, plugin, reason any
+		if g.Reason != "" {
+			reason = g.Reason
+		} else {
+			n, tr, co = g.N, g.Treated, g.Control
+			est, se, lo, hi, plugin = g.Estimate.Estimate, g.Estimate.SE, g.Estimate.Lower, g.Estimate.Upper, g.PlugIn
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO crff_gate (scope, subgroup, n, treated, control, estimate, se, lower, upper, plugin, reason, run, computed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, string(g.Scope), g.Subgroup, n, tr, co, est, se, lo, hi, plugin, reason, run, at); err != nil {
+			return fmt.Errorf("subgroup %q: %w", g.Subgroup, err)
+		}
+	}
+	return nil
+}
