@@ -82,6 +82,15 @@ const siteHTML = `<!DOCTYPE html>
 <p>aipw: the doubly robust estimate, with propensity and outcome models cross-fitted on other folds of each site's rows; its standard error comes from the influence function, and the interval is ATE ± 1.96·se. plugin: the mean of the CausalRFF CATEs (the paper's estimate); it has no standard error, and on confounded data it can be biased. A global estimate over differentially private sites is built from the sums they released with noise: its standard error includes that noise, whose part the last column gives (se² = sampling variance + noise²), but not the bias of their clipping of the scores. A local estimate is this site's own, exact.</p>
 {{else}}<p class="note">No ATE recorded.</p>{{end}}
 
+<h2>Subgroup effects</h2>
+{{if .GATEs}}{{with .Forest}}<img {{.Src}} alt="{{.Alt}}">{{end}}
+<table>
+<tr><th class="l">scope</th><th class="l">subgroup</th><th>rows</th><th>effect ± se</th><th>95% interval</th><th>mean CATE</th><th class="l">why no figures</th></tr>
+{{range .GATEs}}<tr><td class="l">{{.Scope}}</td><td class="l">{{.Subgroup}}</td><td>{{.N}}</td><td>{{.Estimate}}</td><td>{{.Interval}}</td><td>{{.PlugIn}}</td><td class="l">{{.Reason}}</td></tr>
+{{end}}</table>
+<p>From <code>crff_gate</code>, for the subgroups named in <code>crff_subgroup</code>: the AIPW group average treatment effect, the mean doubly robust score ψ of the group's scored rows, with its standard error from their spread; the mean CATE is the chosen estimator's before calibration. A refused predicate, one SQLite cannot run, and a group with fewer than federation.min_arm_rows rows in an arm have no figures, and say why.</p>
+{{else}}<p class="note">No subgroups: name them in crff_subgroup (name, predicate), and crffd computes their effects after the next run or rescoring.</p>{{end}}
+
 <h2>Training loss per round</h2>
 {{with .Loss}}<img {{.Src}} alt="{{.Alt}}"><p>{{$.LossCaption}}</p>{{else}}<p class="note">{{.LossNote}}</p>{{end}}
 

@@ -360,3 +360,46 @@ func newSite(t testing.TB) *store.Site {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// TestSiteSubgroups: the page draws a forest plot of the subgroups with
+// figures and lists every subgroup, with the reason of those without.
+func TestSiteSubgroups(t *testing.T) {
+	s := syntheticSite(t, true)
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO crff_gate (scope, subgroup, n, treated, control, estimate, se, lower, upper, plugin, reason, run, computed_at) VALUES
+		('local', 'over 65', 120, 50, 70, 1.5, 0.25, 1.01, 1.99, 1.2, NULL, 'run-1', '2026-11-28T00:00:00Z'),
+		('local', 'women', 90, 40, 50, -0.25, 0.3, -0.838, 0.338, 0.1, NULL, 'run-1', '2026-11-28T00:00:00Z'),
+		('local', 'tiny', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'small cell: fewer than 5 rows in an arm (federation.min_arm_rows)', 'run-1', '2026-11-28T00:00:00Z')`); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := report.Site(context.Background(), s, &b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	checkPage(t, page, 5)
+	for _, want := range []string{
+		`<td class="l">local</td><td class="l">over 65</td><td>120 (50 treated)</td><td>1.5 ± 0.25</td><td>[1.01, 1.99]</td><td>1.2</td><td class="l"></td>`,
+		`<td class="l">local</td><td class="l">tiny</td><td>-</td><td>-</td><td>-</td><td>-</td><td class="l">small cell: fewer than 5 rows in an arm (federation.min_arm_rows)</td>`,
+		`alt="Forest plot of 2 subgroup effects; the first, over 65, is 1.5 with 95% interval [1.01, 1.99]."`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Without subgroups the section says how to name them.
+	if _, err := db.Exec(`DELETE FROM crff_gate`); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := report.Site(context.Background(), s, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "No subgroups: name them in crff_subgroup") {
+		t.Error("the page without subgroups does not say how to name them")
+	}
+}

@@ -58,6 +58,9 @@ type sitePage struct {
 	Balance []balanceSection // local, then global; empty without crffd check
 
 	Privacy *privacyInfo // the latest run's privacy charges; nil without any
+
+	GATEs  []gateRow // crff_gate
+	Forest *Figure   // the subgroups with figures; nil without any
 }
 
 // privacyInfo is what the site's privacy ledger (crff_privacy) says of its
@@ -140,6 +143,9 @@ func Site(ctx context.Context, s *store.Site, w io.Writer) error {
 		}
 	}
 	if pg.Balance, err = balanceSections(ctx, s); err != nil {
+		return fmt.Errorf("site report of %q: %w", s.Path(), err)
+	}
+	if pg.GATEs, pg.Forest, err = gateSection(ctx, s); err != nil {
 		return fmt.Errorf("site report of %q: %w", s.Path(), err)
 	}
 	if pg.Privacy, err = privacySection(ctx, s); err != nil {
