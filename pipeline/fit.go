@@ -189,7 +189,7 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 	fitted := f.Run.Fitted
 	f.Run = Run{ID: c.Run, Records: recs, Fitted: fitted, Setup: modelstore.Setup{Config: c.Config, Scaler: model.Setup.Scaler, Site: 0, Sites: 1},
 		Effects: eff, CATE: cate, Scores: AnalysisScores(an), Calibration: an.Calibration, Nuisance: ns,
-		Results: store.Results{ATE: ATERows(store.ScopeLocal, local), Nuisance: NuisanceRows(an.Stack)}}
+		Results: store.Results{ATE: ATERows(store.ScopeLocal, local), Nuisance: NuisanceRows(an.Stack)}, Logger: c.Logger}
 	if f.Selected != nil {
 		f.Run.Results.Selection = f.Selected.Rows
 	}

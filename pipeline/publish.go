@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
@@ -32,6 +33,8 @@ type Run struct {
 	// Results are the run's ATEs, model selection and transfer factors;
 	// Publish adds the rows' CATEs and the rows rejected.
 	Results store.Results
+	// Logger, when not nil, is told what became of the what-if rows.
+	Logger *slog.Logger
 }
 
 // Publish publishes run r in db: it saves its models, so that rows added
@@ -52,7 +55,23 @@ func Publish(ctx context.Context, db *store.Site, r Run) error {
 	}
 	res := r.Results
 	res.CATE, res.Rejected = rows, r.Records.Rejected
-	return db.WriteResults(ctx, r.ID, res)
+	if err := db.WriteResults(ctx, r.ID, res); err != nil {
+		return err
+	}
+	// The run is published: what-if rows that cannot be scored, or a
+	// crff_whatif without the run's covariates, are logged, not fatal.
+	log := r.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	scored, faults, err := ScoreWhatIf(ctx, db, r.ID, r.Fitted, setup.Site, r.Calibration)
+	switch {
+	case err != nil:
+		log.Warn("what-if rows not scored", slog.String("run", r.ID), slog.String("error", err.Error()))
+	case scored+faults > 0:
+		log.Info("scored what-if rows (crff_whatif_cate)", slog.String("run", r.ID), slog.Int("rows", scored), slog.Int("faults", faults))
+	}
+	return nil
 }
 
 // Analyse returns the AIPW analysis of the rows of d of a site alone,

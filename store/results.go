@@ -203,6 +203,9 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		if _, err := s.updateLocalGATE(ctx, tx, run, r.Layout); err != nil {
 			return fmt.Errorf("subgroups: %w", err)
 		}
+		if err := ensureWhatIf(ctx, tx, r.Layout); err != nil {
+			return fmt.Errorf("what-if rows: %w", err)
+		}
 		return s.ensureOverlap(ctx, tx, r.Layout)
 	})
 	if err != nil {

@@ -59,7 +59,7 @@ func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) er
 	run := pipeline.Run{ID: r.RunID, Records: recs, Fitted: fitted,
 		Setup:   modelstore.Setup{Config: r.Setup.Config, Scaler: r.Setup.Scaler, Site: r.Index, Sites: r.Sites, Rounds: rounds},
 		Effects: r.Effects, CATE: r.CATE, Scores: pipeline.Scores{PSI: r.Scores, Clipped: r.ScoreClipped}, Calibration: r.Calibration,
-		Nuisance: ns, Results: s.results(r)}
+		Nuisance: ns, Results: s.results(r), Logger: s.log}
 	if err := pipeline.Publish(ctx, db, run); err != nil {
 		return err
 	}

@@ -141,6 +141,16 @@ func (s *scorer) rescore(ctx context.Context) error {
 	if err := s.scoreNew(ctx); err != nil {
 		return err
 	}
+	switch scored, faults, err := pipeline.ScoreWhatIf(ctx, s.db, s.run, s.fitted, s.setup.Site, s.cal); {
+	case errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrStaleRun):
+		return transient(err)
+	case err != nil:
+		// A crff_whatif the user made without the run's covariates:
+		// the site's own scoring goes on.
+		s.log.Warn("what-if rows not scored", slog.String(logKeyRun, s.run), slog.String(logKeyError, err.Error()))
+	case scored+faults > 0:
+		s.log.Info("scored what-if rows (crff_whatif_cate)", slog.String(logKeyRun, s.run), slog.Int(logKeyRows, scored), slog.Int("faults", faults))
+	}
 	if !s.ateStale {
 		return nil
 	}
