@@ -143,37 +143,21 @@ func (s *Site) localGATE(ctx context.Context, tx *sql.Tx, l Layout, pred string,
 	if err != nil {
 		return err
 	}
-	q := `SELECT c.psi, c.raw_cate, g.crff_w FROM (SELECT ` + id + ` AS crff_id, ` + treat + ` AS crff_w FROM ` + table +
-		` WHERE (` + pred + `)) AS g JOIN crff_cate AS c ON c.row_id = +g.crff_id WHERE c.psi IS NOT NULL`
-	rows, err := tx.QueryContext(ctx, q)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
+	// Summed by SQLite, which reads 100 000 rows in a fraction of the
+	// time a scan into Go takes. A treatment value counts as treated as
+	// the rows were read: 1, however stored.
+	q := `SELECT count(*), total(c.psi), total(c.psi * c.psi), count(c.raw_cate), total(c.raw_cate),
+		total(CASE WHEN CAST(g.crff_w AS REAL) = 1 THEN 1 ELSE 0 END)
+		FROM (SELECT ` + id + ` AS crff_id, ` + treat + ` AS crff_w FROM ` + table + ` WHERE (` + pred + `)) AS g
+		JOIN crff_cate AS c ON c.row_id = +g.crff_id WHERE c.psi IS NOT NULL`
 	var psi inference.Sums
-	var raw float64
 	var raws int
-	for rows.Next() {
-		var p float64
-		var r sql.NullFloat64
-		var w any
-		if err := rows.Scan(&p, &r, &w); err != nil {
-			return err
-		}
-		psi = psi.Add(inference.Sums{N: 1, Sum: p, SumSq: p * p})
-		if r.Valid {
-			raw += r.Float64
-			raws++
-		}
-		if treated(w) {
-			g.Treated++
-		} else {
-			g.Control++
-		}
-	}
-	if err := rows.Err(); err != nil {
+	var raw, treated float64
+	if err := tx.QueryRowContext(ctx, q).Scan(&psi.N, &psi.Sum, &psi.SumSq, &raws, &raw, &treated); err != nil {
 		return err
 	}
+	g.Treated = int(treated)
+	g.Control = psi.N - g.Treated
 	if min(g.Treated, g.Control) < s.minArm {
 		*g = GATE{Scope: g.Scope, Subgroup: g.Subgroup,
 			Reason: fmt.Sprintf("%s: fewer than %d rows in an arm (federation.min_arm_rows)", ReasonSmallCell, s.minArm)}
@@ -187,22 +171,6 @@ func (s *Site) localGATE(ctx context.Context, tx *sql.Tx, l Layout, pred string,
 		g.PlugIn = raw / float64(raws)
 	}
 	return nil
-}
-
-// treated reports whether a treatment column's value is the treated arm,
-// as the rows were read: 1, however stored.
-func treated(v any) bool {
-	switch x := v.(type) {
-	case int64:
-		return x == 1
-	case float64:
-		return x == 1
-	case string:
-		return strings.TrimSpace(x) == "1"
-	case []byte:
-		return strings.TrimSpace(string(x)) == "1"
-	}
-	return false
 }
 
 func insertGATE(ctx context.Context, tx *sql.Tx, run string, gs []GATE) error {
