@@ -47,6 +47,12 @@ func (r Reader) Coordinator(once bool) (coordinatord.Config, error) {
 	if run.CheckpointInterval, err = r.Duration("coordinator.checkpoint_interval"); err != nil {
 		return c, err
 	}
+	if err := r.V.UnmarshalKey("coordinator.subgroups", &run.Subgroups); err != nil {
+		return c, fmt.Errorf("coordinator.subgroups: a list of {name, predicate}: %w", err)
+	}
+	if err := federation.CheckSubgroups(run.Subgroups); err != nil {
+		return c, fmt.Errorf("coordinator.%w", err)
+	}
 	c.RunEvery, err = r.Duration("coordinator.run_every")
 	c.Run = run
 	return c, err
@@ -87,12 +93,34 @@ func (r Reader) FederatedSite(src store.Source, log *slog.Logger) (site.Config, 
 	if err != nil {
 		return site.Config{}, err
 	}
+	groups, err := r.SubgroupPolicy()
+	if err != nil {
+		return site.Config{}, err
+	}
 	f := &site.Federation{Name: name, Coordinator: r.V.GetString("federation.coordinator"), Secret: []byte(secret),
-		MinArmRows: minArm, Limits: limits, Privacy: priv,
+		MinArmRows: minArm, Limits: limits, Privacy: priv, Subgroups: groups,
 		// With kernel.name auto the site trains any installed kernel a
 		// run names, the Gaussian when it names none; otherwise its one
 		// kernel alone.
 		AnyKernel: r.V.GetString("kernel.name") == "auto",
 	}
 	return site.Config{Source: src, PollInterval: every, Federation: f}, nil
+}
+
+// SubgroupPolicy returns site.subgroups: deny (none), allow (any of the
+// coordinator's subgroups) or a list of their names.
+func (r Reader) SubgroupPolicy() (federation.SubgroupPolicy, error) {
+	v := r.StringList("site.subgroups")
+	switch {
+	case len(v) == 0 || (len(v) == 1 && v[0] == "deny"):
+		return federation.SubgroupPolicy{}, nil
+	case len(v) == 1 && v[0] == "allow":
+		return federation.SubgroupPolicy{Any: true}, nil
+	}
+	for _, name := range v {
+		if name == "allow" || name == "deny" {
+			return federation.SubgroupPolicy{}, fmt.Errorf("site.subgroups %v: deny, allow, or a list of subgroup names, not %q among names", v, name)
+		}
+	}
+	return federation.SubgroupPolicy{Names: v}, nil
 }

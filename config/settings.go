@@ -54,6 +54,7 @@ var SiteSettings = []Setting{
 	{"site.on_invalid", "refuse", "refuse: stop and name the offending rows; skip: leave them out and list them in crff_rejected"},
 	{"site.busy_timeout", "5s", "how long to wait for a lock on the SQLite file"},
 	{"site.poll_interval", "5s", "how often crffd site looks for new rows to score"},
+	{"site.subgroups", "deny", "which of the coordinator's subgroups (coordinator.subgroups) the site evaluates and sends sums of: deny (none), allow (any), or a list of their names; two predicates that differ by one row reveal that row's score from their sums' difference, so allow trusts the coordinator with that, and a list trusts the predicates named; a differentially private site evaluates none"},
 }
 
 // ModelSettings are the estimator's hyperparameters and the kernel.
@@ -106,6 +107,7 @@ var FederationSettings = []Setting{
 	{"coordinator.checkpoint_interval", "10s", "checkpoint the training state when this long has passed since the last checkpoint, and after every model; a restarted coordinator repeats the rounds since"},
 	{"coordinator.run_every", "0s", "without --once: start a new run this often; 0 runs once, then serves health and metrics until stopped"},
 	{"coordinator.min_sites", 0, "the fewest sites a run may cover: when sites refuse a run, are refused or fall silent, the coordinator runs again at once without them while at least this many remain; 0 means every listed site"},
+	{"coordinator.subgroups", []any{}, "federated subgroups, a list of {name, predicate}: each a SQL predicate over the sites' tables (as crff_subgroup's) whose effect every site whose site.subgroups allows it evaluates on its own rows; the global effects land in each site's crff_gate (scope global)"},
 	{"coordinator.retry_after", "1m", "without --once: after a failed or refused run, start the next this much later, doubling after each further failure up to 32 times as long"},
 }
 

@@ -162,7 +162,7 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	if mean := queryFloat(t, db, "SELECT avg(cate) FROM crff_cate"); math.Abs(mean-got)+math.Abs(mean-printed) > math.Abs(got-printed)+1e-9 {
 		t.Errorf("mean calibrated CATE %v is not between the plug-in ATE %v and the AIPW ATE %v", mean, printed, got)
 	}
-	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE NOT (lower < cate AND cate < upper AND se > 0)"); n != 0 {
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE NOT (lower <= cate AND cate <= upper AND lower < upper AND se > 0)"); n != 0 {
 		t.Errorf("%v rows without an interval around their CATE", n)
 	}
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate_records WHERE cate IS NOT NULL"); n != 200 {
@@ -202,7 +202,7 @@ func TestFitAndScoreNewRows(t *testing.T) {
 	if busy > 0 {
 		t.Errorf("%d reads failed while crffd site was running", busy)
 	}
-	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE row_id > 1000 AND NOT (lower < cate AND cate < upper AND se > 0)"); n != 0 {
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_cate WHERE row_id > 1000 AND NOT (lower <= cate AND cate <= upper AND lower < upper AND se > 0)"); n != 0 {
 		t.Errorf("%v new rows without an interval around their CATE", n)
 	}
 	// A copy of a row gets the same calibrated CATE as the row: the

@@ -25,6 +25,8 @@ const (
 	LogKeySeconds = "seconds"
 	LogKeyRepeats = "repeats"
 	LogKeyDir     = "direction"
+	// LogKeySubgroup names a federated subgroup.
+	LogKeySubgroup = "subgroup"
 )
 
 // CoordinatorConfig configures a coordinator.
@@ -47,6 +49,9 @@ type CoordinatorConfig struct {
 	// their latent and outcome models are candidates. The sites must have
 	// their plugins (SiteConfig.Kernels); their GridPoints must be zero.
 	Extra []selection.Kernel
+	// Subgroups are the federated subgroups the sites are asked to
+	// evaluate (CheckSubgroups); each site's policy decides.
+	Subgroups []Subgroup
 
 	// RoundTimeout is how long to wait for every site's answer to a step
 	// before sending it again to the silent ones; Retries is how often.
@@ -88,6 +93,9 @@ type Result struct {
 	Sites []string
 	// Selection is the run's model selection, nil when it selected none.
 	Selection *SelectState
+	// GATE are the global effects of CoordinatorConfig.Subgroups, by
+	// index; nil for a subgroup no site evaluated.
+	GATE []*GlobalGATE
 	// PrivateSites counts the sites whose answers carried differential
 	// privacy noise. The AIPW intervals cover the noise of their ATE sums,
 	// not the training noise's effect on the models.
@@ -149,6 +157,9 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Res
 		return nil, err
 	}
 	if err := checkExtra(cfg.Selection, cfg.Extra); err != nil {
+		return nil, err
+	}
+	if err := CheckSubgroups(cfg.Subgroups); err != nil {
 		return nil, err
 	}
 	if cfg.RoundTimeout <= 0 {

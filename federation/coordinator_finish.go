@@ -61,6 +61,7 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	res.GATE = globalGATEs(c.cfg.Subgroups, f.Gates)
 	c.step++
 	out := make([]*wire.Envelope, m)
 	for s, name := range c.cfg.Sites {
@@ -68,6 +69,7 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 			continue
 		}
 		ts := append(globalTensors(global), wire.Scalar(tPrivateSites, float64(c.st.Private)))
+		ts = append(ts, globalGateTensors(res.GATE)...)
 		if c.st.Balance != nil {
 			ts = append(ts, wire.Vector(tBalanceGlobal, c.st.Balance))
 		}
@@ -112,11 +114,14 @@ func (c *coordinator) finalWeightsFor(s int, extra ...wire.Tensor) (*wire.Envelo
 		}
 		ts = append(ts, wire.Vector(p+tLambda, row), wire.Scalar(p+tRounds, float64(t.Rounds)))
 	}
-	if len(extra) == 0 && c.st.Selected != nil && c.st.Selected.Scored {
-		var err error
-		if extra, err = c.st.Selected.choiceTensors(s); err != nil {
-			return nil, err
+	if len(extra) == 0 {
+		if c.st.Selected != nil && c.st.Selected.Scored {
+			var err error
+			if extra, err = c.st.Selected.choiceTensors(s); err != nil {
+				return nil, err
+			}
 		}
+		extra = append(extra, subgroupTensors(c.cfg.Subgroups)...)
 	}
 	e, err := c.envelope(c.cfg.Sites[s], "", wire.KindWeights, append(ts, extra...))
 	if err != nil {
@@ -176,6 +181,12 @@ func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
 			// The sites are sent the sum of the counts, which must stay
 			// a count they read.
 			err = fmt.Errorf("%w: local ATE over %d rows, more than the site's %d", ErrProtocol, f.AIPW[s].N, c.siteRows(s))
+		}
+		if err == nil && len(c.cfg.Subgroups) > 0 {
+			if f.Gates == nil {
+				f.Gates = make([][]*GateSums, m)
+			}
+			f.Gates[s], err = decodeGateSums(got[s][wire.KindATE], len(c.cfg.Subgroups), c.siteRows(s))
 		}
 		if err != nil {
 			return nil, &SitesError{Sites: []string{name}, Err: fmt.Errorf("site %s: %w", name, err)}

@@ -123,12 +123,23 @@ type SiteConfig struct {
 	// confirms the run with done.
 	Publish func(ctx context.Context, r *SiteResult) error
 
+	// Subgroups is the site's policy on the coordinator's subgroups
+	// (none by default), and SubgroupRows, when set, reports which of
+	// Data's rows a predicate selects, or an error for one it refuses.
+	Subgroups    SubgroupPolicy
+	SubgroupRows func(ctx context.Context, predicate string) ([]bool, error)
+
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil counts nothing
 }
 
 // SiteResult is what a site holds after a run.
 type SiteResult struct {
+	// Subgroups are the subgroups the coordinator asked about, and
+	// GlobalGATE their global effects by index (nil: none).
+	Subgroups  []Subgroup
+	GlobalGATE []*GlobalGATE
+
 	RunID        string
 	Index, Sites int
 	Setup        *estimator.Setup

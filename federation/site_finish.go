@@ -142,6 +142,15 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	if err != nil {
 		return nil, err
 	}
+	gs, err := decodeSubgroups(e)
+	if err != nil {
+		return nil, err
+	}
+	gates, err := s.gateTensors(ctx, gs, an.Scores, s.kept.W, cate)
+	if err != nil {
+		return nil, err
+	}
+	ts = append(ts, gates...)
 	a, err := s.reply(e, wire.KindATE, ts)
 	if err != nil {
 		return nil, err
@@ -164,6 +173,9 @@ func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		s.res.PrivateSites = p
 	}
 	if s.res.Balance, err = globalBalance(e, len(s.cfg.Schema.Binary)); err != nil {
+		return nil, err
+	}
+	if s.res.GlobalGATE, err = decodeGlobalGATEs(e, s.res.Subgroups, s.res.Sites); err != nil {
 		return nil, err
 	}
 	if s.cfg.Publish != nil {

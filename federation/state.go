@@ -82,6 +82,9 @@ type FinishState struct {
 	LocalATE []float64        // the plug-in ATE each site answered
 	AIPW     []inference.Sums // the sums of each site's AIPW scores
 	Clipped  []int            // the rows whose propensity each site clipped; AIPW[s].N counts its rows
+	// Gates are, per site, its sums of each of the run's subgroups (nil:
+	// not sent).
+	Gates [][]*GateSums `json:",omitempty"`
 	// Done marks the sites that confirmed the run. A site started with
 	// --once leaves once it has, so a resumed coordinator must neither
 	// send to it nor wait for it.

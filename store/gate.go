@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -27,6 +28,7 @@ type GATE struct {
 	Estimate         inference.Estimate
 	PlugIn           float64
 	Reason           string
+	Sites            []string // a global row's sites; nil otherwise
 }
 
 // Reasons a subgroup has no figures, as crff_gate.reason starts them.
@@ -41,7 +43,7 @@ func (s *Site) ReadGATE(ctx context.Context) ([]GATE, error) {
 	var out []GATE
 	err := s.readTx(ctx, "read crff_gate from", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT scope, subgroup, coalesce(n, 0), coalesce(treated, 0), coalesce(control, 0),
-			coalesce(estimate, 0), coalesce(se, 0), coalesce(lower, 0), coalesce(upper, 0), coalesce(plugin, 0), coalesce(reason, '')
+			coalesce(estimate, 0), coalesce(se, 0), coalesce(lower, 0), coalesce(upper, 0), coalesce(plugin, 0), coalesce(reason, ''), sites
 			FROM crff_gate ORDER BY scope, subgroup`)
 		if err != nil {
 			return err
@@ -49,9 +51,15 @@ func (s *Site) ReadGATE(ctx context.Context) ([]GATE, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var g GATE
+			var sites sql.NullString
 			e := &g.Estimate
-			if err := rows.Scan(&g.Scope, &g.Subgroup, &g.N, &g.Treated, &g.Control, &e.Estimate, &e.SE, &e.Lower, &e.Upper, &g.PlugIn, &g.Reason); err != nil {
+			if err := rows.Scan(&g.Scope, &g.Subgroup, &g.N, &g.Treated, &g.Control, &e.Estimate, &e.SE, &e.Lower, &e.Upper, &g.PlugIn, &g.Reason, &sites); err != nil {
 				return err
+			}
+			if sites.Valid {
+				if err := json.Unmarshal([]byte(sites.String), &g.Sites); err != nil {
+					return fmt.Errorf("%w: crff_gate sites of %q: %w", ErrCorrupt, g.Subgroup, err)
+				}
 			}
 			e.N = g.N
 			out = append(out, g)
@@ -176,17 +184,75 @@ func (s *Site) localGATE(ctx context.Context, tx *sql.Tx, l Layout, pred string,
 func insertGATE(ctx context.Context, tx *sql.Tx, run string, gs []GATE) error {
 	at := now()
 	for _, g := range gs {
-		var n, tr, co, est, se, lo, hi, plugin, reason any
+		var n, tr, co, est, se, lo, hi, plugin, reason, sites any
+		if g.Sites != nil {
+			b, err := json.Marshal(g.Sites)
+			if err != nil {
+				return err
+			}
+			sites = string(b)
+		}
 		if g.Reason != "" {
 			reason = g.Reason
 		} else {
 			n, tr, co = g.N, g.Treated, g.Control
 			est, se, lo, hi, plugin = g.Estimate.Estimate, g.Estimate.SE, g.Estimate.Lower, g.Estimate.Upper, g.PlugIn
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO crff_gate (scope, subgroup, n, treated, control, estimate, se, lower, upper, plugin, reason, run, computed_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, string(g.Scope), g.Subgroup, n, tr, co, est, se, lo, hi, plugin, reason, run, at); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO crff_gate (scope, subgroup, n, treated, control, estimate, se, lower, upper, plugin, reason, run, computed_at, sites)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, string(g.Scope), g.Subgroup, n, tr, co, est, se, lo, hi, plugin, reason, run, at, sites); err != nil {
 			return fmt.Errorf("subgroup %q: %w", g.Subgroup, err)
 		}
 	}
 	return nil
+}
+
+// SubgroupMembers reports, for each row of ids (rows of l's table), whether
+// pred selects it: a federated subgroup, which the site evaluates on its
+// own table. pred is checked first (subgroup.Check); a refused one is an
+// error wrapping subgroup.ErrRefused.
+func (s *Site) SubgroupMembers(ctx context.Context, l Layout, pred string, ids []RowID) ([]bool, error) {
+	var in []bool
+	err := s.readTx(ctx, "evaluate a subgroup in", func(tx *sql.Tx) error {
+		cols, err := tableColumns(ctx, tx, l.Table)
+		if err != nil {
+			return err
+		}
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			names[i] = c.name
+		}
+		if err := subgroup.Check(pred, names); err != nil {
+			return err
+		}
+		table, err := sqlfiles.QuoteIdent(l.Table)
+		if err != nil {
+			return err
+		}
+		id, err := sqlfiles.QuoteIdent(l.ID)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+id+` FROM `+table+` WHERE (`+pred+`)`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		chosen := map[RowID]bool{}
+		for rows.Next() {
+			var r RowID
+			if err := rows.Scan(&r); err != nil {
+				continue // an id the run could not have read
+			}
+			chosen[r] = true
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		in = make([]bool, len(ids))
+		for i, r := range ids {
+			in[i] = chosen[r]
+		}
+		return nil
+	})
+	return in, err
 }

@@ -143,6 +143,7 @@ type Results struct {
 	Rejected  []Rejection // the rows left out of the run (Records.Rejected)
 	Selection []Selection // the candidates of the run's model selection, if any
 	Nuisance  []Nuisance  // the choice of the run's nuisance models, if recorded
+	GATE      []GATE      // the global effects of a federation's subgroups, if any
 }
 
 // WriteResults publishes run's results: in one transaction it replaces
@@ -198,6 +199,14 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 			return err
 		}
 		if err := s.ensureCateRecords(ctx, tx, r.Layout); err != nil {
+			return err
+		}
+		for _, g := range res.GATE {
+			if g.Scope != ScopeGlobal {
+				return fmt.Errorf("%w: subgroup %q of scope %q; a run's results carry the global ones", ErrBadResult, g.Subgroup, g.Scope)
+			}
+		}
+		if err := insertGATE(ctx, tx, run, res.GATE); err != nil {
 			return err
 		}
 		if _, err := s.updateLocalGATE(ctx, tx, run, r.Layout); err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/records"
 	"github.com/crffd/crffd/sqlfiles"
 )
 
@@ -27,7 +27,7 @@ const WhatIfTable = "crff_whatif"
 // crffd cannot score, by id, with the reason.
 type WhatIf struct {
 	IDs     []int64
-	Data    *estimator.Data
+	Data    *records.Data
 	digests []string
 	Faults  []WhatIfFault
 }
@@ -156,7 +156,7 @@ func (s *Site) WhatIfRows(ctx context.Context, run string) (*WhatIf, error) {
 			return err
 		}
 		if n := len(out.IDs); n > 0 {
-			out.Data = &estimator.Data{X: mat.NewDense(n, d, x), W: make([]float64, n), Y: make([]float64, n)}
+			out.Data = &records.Data{X: mat.NewDense(n, d, x), W: make([]float64, n), Y: make([]float64, n)}
 		}
 		return nil
 	})

@@ -89,6 +89,15 @@ func TestConfigErrors(t *testing.T) {
 		{"site arm minimum below one", func(t *testing.T) []string {
 			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\n  min_arm_rows: 0\n")}
 		}, [2]string{}, "federation.min_arm_rows 0: want at least 1"},
+		{"site subgroups mixing a policy with names", func(t *testing.T) []string {
+			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\n  subgroups: [old, allow]\nfederation:\n  address: 127.0.0.1:1\n")}
+		}, [2]string{}, `not "allow" among names`},
+		{"coordinator subgroups named twice", func(t *testing.T) []string {
+			return []string{"coordinator", "--config", writeConfig(t, "coordinator:\n  sites: [a, b]\n  subgroups:\n    - {name: old, predicate: age > 65}\n    - {name: old, predicate: age > 70}\nfederation:\n  address: 127.0.0.1:1\n")}
+		}, [2]string{}, `coordinator.subgroups: subgroup "old" is named twice`},
+		{"coordinator subgroups not a list of maps", func(t *testing.T) []string {
+			return []string{"coordinator", "--config", writeConfig(t, "coordinator:\n  sites: [a, b]\n  subgroups: age > 65\nfederation:\n  address: 127.0.0.1:1\n")}
+		}, [2]string{}, "coordinator.subgroups: a list of {name, predicate}"},
 		{"privacy delta out of range", func(t *testing.T) []string {
 			return []string{"site", "--config", writeConfig(t, "site:\n  name: a\n  db: a.sqlite\n  table: records\n  id_column: id\n  treatment_column: w\n  outcome_column: y\nfederation:\n  address: 127.0.0.1:1\nprivacy:\n  epsilon: 1\n  delta: 2\n")}
 		}, [2]string{}, "privacy: delta 2 must be in (0, 1)"},

@@ -43,6 +43,9 @@ type Federation struct {
 	Secret     []byte
 	MinArmRows int // federation.SiteConfig.MinArmRows
 	Limits     federation.Limits
+	// Subgroups is the site's policy on the coordinator's subgroups
+	// (site.subgroups), which it evaluates on its own table.
+	Subgroups federation.SubgroupPolicy
 	// Privacy, when not nil, makes the site's answers differentially
 	// private. Run sets its ledger, the site file's crff_privacy, and its
 	// outcome's bound, the entry of Bounds for the outcome column; a

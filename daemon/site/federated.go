@@ -152,7 +152,11 @@ func (s *federated) siteConfig() federation.SiteConfig {
 		Loss: func(model string, round int, loss float64) {
 			s.losses = append(s.losses, store.Loss{Model: model, Round: round, Loss: loss})
 		},
-		Publish: s.publish,
+		Publish:   s.publish,
+		Subgroups: s.f.Subgroups,
+		SubgroupRows: func(ctx context.Context, pred string) ([]bool, error) {
+			return s.cfg.DB.SubgroupMembers(ctx, s.recs.Layout, pred, s.recs.IDs)
+		},
 	}
 	if s.f.AnyKernel {
 		// The site trains any of its kernels a run names.

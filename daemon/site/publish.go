@@ -118,11 +118,38 @@ func (s *federated) results(r *federation.SiteResult) store.Results {
 			slog.Float64(logKeyPsiClip, rel.PsiClip), slog.Int(logKeyPsiClipped, rel.PsiClipped), slog.Float64(logKeyCATEClip, rel.CATEClip),
 			slog.Int(logKeyCATEClipped, rel.CATEClipped), slog.Float64(logKeyNoiseSD, rel.NoiseSD[0]), slog.Int(logKeyRows, rel.Sums.N))
 	}
-	res := store.Results{ATE: append(local, global...), Transfer: transfers(r), Nuisance: pipeline.NuisanceRows(r.Stack)}
+	res := store.Results{ATE: append(local, global...), Transfer: transfers(r), Nuisance: pipeline.NuisanceRows(r.Stack), GATE: globalGATEs(r)}
 	if sel := r.Selection; sel != nil {
 		res.Selection = pipeline.SelectionRows(sel.Candidates, func(k int) string { return r.Kernels[k] }, sel.HeldAll, sel.Site)
 	}
 	return res
+}
+
+// globalGATEs are the crff_gate rows of the subgroups the run's
+// coordinator named: their global effects over the sites that evaluated
+// them, named, or the reason there is none.
+func globalGATEs(r *federation.SiteResult) []store.GATE {
+	out := make([]store.GATE, len(r.Subgroups))
+	for i, g := range r.Subgroups {
+		out[i] = store.GATE{Scope: store.ScopeGlobal, Subgroup: g.Name}
+		var gl *federation.GlobalGATE
+		if i < len(r.GlobalGATE) {
+			gl = r.GlobalGATE[i]
+		}
+		if gl == nil {
+			out[i].Reason = "no site evaluated it: each site's policy (site.subgroups), a refused predicate, or a small cell (federation.min_arm_rows)"
+			continue
+		}
+		out[i].N, out[i].Treated, out[i].Control, out[i].Estimate, out[i].PlugIn = gl.N, gl.Treated, gl.Control, gl.Estimate, gl.PlugIn
+		out[i].Sites = make([]string, len(gl.Sites))
+		for j, s := range gl.Sites {
+			out[i].Sites[j] = fmt.Sprint(s + 1)
+			if s < len(r.Peers) && r.Peers[s] != "" {
+				out[i].Sites[j] = r.Peers[s]
+			}
+		}
+	}
+	return out
 }
 
 // transfers are the transfer factors λ of r's models from the other
