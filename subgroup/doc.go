@@ -1,10 +1,10 @@
 // Package subgroup decides whether a user-written subgroup predicate, a row
 // of the site's crff_subgroup table such as `age >= 65 AND sex = 1`, may be
-// inlined into
+// inlined into a query of the site's own table alone,
 //
-//	SELECT psi, cate, <treatment column> FROM crff_cate_records WHERE (<predicate>)
+//	SELECT <id>, <treatment> FROM <table> WHERE (<predicate>)
 //
-// against a hospital's SQLite file. The predicate is untrusted text and SQL
+// against a hospital's SQLite file (store joins its result to the scores). The predicate is untrusted text and SQL
 // has no way to bind an expression as a parameter, so the text itself must
 // be vetted before it reaches SQLite.
 //
