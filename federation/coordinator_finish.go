@@ -62,6 +62,18 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 		return nil, err
 	}
 	res.GATE = globalGATEs(c.cfg.Subgroups, f.Gates)
+	for i, g := range c.cfg.Subgroups {
+		var absent []string
+		for s, name := range c.cfg.Sites {
+			if res.GATE[i] == nil || !slices.Contains(res.GATE[i].Sites, s) {
+				absent = append(absent, name)
+			}
+		}
+		if len(absent) > 0 {
+			c.log.Info("subgroup without the sums of some sites (their policy, a refused predicate or a small cell)",
+				slog.String(wire.LogKeyRun, c.st.RunID), slog.String(LogKeySubgroup, g.Name), slog.Any(LogKeySites, absent))
+		}
+	}
 	c.step++
 	out := make([]*wire.Envelope, m)
 	for s, name := range c.cfg.Sites {
