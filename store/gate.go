@@ -85,13 +85,9 @@ func (s *Site) updateLocalGATE(ctx context.Context, tx *sql.Tx, run string, l La
 	if len(groups) == 0 {
 		return nil, nil
 	}
-	cols, err := tableColumns(ctx, tx, l.Table)
+	names, err := columnNames(ctx, tx, l.Table)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %q: %w", l.Table, err)
-	}
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c.name
 	}
 	out := make([]GATE, 0, len(groups))
 	for _, g := range groups {
@@ -139,29 +135,22 @@ func readSubgroups(ctx context.Context, tx *sql.Tx) ([]subgroupDef, error) {
 // treatment column. The predicate runs in a query of the table alone, so
 // that crffd's own columns (run, cate, psi, …) cannot be named by it.
 func (s *Site) localGATE(ctx context.Context, tx *sql.Tx, l Layout, pred string, g *GATE) error {
-	table, err := sqlfiles.QuoteIdent(l.Table)
+	q, err := quoted(l.Table, l.ID, l.Treatment)
 	if err != nil {
 		return err
 	}
-	id, err := sqlfiles.QuoteIdent(l.ID)
-	if err != nil {
-		return err
-	}
-	treat, err := sqlfiles.QuoteIdent(l.Treatment)
-	if err != nil {
-		return err
-	}
+	table, id, treat := q[0], q[1], q[2]
 	// Summed by SQLite, which reads 100 000 rows in a fraction of the
 	// time a scan into Go takes. A treatment value counts as treated as
 	// the rows were read: 1, however stored.
-	q := `SELECT count(*), total(c.psi), total(c.psi * c.psi), count(c.raw_cate), total(c.raw_cate),
+	query := `SELECT count(*), total(c.psi), total(c.psi * c.psi), count(c.raw_cate), total(c.raw_cate),
 		total(CASE WHEN CAST(g.crff_w AS REAL) = 1 THEN 1 ELSE 0 END)
 		FROM (SELECT ` + id + ` AS crff_id, ` + treat + ` AS crff_w FROM ` + table + ` WHERE (` + pred + `)) AS g
 		JOIN crff_cate AS c ON c.row_id = +g.crff_id WHERE c.psi IS NOT NULL`
 	var psi inference.Sums
 	var raws int
 	var raw, treated float64
-	if err := tx.QueryRowContext(ctx, q).Scan(&psi.N, &psi.Sum, &psi.SumSq, &raws, &raw, &treated); err != nil {
+	if err := tx.QueryRowContext(ctx, query).Scan(&psi.N, &psi.Sum, &psi.SumSq, &raws, &raw, &treated); err != nil {
 		return err
 	}
 	g.Treated = int(treated)
@@ -213,26 +202,18 @@ func insertGATE(ctx context.Context, tx *sql.Tx, run string, gs []GATE) error {
 func (s *Site) SubgroupMembers(ctx context.Context, l Layout, pred string, ids []RowID) ([]bool, error) {
 	var in []bool
 	err := s.readTx(ctx, "evaluate a subgroup in", func(tx *sql.Tx) error {
-		cols, err := tableColumns(ctx, tx, l.Table)
+		names, err := columnNames(ctx, tx, l.Table)
 		if err != nil {
 			return err
-		}
-		names := make([]string, len(cols))
-		for i, c := range cols {
-			names[i] = c.name
 		}
 		if err := subgroup.Check(pred, names); err != nil {
 			return err
 		}
-		table, err := sqlfiles.QuoteIdent(l.Table)
+		q, err := quoted(l.Table, l.ID)
 		if err != nil {
 			return err
 		}
-		id, err := sqlfiles.QuoteIdent(l.ID)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+id+` FROM `+table+` WHERE (`+pred+`)`)
+		rows, err := tx.QueryContext(ctx, `SELECT `+q[1]+` FROM `+q[0]+` WHERE (`+pred+`)`)
 		if err != nil {
 			return err
 		}
@@ -255,4 +236,29 @@ func (s *Site) SubgroupMembers(ctx context.Context, l Layout, pred string, ids [
 		return nil
 	})
 	return in, err
+}
+
+// columnNames returns the names of the columns of table.
+func columnNames(ctx context.Context, q querier, table string) ([]string, error) {
+	cols, err := tableColumns(ctx, q, table)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.name
+	}
+	return names, nil
+}
+
+// quoted returns the identifiers names, quoted for SQL.
+func quoted(names ...string) ([]string, error) {
+	out := make([]string, len(names))
+	for i, n := range names {
+		var err error
+		if out[i], err = sqlfiles.QuoteIdent(n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
