@@ -52,7 +52,7 @@ func TestWhatIfRows(t *testing.T) {
 		if n := queryFloat(t, db, `SELECT count(*) FROM crff_whatif_cate`); n == 6 {
 			break
 		}
-		if time.Since(inserted) > 2*poll+2*time.Second {
+		if time.Since(inserted) > 2*poll {
 			t.Fatalf("what-if rows not scored within two poll intervals; crffd site log:\n%s", stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -63,7 +63,7 @@ func TestWhatIfRows(t *testing.T) {
 	}
 	var reason string
 	if err := db.QueryRow(`SELECT error FROM crff_whatif_cate WHERE id = 2000 AND cate IS NULL`).Scan(&reason); err != nil ||
-		!strings.Contains(reason, `column "x1" holds "yes", not a number`) {
+		reason != `column "x1": not a number` {
 		t.Errorf("the faulty row's error: %q (%v)", reason, err)
 	}
 }

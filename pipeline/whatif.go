@@ -42,7 +42,7 @@ func ScoreWhatIf(ctx context.Context, db *store.Site, run string, f Fitted, site
 			out[i] = store.WhatIfCATE{ID: id, CATE: cate[i], Lower: lo[i], Upper: hi[i]}
 		}
 	}
-	if len(out) == 0 && len(w.Faults) == 0 {
+	if len(out)+len(w.Faults)+len(w.Stale) == 0 {
 		return 0, 0, nil
 	}
 	if err := db.WriteWhatIf(ctx, run, w, out); err != nil {

@@ -238,10 +238,11 @@ func (s *Site) SubgroupMembers(ctx context.Context, l Layout, pred string, ids [
 	return in, err
 }
 
-// columnNames returns the names of the columns of table.
+// columnNames returns the names of the columns of table, nil when there
+// is no such table or view.
 func columnNames(ctx context.Context, q querier, table string) ([]string, error) {
 	cols, err := tableColumns(ctx, q, table)
-	if err != nil {
+	if err != nil || cols == nil {
 		return nil, err
 	}
 	names := make([]string, len(cols))

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/gonum/mat"
@@ -30,6 +27,7 @@ type WhatIf struct {
 	Data    *records.Data
 	digests []string
 	Faults  []WhatIfFault
+	Stale   []int64 // results of rows no longer in crff_whatif
 }
 
 // WhatIfFault is a what-if row that cannot be scored, and why.
@@ -66,12 +64,15 @@ func ensureWhatIf(ctx context.Context, tx *sql.Tx, l Layout) error {
 }
 
 // WhatIfRows returns the what-if rows of crff_whatif that need scoring
-// under run, the current run, whose layout names the covariates, and
-// deletes the results of rows no longer there. A crff_whatif without one
-// of the covariates is an error that names it.
+// under run, the current run, whose layout names the covariates: those
+// not scored under it, or edited since. It only reads, since crffd site
+// asks at every poll that finds the file changed; the results of rows no
+// longer in crff_whatif are listed (WhatIf.Stale) for WriteWhatIf to
+// drop. A crff_whatif without one of the covariates is an error that names
+// it; without crff_whatif there is nothing to score.
 func (s *Site) WhatIfRows(ctx context.Context, run string) (*WhatIf, error) {
 	out := &WhatIf{}
-	err := s.writeTx(ctx, "read the what-if rows of", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "read the what-if rows of", func(tx *sql.Tx) error {
 		if err := requireCurrent(ctx, tx, run); err != nil {
 			return err
 		}
@@ -80,83 +81,45 @@ func (s *Site) WhatIfRows(ctx context.Context, run string) (*WhatIf, error) {
 			return err
 		}
 		l := r.Layout
-		if err := ensureWhatIf(ctx, tx, l); err != nil {
-			return err
-		}
-		have, err := tableColumns(ctx, tx, WhatIfTable)
-		if err != nil {
-			return err
-		}
-		names := map[string]bool{}
-		for _, c := range have {
-			names[strings.ToLower(c.name)] = true
-		}
-		sel := []string{"id"}
-		for _, c := range append([]string{"id"}, l.Covariates...) {
-			if !names[strings.ToLower(c)] {
-				return fmt.Errorf("%w: %s has no column %q; it needs id and the covariates %s", ErrBadResult, WhatIfTable, c, strings.Join(l.Covariates, ", "))
-			}
-		}
-		for _, c := range l.Covariates {
-			q, _ := sqlfiles.QuoteIdent(c)
-			sel = append(sel, q)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM crff_whatif_cate WHERE id NOT IN (SELECT id FROM `+WhatIfTable+` WHERE id IS NOT NULL) OR run <> ?`, run); err != nil {
-			return err
-		}
-		scored := map[int64]string{}
-		rows, err := tx.QueryContext(ctx, `SELECT id, digest FROM crff_whatif_cate`)
+		type result struct{ digest, run string }
+		scored := map[int64]result{}
+		rows, err := tx.QueryContext(ctx, `SELECT id, digest, run FROM crff_whatif_cate`)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var id int64
-			var d string
-			if err := rows.Scan(&id, &d); err != nil {
+			var res result
+			if err := rows.Scan(&id, &res.digest, &res.run); err != nil {
 				rows.Close()
 				return err
 			}
-			scored[id] = d
+			scored[id] = res
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rows, err = tx.QueryContext(ctx, `SELECT `+strings.Join(sel, ", ")+` FROM `+WhatIfTable+` ORDER BY id`)
+		have, err := columnNames(ctx, tx, WhatIfTable)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		d := len(l.Covariates)
-		var x []float64
-		vals := make([]any, d+1)
-		ptrs := make([]any, d+1)
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		for rows.Next() {
-			if err := rows.Scan(ptrs...); err != nil {
-				return err
-			}
-			id, ok := vals[0].(int64)
-			if !ok {
-				continue // a NULL id: not a row that can be named
-			}
-			row, digest, reason := whatIfValues(vals[1:], l)
-			if scored[id] == digest {
-				continue
-			}
-			if reason != "" {
-				out.Faults = append(out.Faults, WhatIfFault{ID: id, Reason: reason, digest: digest})
-				continue
-			}
-			out.IDs, out.digests, x = append(out.IDs, id), append(out.digests, digest), append(x, row...)
-		}
-		if err := rows.Err(); err != nil {
+		if err := checkWhatIfColumns(have, l); err != nil {
 			return err
 		}
-		if n := len(out.IDs); n > 0 {
-			out.Data = &records.Data{X: mat.NewDense(n, d, x), W: make([]float64, n), Y: make([]float64, n)}
+		seen := map[int64]bool{}
+		if have != nil {
+			if err := out.read(ctx, tx, l, func(id int64, digest string) bool {
+				seen[id] = true
+				return scored[id] != result{digest, run}
+			}); err != nil {
+				return err
+			}
+		}
+		for id := range scored {
+			if !seen[id] {
+				out.Stale = append(out.Stale, id)
+			}
 		}
 		return nil
 	})
@@ -166,9 +129,72 @@ func (s *Site) WhatIfRows(ctx context.Context, run string) (*WhatIf, error) {
 	return out, nil
 }
 
-// whatIfValues reads one what-if row's covariates: their values, a digest
-// of what was read, and the reason they cannot be scored ("" when they
-// can).
+// checkWhatIfColumns returns an error naming the first of id and l's
+// covariates that the columns have (crff_whatif's; none: no table) lack.
+func checkWhatIfColumns(have []string, l Layout) error {
+	if have == nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, c := range have {
+		names[strings.ToLower(c)] = true
+	}
+	for _, c := range append([]string{"id"}, l.Covariates...) {
+		if !names[strings.ToLower(c)] {
+			return fmt.Errorf("%w: %s has no column %q; it needs id and the covariates %s", ErrBadResult, WhatIfTable, c, strings.Join(l.Covariates, ", "))
+		}
+	}
+	return nil
+}
+
+// read reads crff_whatif's rows in the covariate order of l, keeping in w
+// those that want(id, digest) reports as needing scoring.
+func (w *WhatIf) read(ctx context.Context, tx *sql.Tx, l Layout, want func(id int64, digest string) bool) error {
+	cols, err := quoted(append([]string{"id"}, l.Covariates...)...)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+strings.Join(cols, ", ")+` FROM `+WhatIfTable+` ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	d := len(l.Covariates)
+	var x []float64
+	vals := make([]any, d+1)
+	ptrs := make([]any, d+1)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		id, ok := vals[0].(int64)
+		if !ok {
+			continue // a NULL id: not a row that can be named
+		}
+		row, digest, reason := whatIfValues(vals[1:], l)
+		switch {
+		case !want(id, digest):
+		case reason != "":
+			w.Faults = append(w.Faults, WhatIfFault{ID: id, Reason: reason, digest: digest})
+		default:
+			w.IDs, w.digests, x = append(w.IDs, id), append(w.digests, digest), append(x, row...)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n := len(w.IDs); n > 0 {
+		w.Data = &records.Data{X: mat.NewDense(n, d, x), W: make([]float64, n), Y: make([]float64, n)}
+	}
+	return nil
+}
+
+// whatIfValues reads one what-if row's covariates, with the rules of the
+// records' (covariateFault): their values, a digest of what was read, and
+// the reason they cannot be scored ("" when they can).
 func whatIfValues(vals []any, l Layout) (row []float64, digest, reason string) {
 	h := sha256.New()
 	row = make([]float64, len(vals))
@@ -177,35 +203,12 @@ func whatIfValues(vals []any, l Layout) (row []float64, digest, reason string) {
 		if reason != "" {
 			continue
 		}
-		var f float64
-		switch x := v.(type) {
-		case nil:
-			reason = fmt.Sprintf("column %q is missing", l.Covariates[j])
-		case int64:
-			f = float64(x)
-		case float64:
-			f = x
-		case string, []byte:
-			s := strings.TrimSpace(fmt.Sprintf("%s", x))
-			var err error
-			if f, err = strconv.ParseFloat(s, 64); err != nil {
-				reason = fmt.Sprintf("column %q holds %q, not a number", l.Covariates[j], s)
-			}
-		default:
-			reason = fmt.Sprintf("column %q holds a %T, not a number", l.Covariates[j], v)
+		if err := covariateFault(v, l.Binary[j]); err != nil {
+			reason = fmt.Sprintf("column %q: %v", l.Covariates[j], err)
+			continue
 		}
-		switch {
-		case reason != "":
-		case math.IsNaN(f) || math.IsInf(f, 0):
-			reason = fmt.Sprintf("column %q holds %v", l.Covariates[j], f)
-		case l.Binary[j] && f != 0 && f != 1:
-			reason = fmt.Sprintf("column %q is binary and holds %v, not 0 or 1", l.Covariates[j], f)
-		}
-		row[j] = f
+		row[j], _ = number(v)
 	}
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(len(vals)))
-	h.Write(b[:])
 	return row, hex.EncodeToString(h.Sum(nil)), reason
 }
 
@@ -218,6 +221,11 @@ func (s *Site) WriteWhatIf(ctx context.Context, run string, w *WhatIf, cates []W
 	return s.writeTx(ctx, "write what-if CATEs to", func(tx *sql.Tx) error {
 		if err := requireCurrent(ctx, tx, run); err != nil {
 			return err
+		}
+		for _, id := range w.Stale {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM crff_whatif_cate WHERE id = ?`, id); err != nil {
+				return err
+			}
 		}
 		at := now()
 		for i, c := range cates {

@@ -42,7 +42,7 @@ func TestWhatIfRows(t *testing.T) {
 	if len(w.IDs) != 3 || w.IDs[0] != 1 || w.IDs[1] != 2 || w.IDs[2] != 6 || w.Data.X.At(2, 0) != 41.5 || w.Data.X.At(0, 1) != 1 {
 		t.Fatalf("rows to score %v, want 1, 2 and 6 with their values", w.IDs)
 	}
-	want := map[int64]string{3: `column "age" is missing`, 4: `column "age" holds "old", not a number`, 5: `column "sex" is binary and holds 2, not 0 or 1`}
+	want := map[int64]string{3: `column "age": NULL value`, 4: `column "age": not a number`, 5: `column "sex": binary covariate is not 0 or 1`}
 	for _, f := range w.Faults {
 		if want[f.ID] != f.Reason {
 			t.Errorf("row %d: %q, want %q", f.ID, f.Reason, want[f.ID])
@@ -61,7 +61,7 @@ func TestWhatIfRows(t *testing.T) {
 	}
 	var cate sql.NullFloat64
 	var reason sql.NullString
-	if err := db.QueryRow(`SELECT cate, error FROM crff_whatif_cate WHERE id = 4`).Scan(&cate, &reason); err != nil || cate.Valid || !strings.Contains(reason.String, "not a number") {
+	if err := db.QueryRow(`SELECT cate, error FROM crff_whatif_cate WHERE id = 4`).Scan(&cate, &reason); err != nil || cate.Valid || reason.String != `column "age": not a number` {
 		t.Errorf("row 4: %v, %v (%v)", cate, reason, err)
 	}
 	if err := db.QueryRow(`SELECT cate FROM crff_whatif_cate WHERE id = 1`).Scan(&cate); err != nil || cate.Float64 != 2 {
@@ -73,12 +73,20 @@ func TestWhatIfRows(t *testing.T) {
 	}
 	// An edit and a mend bring rows back; a deletion drops a result.
 	execSQL(t, path, `UPDATE crff_whatif SET age = 71 WHERE id = 1; UPDATE crff_whatif SET age = 60 WHERE id = 3; DELETE FROM crff_whatif WHERE id = 2`)
-	if w, err = s.WhatIfRows(ctx, "run-1"); err != nil || len(w.IDs) != 2 || w.IDs[0] != 1 || w.IDs[1] != 3 {
-		t.Fatalf("after edits: %v (%v), want 1 and 3", w.IDs, err)
+	if w, err = s.WhatIfRows(ctx, "run-1"); err != nil || len(w.IDs) != 2 || w.IDs[0] != 1 || w.IDs[1] != 3 || len(w.Stale) != 1 || w.Stale[0] != 2 {
+		t.Fatalf("after edits: %v, stale %v (%v); want 1 and 3, and 2 stale", w.IDs, w.Stale, err)
+	}
+	if err := s.WriteWhatIf(ctx, "run-1", w, []store.WhatIfCATE{{ID: 1, CATE: 2.1, Lower: 1, Upper: 3}, {ID: 3, CATE: 1, Lower: 0, Upper: 2}}); err != nil {
+		t.Fatal(err)
 	}
 	var n int
 	if err := db.QueryRow(`SELECT count(*) FROM crff_whatif_cate WHERE id = 2`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("the deleted row's result: %d rows (%v)", n, err)
+	}
+	// Without crff_whatif nothing is scored, and every result is stale.
+	execSQL(t, path, `DROP TABLE crff_whatif`)
+	if w, err = s.WhatIfRows(ctx, "run-1"); err != nil || len(w.IDs)+len(w.Faults) != 0 || len(w.Stale) != 5 {
+		t.Fatalf("without crff_whatif: %+v (%v); want 5 stale results", w, err)
 	}
 }
 
