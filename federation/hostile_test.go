@@ -195,7 +195,7 @@ func mockSelection(kernels []string, ridge []float64, p int, members []int, chos
 			continue
 		}
 		st.Candidates[i].Member = true
-		ens.Members = append(ens.Members, selection.Member{Estimator: st.Estimators[i], Kernel: st.Candidates[i].Kernel})
+		ens.Members = append(ens.Members, selection.Member{Estimator: st.Estimators[i], Kernel: st.Candidates[i].Kernel, Candidate: i})
 	}
 	st.Candidates = append(st.Candidates, selection.Candidate{Name: selection.KindEnsemble, Kind: selection.KindEnsemble})
 	st.Estimators = append(st.Estimators, ens)

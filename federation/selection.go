@@ -579,22 +579,15 @@ func (st *SelectState) choiceTensors(site int) ([]wire.Tensor, error) {
 	if est.Kind != selection.KindEnsemble {
 		return append(ts, estimatorTensors(pChosen, est)...), nil
 	}
-	var members []float64
-	for i, cand := range st.Candidates {
-		if cand.Member {
-			members = append(members, float64(i))
-		}
+	// The site's members: its own choice (Selection.BySite), or the
+	// federation's, whose estimators are sent in the same order.
+	est, err := est.AtSite(st.Ensemble, site)
+	if err != nil {
+		return nil, err
 	}
-	if site < len(st.Ensemble.Sites) && st.Ensemble.Sites[site].Members != nil {
-		// The site's own members (Selection.BySite).
-		own, err := est.AtSite(st.Ensemble, site)
-		if err != nil {
-			return nil, err
-		}
-		est, members = own, nil
-		for _, m := range own.Members {
-			members = append(members, float64(m.Candidate))
-		}
+	var members []float64
+	for _, m := range est.Members {
+		members = append(members, float64(m.Candidate))
 	}
 	ts = append(ts, wire.Vector(tSelectMember, members), wire.Scalar(tSelectShift, st.Shift(site)))
 	if site < len(st.Ensemble.Sites) && st.Ensemble.Sites[site].Diff != nil {

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/selection"
 )
 
 // TestFederatedSubgroups: each site evaluates the subgroups its policy
@@ -174,4 +176,49 @@ func FuzzDecodeSubgroups(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestChoiceTensorsMembers: under a choice per site the chosen ensemble
+// holds every site's members; each site is sent its own, or the
+// federation's, with their own regressions in the same order, whatever
+// other sites chose before them.
+func TestChoiceTensorsMembers(t *testing.T) {
+	ridge := func(v float64) *estimator.Ridge { return &estimator.Ridge{Beta: []float64{v, v}} }
+	cands := []selection.Candidate{
+		{Name: "dr/1", Kind: selection.KindDR, Ridge: 1},
+		{Name: "dr/10", Kind: selection.KindDR, Ridge: 10},
+		{Name: "dr/100", Kind: selection.KindDR, Ridge: 100},
+	}
+	ests := []selection.Estimator{{Kind: selection.KindDR, Ridge: 1, DR: ridge(1)}, {Kind: selection.KindDR, Ridge: 10, DR: ridge(10)}, {Kind: selection.KindDR, Ridge: 100, DR: ridge(100)}}
+	scores := make([]selection.Score, 3)
+	// The federation chose dr/100; site 0 chose dr/1 and dr/10 of its own.
+	ens := selection.Ensemble{Members: []int{2}, Sites: []selection.Centring{{Members: []int{0, 1}}, {}}}
+	st := &SelectState{Scored: true, Ensemble: ens}
+	st.Candidates, st.Estimators = selection.Ensembled(cands, ests, scores, ens)
+	st.Chosen = len(st.Candidates) - 1
+	for site, want := range [][]float64{{1, 10}, {100}} {
+		ts, err := st.choiceTensors(site)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := wire.New(wire.Header{RunID: "r", Round: 3, Kind: wire.KindWeights, Sender: "a", Recipient: "b"}, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent, err := decodeCandidates(e, []string{"k"}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeEnsemble(e, sent)
+		if err != nil {
+			t.Fatalf("site %d: %v", site, err)
+		}
+		var betas []float64
+		for _, m := range got.Members {
+			betas = append(betas, m.DR.Beta[0])
+		}
+		if !slices.Equal(betas, want) {
+			t.Errorf("site %d decodes members of penalties %v, want %v", site, betas, want)
+		}
+	}
 }

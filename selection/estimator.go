@@ -88,18 +88,17 @@ func (e Estimator) AtSite(ens Ensemble, site int) (Estimator, error) {
 	e.Shift = ens.Sites[site].Shift
 	// The estimator holds the members of every site's choice
 	// (Ensembled): a site without its own takes the federation's.
-	if own := ens.SiteMembers(site); len(own) != len(e.Members) {
-		var members []Member
-		for _, m := range e.Members {
-			if slices.Contains(own, m.Candidate) {
-				members = append(members, m)
-			}
+	own := ens.SiteMembers(site)
+	var members []Member
+	for _, m := range e.Members {
+		if slices.Contains(own, m.Candidate) {
+			members = append(members, m)
 		}
-		if len(members) != len(own) {
-			return Estimator{}, fmt.Errorf("%w: site %d's members %v are not all the ensemble's", ErrInput, site, own)
-		}
-		e.Members = members
 	}
+	if len(members) != len(own) {
+		return Estimator{}, fmt.Errorf("%w: site %d's members %v are not all the ensemble's", ErrInput, site, own)
+	}
+	e.Members = members
 	return e, nil
 }
 
