@@ -31,6 +31,21 @@ func (f Fitted) CATE(ctx context.Context, site int, d *estimator.Data, latent []
 	return f.Estimator.CATEModels(ctx, f.Models, site, d, latent)
 }
 
+// Score returns the effects of the rows of d, which belong to site, under
+// f's first model, and their CATEs by f's estimator: what scoring rows
+// the run did not train on takes (crffd site's new rows, what-if rows).
+func (f Fitted) Score(ctx context.Context, site int, d *estimator.Data) (*estimator.Effects, []float64, error) {
+	eff, err := f.Models[0].Effects(ctx, site, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	cate, err := f.CATE(ctx, site, d, eff.CATE)
+	if err != nil {
+		return nil, nil, err
+	}
+	return eff, cate, nil
+}
+
 // KeptModels returns the estimator est as a site keeps it with the model
 // of kernel own first: the indices of the further kernels its members
 // need (used, increasing, own not among them), and est with its members'

@@ -23,11 +23,7 @@ func ScoreWhatIf(ctx context.Context, db *store.Site, run string, f Fitted, site
 	}
 	var out []store.WhatIfCATE
 	if w.Data != nil {
-		eff, err := f.Models[0].Effects(ctx, site, w.Data)
-		if err != nil {
-			return 0, 0, fmt.Errorf("what-if rows: %w", err)
-		}
-		cate, err := f.CATE(ctx, site, w.Data, eff.CATE)
+		_, cate, err := f.Score(ctx, site, w.Data)
 		if err != nil {
 			return 0, 0, fmt.Errorf("what-if rows: %w", err)
 		}

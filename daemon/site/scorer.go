@@ -205,11 +205,7 @@ func (s *scorer) scoreNew(ctx context.Context) error {
 // score returns the CATE rows of recs under the current run's models.
 func (s *scorer) score(ctx context.Context, recs *store.Records) ([]store.CATE, error) {
 	site, m := s.setup.Site, s.fitted.Models[0]
-	eff, err := m.Effects(ctx, site, recs.Data)
-	if err != nil {
-		return nil, err
-	}
-	cate, err := s.fitted.CATE(ctx, site, recs.Data, eff.CATE)
+	eff, cate, err := s.fitted.Score(ctx, site, recs.Data)
 	if err != nil {
 		return nil, err
 	}
