@@ -16,7 +16,9 @@ import (
 // error, and the others are still scored.
 func TestWhatIfRows(t *testing.T) {
 	const poll = time.Second
-	dir, cfg := simulateSite(t, 200, smallModel+"  estimator: latent\n")
+	// The T-learner's CATE is a function of the covariates alone, so a
+	// what-if copy of a row must get the row's own CATE and interval.
+	dir, cfg := simulateSite(t, 200, smallModel+"  estimator: tlearner\n")
 	b, _ := os.ReadFile(cfg)
 	b = bytes.Replace(b, []byte("  on_invalid: refuse\n"), []byte(fmt.Sprintf("  on_invalid: refuse\n  poll_interval: %s\n", poll)), 1)
 	if err := os.WriteFile(cfg, b, 0o644); err != nil {
@@ -38,6 +40,10 @@ func TestWhatIfRows(t *testing.T) {
 	crffd(t, nil, "fit", "--config", cfg).mustSucceed(t)
 	if n := queryFloat(t, db, `SELECT count(*) FROM crff_whatif_cate WHERE lower <= cate AND cate <= upper AND error IS NULL`); n != 2 {
 		t.Fatalf("crffd fit scored %v what-if rows, want 2", n)
+	}
+	if d := queryFloat(t, db, `SELECT max(abs(w.cate - c.cate) + abs(w.lower - c.lower) + abs(w.upper - c.upper))
+		FROM crff_whatif_cate w JOIN crff_cate c ON c.row_id = w.id`); d > 1e-9 {
+		t.Errorf("a what-if copy of a row differs from the row's CATE and interval by %g", d)
 	}
 
 	stderr := startSiteDaemon(t, cfg)
