@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,5 +72,32 @@ func TestWhatIfRows(t *testing.T) {
 	if err := db.QueryRow(`SELECT error FROM crff_whatif_cate WHERE id = 2000 AND cate IS NULL`).Scan(&reason); err != nil ||
 		reason != `column "x1": not a number` {
 		t.Errorf("the faulty row's error: %q (%v)", reason, err)
+	}
+}
+
+// TestGATEAgainstTruth: crffd fit's subgroup effects on a simulated site
+// lie within three standard errors of each group's true mean effect, the
+// mean of μ1 − μ0 over its rows in the simulation's truth table.
+func TestGATEAgainstTruth(t *testing.T) {
+	dir, cfg := simulateSite(t, 600, smallModel)
+	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
+	groups := map[string]string{"x1 set": "x1 = 1", "x2 unset": "x2 = 0", "x3 and x4": "x3 = 1 AND x4 = 1"}
+	for name, pred := range groups {
+		if _, err := db.Exec(`INSERT INTO crff_subgroup (name, predicate) VALUES (?, ?)`, name, pred); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crffd(t, nil, "fit", "--config", cfg).mustSucceed(t)
+	for name, pred := range groups {
+		truth := queryFloat(t, db, `SELECT avg(t.mu1 - t.mu0) FROM records r JOIN truth t ON t.id = r.id WHERE `+pred)
+		var est, se float64
+		var n int
+		if err := db.QueryRow(`SELECT estimate, se, n FROM crff_gate WHERE scope = 'local' AND subgroup = ?`, name).Scan(&est, &se, &n); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: %.3f ± %.3f over %d rows, truth %.3f", name, est, se, n, truth)
+		if math.Abs(est-truth) > 3*se {
+			t.Errorf("%s: %v ± %v, truth %v: off by more than three standard errors", name, est, se, truth)
+		}
 	}
 }
