@@ -581,3 +581,45 @@ func TestNewSwitchesFromFileAndEnvironment(t *testing.T) {
 		t.Errorf("environment: selection_by_site %v, nuisance_statistics %v; want both on", bySite, stats)
 	}
 }
+
+// TestSubgroupSettingsFromFileAndEnvironment: site.subgroups (deny by
+// default, allow, or names) and coordinator.subgroups are read from the
+// file, and site.subgroups from the environment too; no flag sets them.
+func TestSubgroupSettingsFromFileAndEnvironment(t *testing.T) {
+	policy := func(t *testing.T, file string) federation.SubgroupPolicy {
+		t.Helper()
+		a, err := execute(t, "version", "--config", writeConfig(t, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.conf().SubgroupPolicy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if p := policy(t, "log_level: info\n"); p.Any || p.Names != nil {
+		t.Errorf("default: %+v, want deny", p)
+	}
+	if p := policy(t, "site:\n  subgroups: allow\n"); !p.Any {
+		t.Errorf("file, allow: %+v", p)
+	}
+	if p := policy(t, "site:\n  subgroups: [old, women]\n"); p.Any || !slices.Equal(p.Names, []string{"old", "women"}) {
+		t.Errorf("file, names: %+v", p)
+	}
+	t.Setenv("CRFFD_SITE_SUBGROUPS", "old,women")
+	if p := policy(t, "site:\n  subgroups: deny\n"); !slices.Equal(p.Names, []string{"old", "women"}) {
+		t.Errorf("environment: %+v, want the names", p)
+	}
+	a, err := execute(t, "version", "--config", writeConfig(t, "coordinator:\n  sites: [a, b]\n  subgroups:\n    - {name: old, predicate: age >= 65}\nfederation:\n  address: 127.0.0.1:1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.conf().Coordinator(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []federation.Subgroup{{Name: "old", Predicate: "age >= 65"}}; !slices.Equal(c.Run.Subgroups, want) {
+		t.Errorf("coordinator.subgroups %+v, want %+v", c.Run.Subgroups, want)
+	}
+}
