@@ -138,17 +138,7 @@ func TestDecodeATEs(t *testing.T) {
 // never panic, and sums they accept must be possible sums of scores.
 // Run with: go test -fuzz FuzzDecodeATEs ./federation
 func FuzzDecodeATEs(f *testing.F) {
-	seed := func(kind wire.Kind, ts []wire.Tensor) {
-		e, err := wire.New(wire.Header{RunID: "r", Round: 3, Kind: kind, Sender: "a", Recipient: "b"}, ts)
-		if err != nil {
-			f.Fatal(err)
-		}
-		b, err := e.Marshal()
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	seed := func(kind wire.Kind, ts []wire.Tensor) { addEnvelope(f, kind, ts) }
 	seed(wire.KindATE, []wire.Tensor{wire.Scalar(tATE, 1.5), wire.Scalar(tN, 40), wire.Scalar(tAIPWSum, 60), wire.Scalar(tAIPWSumSq, 100), wire.Scalar(tClipped, 2)})
 	seed(wire.KindGlobalATE, globalTensors(inference.ATEs{AIPW: inference.Estimate{Estimate: 2, SE: 0.1, Lower: 1.8, Upper: 2.2, N: 90}, Clipped: 3,
 		PlugIn: inference.Estimate{Estimate: 1.7, N: 90}}))
@@ -236,4 +226,19 @@ func sum(v []int) int {
 		s += x
 	}
 	return s
+}
+
+// addEnvelope adds the marshalled envelope of kind carrying ts to f's
+// seed corpus.
+func addEnvelope(f *testing.F, kind wire.Kind, ts []wire.Tensor) {
+	f.Helper()
+	e, err := wire.New(wire.Header{RunID: "r", Round: 3, Kind: kind, Sender: "a", Recipient: "b"}, ts)
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := e.Marshal()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 }

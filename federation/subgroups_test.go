@@ -143,15 +143,7 @@ func FuzzDecodeSubgroups(f *testing.F) {
 		{wire.Vector("gate.0.sums", []float64{10, 5, 9, 12, 20, 40, 3})},
 		globalGateTensors(gates),
 	} {
-		e, err := wire.New(wire.Header{RunID: "r", Round: 3, Kind: wire.KindWeights, Sender: "a", Recipient: "b"}, ts)
-		if err != nil {
-			f.Fatal(err)
-		}
-		b, err := e.Marshal()
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+		addEnvelope(f, wire.KindWeights, ts)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := wire.Unmarshal(b)
