@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/selection"
 )
 
@@ -207,7 +209,14 @@ const maxScript = 40
 // for its step (0: the next), one for its kind and its own (0: honest),
 // one for its header, one or more for its tensors and one for a
 // duplicate.
-func siteScript(t *testing.T, r *fuzzBytes, mock *mockCoordinator, run int) []*wire.Envelope {
+//
+// With sub, the final weights ask about fuzzSubgroups and the global ATE
+// carries their global effects.
+func siteScript(t *testing.T, r *fuzzBytes, mock *mockCoordinator, run int, sub bool) []*wire.Envelope {
+	var asked, globals []wire.Tensor
+	if sub {
+		asked, globals = subgroupTensors(fuzzSubgroups), globalGateTensors(fuzzGlobalGATEs)
+	}
 	var out []*wire.Envelope
 	step := uint64(0)
 	p := mock.features()
@@ -245,9 +254,9 @@ func siteScript(t *testing.T, r *fuzzBytes, mock *mockCoordinator, run int) []*w
 			sel.Chosen = min(sel.Chosen, len(sel.Candidates)-1) // the mock's encoder indexes it; the site sees others through hostileTensors
 			e, err = mock.final(step, sel)
 		case 6:
-			e, err = mock.final(step, nil)
+			e, err = mock.final(step, nil, asked...)
 		case 7:
-			e, err = mock.global(step, int(pick(r, hostileValues[:17]...)))
+			e, err = mock.global(step, int(pick(r, hostileValues[:17]...)), globals...)
 		case 8:
 			if e, err = mock.done(step, pick(r, 1.0, -1, 0)); err == nil && r.intn(2) == 1 {
 				e = reseal(e, e.Header, append(slices.Clone(e.Tensors()), wire.Scalar(pick(r, tRefusedColumn, tRefusedKernel), pick(r, hostileValues...))), nil)
@@ -343,7 +352,11 @@ func fuzzSiteRun(ctx context.Context, t *testing.T, b []byte) (*SiteResult, erro
 	if opts&8 != 0 {
 		cfg.MinArmRows = -1
 	}
-	conn, err := newScriptConn(siteScript(t, r, mock, run))
+	sub := opts&16 != 0
+	if sub {
+		cfg.Subgroups, cfg.SubgroupRows = SubgroupPolicy{Any: true}, fuzzSubgroupRows(d.Rows())
+	}
+	conn, err := newScriptConn(siteScript(t, r, mock, run, sub))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,10 +524,48 @@ func fuzzCoordinatorRun(ctx context.Context, t *testing.T, b []byte) (*Result, e
 	}
 	cc := CoordinatorConfig{Name: "coord", RunID: "run-1", Sites: names, Config: fuzzConfig(), Spectral: estimator.GaussianSpectral{},
 		KernelName: "gaussian", Selection: run.sel, Extra: run.extra(), RoundTimeout: 5 * time.Millisecond, Retries: 1}
-	if r.intn(2) == 1 {
+	// One byte: bit 0 checkpoints, bit 1 subgroups, which both sites
+	// evaluate (one predicate is refused, one a site may find too small).
+	opts := r.intn(4)
+	if opts&1 != 0 {
 		cc.Checkpoints, cc.CheckpointEvery = &memCheckpoints{}, 1
 	}
+	if opts&2 != 0 {
+		cc.Subgroups = fuzzSubgroups
+		for _, name := range names {
+			conn.sites[name].cfg.Subgroups = SubgroupPolicy{Any: true}
+			conn.sites[name].cfg.SubgroupRows = fuzzSubgroupRows(conn.sites[name].cfg.Data.Rows())
+		}
+	}
 	return RunCoordinator(ctx, cc, conn)
+}
+
+// fuzzSubgroups are the federated subgroups of the fuzz targets'
+// subgroup runs: one of every other row, one of a single row (a small
+// cell) and one the sites refuse.
+var fuzzSubgroups = []Subgroup{{Name: "even", Predicate: "id % 2 = 0"}, {Name: "one", Predicate: "id = 0"}, {Name: "refused", Predicate: "(SELECT 1)"}}
+
+// fuzzGlobalGATEs are the global effects a hostile coordinator sends of
+// fuzzSubgroups: that of the first, from site1 alone.
+var fuzzGlobalGATEs = []*GlobalGATE{{N: 20, Treated: 10, Control: 10, Estimate: inference.Estimate{Estimate: 1, SE: 0.5, Lower: 0.02, Upper: 1.98, N: 20}, PlugIn: 1, Sites: []int{0}}}
+
+// fuzzSubgroupRows evaluates fuzzSubgroups' predicates on rows rows as a
+// site's store would.
+func fuzzSubgroupRows(rows int) func(context.Context, string) ([]bool, error) {
+	return func(_ context.Context, pred string) ([]bool, error) {
+		in := make([]bool, rows)
+		switch pred {
+		case fuzzSubgroups[0].Predicate:
+			for i := range in {
+				in[i] = i%2 == 0
+			}
+		case fuzzSubgroups[1].Predicate:
+			in[0] = true
+		default:
+			return nil, errors.New("refused: a subquery")
+		}
+		return in, nil
+	}
 }
 
 var updateFuzzSeeds = flag.Bool("update-fuzz-seeds", false, "rewrite the seed corpora of FuzzSite and FuzzCoordinator in testdata/fuzz")
@@ -537,6 +588,7 @@ func fuzzSeeds() map[string]map[string][]byte {
 		"weights-wrong-shape":  slices.Concat([]byte{0, 0}, hello, verdict, []byte{0, 2, 1, 0, 0, 6, 2, 3, 3, 0}),
 		"done-before-anything": slices.Concat([]byte{0, 0}, []byte{0, 8, 0, 0, 0, 0, 0}, global),
 		"steps-out-of-order":   slices.Concat([]byte{0, 0}, hello, hello, []byte{3, 1, 0, 0, 0, 7}, weights(0), []byte{4, 2, 0, 0, 0, 0, 0}),
+		"subgroups-run":        slices.Concat([]byte{0, 16}, hello, verdict, weights(0), weights(1), weights(2), final, global),
 	}
 	// FuzzCoordinator: a byte for the kind of run, one for checkpoints,
 	// then per answer of a site, in the order the sites send them, what
@@ -553,6 +605,8 @@ func fuzzSeeds() map[string]map[string][]byte {
 		"lost-and-repeated":     {0, 0, 8, 9, 10, 1, 11, 3},
 		"gradient-wrong-shape":  {0, 0, 0, 0, 0, 0, 15},
 		"gradient-nan":          {0, 0, 0, 0, 0, 0, 14, 3, 0},
+		"subgroups-run":         {0, 2},
+		"subgroups-selection":   {1, 2},
 	}
 	return map[string]map[string][]byte{"FuzzSite": site, "FuzzCoordinator": coord}
 }
@@ -596,6 +650,7 @@ func TestFuzzSeedsReachTheirStates(t *testing.T) {
 			"weights-wrong-shape":  "outcome: 1 shared parameters, want 2",
 			"done-before-anything": ErrTransportClosed.Error(),
 			"steps-out-of-order":   "weights before the dedup-verdict",
+			"subgroups-run":        "",
 		},
 		"FuzzCoordinator": {
 			"run": "", "selection-run": "", "kernels-run": "", "lost-and-repeated": "",
@@ -606,6 +661,7 @@ func TestFuzzSeedsReachTheirStates(t *testing.T) {
 			"gradient-wrong-shape":  "block \"psi\" is 21×1, want 20×1",
 			"refusal-at-hello":      "site1 refused the run: for a reason this coordinator does not know (code 4503599627370496)",
 			"rejoin-in-training":    "site silent",
+			"subgroups-run":         "", "subgroups-selection": "",
 		},
 	}
 	for target, seeds := range fuzzSeeds() {
@@ -623,10 +679,16 @@ func TestFuzzSeedsReachTheirStates(t *testing.T) {
 					var res *SiteResult
 					res, err = fuzzSiteRun(ctx, t, b)
 					done = res != nil && res.Global.PlugIn.N > 0
+					if done && strings.HasPrefix(name, "subgroups") && (len(res.Subgroups) != len(fuzzSubgroups) || res.GlobalGATE[0] == nil) {
+						t.Errorf("asked %d subgroups, global effects %v: want %d and the first's", len(res.Subgroups), res.GlobalGATE, len(fuzzSubgroups))
+					}
 				} else {
 					var res *Result
 					res, err = fuzzCoordinatorRun(ctx, t, b)
 					done = res != nil
+					if done && strings.HasPrefix(name, "subgroups") && (len(res.GATE) != len(fuzzSubgroups) || res.GATE[0] == nil) {
+						t.Errorf("global effects %v: want %d, the first pooled", res.GATE, len(fuzzSubgroups))
+					}
 				}
 				switch {
 				case msg == "" && (err != nil || !done):

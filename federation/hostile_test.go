@@ -154,10 +154,10 @@ func (m *mockCoordinator) losses(step uint64, sel *SelectState) (*wire.Envelope,
 	return m.final(step, nil, sel.lossTensors()...)
 }
 
-// global is a global-ate of n rows.
-func (m *mockCoordinator) global(step uint64, n int) (*wire.Envelope, error) {
+// global is a global-ate of n rows, with the extra tensors.
+func (m *mockCoordinator) global(step uint64, n int, extra ...wire.Tensor) (*wire.Envelope, error) {
 	g := inference.ATEs{PlugIn: inference.PointEstimate(1, n), AIPW: inference.Estimate{Estimate: 1, SE: 0.1, Lower: 0.8, Upper: 1.2, N: n}}
-	ts := append(globalTensors(g), wire.Scalar(tPrivateSites, 0))
+	ts := append(append(globalTensors(g), wire.Scalar(tPrivateSites, 0)), extra...)
 	return m.at(step).envelope(m.c.cfg.Sites[0], "", wire.KindGlobalATE, ts)
 }
 
@@ -189,18 +189,22 @@ func mockSelection(kernels []string, ridge []float64, p int, members []int, chos
 	if len(members) == 0 {
 		return st
 	}
+	// Members out of range are left out, so that the coordinator's side
+	// encodes (the site sees such members through hostileTensors).
 	ens := selection.Estimator{Kind: selection.KindEnsemble}
+	var kept []int
 	for _, i := range members {
 		if i < 0 || i >= len(st.Candidates) {
 			continue
 		}
 		st.Candidates[i].Member = true
 		ens.Members = append(ens.Members, selection.Member{Estimator: st.Estimators[i], Kernel: st.Candidates[i].Kernel, Candidate: i})
+		kept = append(kept, i)
 	}
 	st.Candidates = append(st.Candidates, selection.Candidate{Name: selection.KindEnsemble, Kind: selection.KindEnsemble})
 	st.Estimators = append(st.Estimators, ens)
 	st.Chosen = len(st.Candidates) - 1
-	st.Ensemble = selection.Ensemble{Members: members, Sites: []selection.Centring{{Shift: 0.25}}}
+	st.Ensemble = selection.Ensemble{Members: kept, Sites: []selection.Centring{{Shift: 0.25}}}
 	return st
 }
 
