@@ -3,41 +3,53 @@ package inference
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 )
 
 // Calibration is a doubly robust correction of a CATE estimate τ̂: the
 // DR-learner (Kennedy 2020) with τ̂ as offset, a ridge regression of the
-// residual pseudo-outcomes ψ_i − τ̂(x_i) on [1, x_i],
+// residual pseudo-outcomes ψ_i − τ̂(x_i) on [1, z_i, u_i],
 //
-//	τ̃(x) = τ̂(x) + γ0 + γᵀ(x − x̄)/s,
+//	τ̃(x) = τ̂(x) + γ0 + γᵀz + κ·u(x),   z = (x − x̄)/s,
 //
-// with the intercept unpenalised and the slopes penalised by λ, chosen
-// among a grid by the leave-one-out error of the ridge fit, which has a
-// closed form. E[ψ | x] = τ(x) when the nuisances behind ψ are right, so
-// the correction removes what of τ − τ̂ is linear in x: all of a constant
-// bias, and the attenuation of a linear effect.
+// where u(x) is the part of τ̂ that is not linear in x: τ̂'s residual on
+// [1, z] over the fitting rows, scaled to unit variance (left out when τ̂
+// is linear in x). The intercept is unpenalised and the slopes are
+// penalised by λ, chosen among a grid by the leave-one-out error of the
+// ridge fit, which has a closed form. E[ψ | x] = τ(x) when the nuisances
+// behind ψ are right, so the correction removes what of τ − τ̂ is linear
+// in x (all of a constant bias, the attenuation of a linear effect) and
+// rescales τ̂'s non-linear part by as much as the rows support: one that
+// is noise (a flexible learner's error on a linear effect) is taken out
+// (κ near −1 in u's units), one that is signal is kept (κ near 0, where
+// the penalty draws it).
 //
 // The correction is then shrunk toward none by the positive-part
 // James–Stein factor c = max(0, 1 − (p − 2)/W), with W = γᵀV⁻¹γ the Wald
-// statistic of its p = d + 1 coefficients under their sandwich covariance
-// V: a correction that the rows show clearly (W ≫ p) is applied in full,
-// and one within its own noise is not, so that pseudo-outcomes too noisy
-// to say anything (few rows, poor overlap) leave τ̂ as it is.
+// statistic of its p coefficients under their sandwich covariance V: a
+// correction that the rows show clearly (W ≫ p) is applied in full, and
+// one within its own noise is not, so that pseudo-outcomes too noisy to
+// say anything (few rows, poor overlap) leave τ̂ as it is.
 //
 // Interval returns τ̃(x), the shrunk estimate, with se(x), the sandwich
-// standard error of the unshrunk correction at x taking τ̂ as fixed, and
-// the Wald interval of the unshrunk estimate τ̂(x) + γ0 + γᵀ(x − x̄)/s ±
-// 1.96·se(x), widened where needed to hold τ̃(x): its centre and its
-// standard error are those of one estimator, and it covers τ(x) at least
-// as often as that Wald interval, which it does where τ − τ̂ is linear in x
-// and λ is small, and less often otherwise. Its coverage is a measured
-// property, not a guarantee.
+// standard error of the unshrunk correction at x taking τ̂ as fixed (it
+// was fitted on other rows), and the Wald interval of the unshrunk
+// estimate ± 1.96·se(x), widened where needed to hold τ̃(x): its centre
+// and its standard error are those of one estimator, and it covers τ(x)
+// at least as often as that Wald interval, which it does where τ − τ̂ is
+// linear in x and u and λ is small, and less often otherwise. Its
+// coverage is a measured property, not a guarantee.
 type Calibration struct {
 	mean, scale []float64 // per covariate, of the fitting rows
-	coef        []float64 // γ0, then γ
-	cov         *mat.SymDense
+	// orth are the coefficients of τ̂ on [1, z] and orthScale the standard
+	// deviation of its residual u; nil orth: u is left out.
+	orth      []float64
+	orthScale float64
+	coef      []float64     // γ0, γ, then κ when u is in, at the chosen λ
+	wald      []float64     // the same at the least λ, the interval's centre
+	cov       *mat.SymDense // wald's sandwich covariance
 	// Lambda is the chosen ridge penalty of the slopes.
 	Lambda float64
 	// Shrink is the James–Stein factor c applied to the correction.
@@ -62,7 +74,7 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 	case n <= p:
 		return nil, fmt.Errorf("%w: %d rows for a correction in %d covariates; want more than %d", ErrInput, n, d, p)
 	}
-	c := &Calibration{mean: make([]float64, d), scale: make([]float64, d), coef: make([]float64, p), N: n}
+	c := &Calibration{mean: make([]float64, d), scale: make([]float64, d), N: n}
 	for j := range d {
 		var s, ss float64
 		for i := range n {
@@ -77,13 +89,24 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 			c.scale[j] = math.Sqrt(v)
 		}
 	}
-	z := mat.NewDense(n, p, nil)
-	r := mat.NewVecDense(n, nil)
 	for i := range n {
 		if !finite(psi[i]) || !finite(cate[i]) {
 			return nil, fmt.Errorf("%w: row %d: pseudo-outcome %v, estimate %v", ErrInput, i, psi[i], cate[i])
 		}
-		c.row(z.RawRowView(i), x, i)
+	}
+	if n > p+1 {
+		if err := c.fitOrth(cate, x); err != nil {
+			return nil, err
+		}
+	}
+	if c.orth != nil {
+		p++
+	}
+	c.coef = make([]float64, p)
+	z := mat.NewDense(n, p, nil)
+	r := mat.NewVecDense(n, nil)
+	for i := range n {
+		c.row(z.RawRowView(i), x, i, cate[i])
 		r.SetVec(i, psi[i]-cate[i])
 	}
 	var ztz mat.SymDense
@@ -91,8 +114,12 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 	var ztr mat.VecDense
 	ztr.MulVec(z.T(), r)
 
+	// The interval is that of the least-penalised fit (λ = 1e-4·n, nearly
+	// least squares but defined for collinear covariates): a penalised
+	// fit's sandwich ignores the bias its penalty adds, and a Wald
+	// interval about it under-covers (TestCalibrationRemovesNonlinearNoise).
 	best := math.Inf(1)
-	var bestA *mat.Cholesky
+	var bestA, waldA *mat.Cholesky
 	for _, l := range calibrationGrid {
 		a := mat.NewSymDense(p, nil)
 		a.CopySym(&ztz)
@@ -122,36 +149,28 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 			best, c.Lambda, bestA = loo, l, &ch
 			copy(c.coef, g.RawVector().Data)
 		}
+		if waldA == nil {
+			waldA, c.wald = &ch, slices.Clone(g.RawVector().Data)
+		}
 	}
 	if bestA == nil {
 		return nil, fmt.Errorf("%w: the correction's normal equations are singular", ErrInput)
 	}
-	// Sandwich: A⁻¹ (Σ e_i² z_i z_iᵀ) A⁻¹ · n/(n − p).
-	meat := mat.NewSymDense(p, nil)
-	g := mat.NewVecDense(p, c.coef)
-	for i := range n {
-		zi := mat.NewVecDense(p, z.RawRowView(i))
-		e := r.AtVec(i) - mat.Dot(zi, g)
-		meat.SymRankOne(meat, e*e, zi)
+	var err error
+	if c.cov, err = sandwich(z, r, waldA, c.wald); err != nil {
+		return nil, err
 	}
-	var ainv mat.SymDense
-	if err := bestA.InverseTo(&ainv); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInput, err)
-	}
-	var t, cov mat.Dense
-	t.Mul(&ainv, meat)
-	cov.Mul(&t, &ainv)
-	c.cov = mat.NewSymDense(p, nil)
-	f := float64(n) / float64(n-p)
-	for a := range p {
-		for b := a; b < p; b++ {
-			c.cov.SetSym(a, b, f*0.5*(cov.At(a, b)+cov.At(b, a)))
-		}
-	}
+	// The James–Stein factor is of the correction it shrinks, the
+	// penalised one, under that fit's own sandwich.
 	c.Shrink = 1
+	pen, err := sandwich(z, r, bestA, c.coef)
+	if err != nil {
+		return nil, err
+	}
 	var vch mat.Cholesky
-	if vch.Factorize(c.cov) {
+	if vch.Factorize(pen) {
 		var vg mat.VecDense
+		g := mat.NewVecDense(p, c.coef)
 		if err := vch.SolveVecTo(&vg, g); err == nil {
 			if w := mat.Dot(g, &vg); w > 0 {
 				c.Shrink = max(0, 1-float64(p-2)/w)
@@ -161,12 +180,92 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 	return c, nil
 }
 
-// row fills dst with [1, (x_i − x̄)/s].
-func (c *Calibration) row(dst []float64, x mat.Matrix, i int) {
+// fitOrth sets orth and orthScale from the least-squares fit of cate on
+// [1, z], or leaves orth nil when cate is linear in x to rounding.
+func (c *Calibration) fitOrth(cate []float64, x mat.Matrix) error {
+	n, d := x.Dims()
+	p := d + 1
+	z := mat.NewDense(n, p, nil)
+	for i := range n {
+		c.row(z.RawRowView(i), x, i, 0)
+	}
+	var ztz mat.SymDense
+	ztz.SymOuterK(1, z.T())
+	for j := range p {
+		ztz.SetSym(j, j, ztz.At(j, j)*(1+1e-10)+1e-12)
+	}
+	var ch mat.Cholesky
+	if !ch.Factorize(&ztz) {
+		return nil // τ̂ stays an offset alone
+	}
+	var ztc, delta mat.VecDense
+	ztc.MulVec(z.T(), mat.NewVecDense(n, cate))
+	if err := ch.SolveVecTo(&delta, &ztc); err != nil {
+		return nil
+	}
+	var ss, sc, mc float64
+	for i := range n {
+		mc += cate[i]
+	}
+	mc /= float64(n)
+	for i := range n {
+		u := cate[i] - mat.Dot(z.RowView(i), &delta)
+		ss += u * u
+		sc += (cate[i] - mc) * (cate[i] - mc)
+	}
+	if !(ss > 1e-9*sc) || !(ss > 1e-24) {
+		return nil
+	}
+	c.orth = slices.Clone(delta.RawVector().Data)
+	c.orthScale = math.Sqrt(ss / float64(n-p))
+	return nil
+}
+
+// sandwich returns the heteroskedasticity-robust covariance of the ridge
+// coefficients g of residuals r on the rows of z, whose penalised normal
+// matrix A is factorised in a: A⁻¹ (Σ e_i² z_i z_iᵀ) A⁻¹ · n/(n − p).
+func sandwich(z *mat.Dense, r *mat.VecDense, a *mat.Cholesky, g []float64) (*mat.SymDense, error) {
+	n, p := z.Dims()
+	meat := mat.NewSymDense(p, nil)
+	gv := mat.NewVecDense(p, g)
+	for i := range n {
+		zi := mat.NewVecDense(p, z.RawRowView(i))
+		e := r.AtVec(i) - mat.Dot(zi, gv)
+		meat.SymRankOne(meat, e*e, zi)
+	}
+	var ainv mat.SymDense
+	if err := a.InverseTo(&ainv); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	var t, cov mat.Dense
+	t.Mul(&ainv, meat)
+	cov.Mul(&t, &ainv)
+	out := mat.NewSymDense(p, nil)
+	f := float64(n) / float64(n-p)
+	for a := range p {
+		for b := a; b < p; b++ {
+			out.SetSym(a, b, f*0.5*(cov.At(a, b)+cov.At(b, a)))
+		}
+	}
+	return out, nil
+}
+
+// row fills dst with [1, (x_i − x̄)/s], then u_i of the estimate cate_i
+// when u is in.
+func (c *Calibration) row(dst []float64, x mat.Matrix, i int, cate float64) {
 	dst[0] = 1
 	for j := range c.mean {
 		dst[j+1] = (x.At(i, j) - c.mean[j]) / c.scale[j]
 	}
+	if c.orth == nil {
+		return
+	}
+	p := len(c.mean) + 1
+	var fit float64
+	for j, v := range c.orth {
+		fit += v * dst[j]
+	}
+	dst[p] = (cate - fit) / c.orthScale
 }
 
 // Interval returns the corrected estimates of the rows of x, whose
@@ -178,16 +277,19 @@ func (c *Calibration) Interval(cate []float64, x mat.Matrix) (tau, se, lower, up
 		return nil, nil, nil, nil, fmt.Errorf("%w: %d estimates of %d rows in %d covariates; the correction has %d", ErrInput, len(cate), n, d, len(c.mean))
 	}
 	tau, se, lower, upper = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	zi := mat.NewVecDense(d+1, nil)
-	g := mat.NewVecDense(d+1, c.coef)
+	zi := mat.NewVecDense(len(c.coef), nil)
+	g := mat.NewVecDense(len(c.coef), c.coef)
+	wald := g
+	if c.wald != nil {
+		wald = mat.NewVecDense(len(c.wald), c.wald)
+	}
 	for i := range n {
-		c.row(zi.RawVector().Data, x, i)
-		corr := mat.Dot(zi, g)
-		tau[i] = cate[i] + c.Shrink*corr
+		c.row(zi.RawVector().Data, x, i, cate[i])
+		tau[i] = cate[i] + c.Shrink*mat.Dot(zi, g)
 		se[i] = math.Sqrt(max(0, mat.Inner(zi, c.cov, zi)))
-		// The Wald interval of the unshrunk estimate, whose standard
-		// error se is, widened to hold the shrunk one reported.
-		centre := cate[i] + corr
+		// The Wald interval of the least-penalised unshrunk estimate,
+		// whose standard error se is, widened to hold the one reported.
+		centre := cate[i] + mat.Dot(zi, wald)
 		lower[i], upper[i] = min(centre-z*se[i], tau[i]), max(centre+z*se[i], tau[i])
 	}
 	return tau, se, lower, upper, nil
@@ -195,16 +297,21 @@ func (c *Calibration) Interval(cate []float64, x mat.Matrix) (tau, se, lower, up
 
 // CalibrationParams are the fitted values of a Calibration, to store it
 // and rebuild it with NewCalibration: per covariate the mean and scale of
-// the fitting rows, the coefficients γ0, γ, their (d+1)×(d+1) covariance in
-// row-major order, the penalty and the number of rows.
+// the fitting rows; when u is in, the coefficients of τ̂ on [1, z] and
+// u's scale; the coefficients γ0, γ (and κ), their covariance in
+// row-major order, the penalty and the number of rows. Parameters stored
+// before u existed have no Orth and rebuild the correction without it.
 type CalibrationParams struct {
-	Mean   []float64 `json:"mean"`
-	Scale  []float64 `json:"scale"`
-	Coef   []float64 `json:"coef"`
-	Cov    []float64 `json:"cov"`
-	Lambda float64   `json:"lambda"`
-	Shrink float64   `json:"shrink"`
-	N      int       `json:"n"`
+	Mean      []float64 `json:"mean"`
+	Scale     []float64 `json:"scale"`
+	Orth      []float64 `json:"orth,omitempty"`
+	OrthScale float64   `json:"orth_scale,omitempty"`
+	Coef      []float64 `json:"coef"`
+	Wald      []float64 `json:"wald,omitempty"`
+	Cov       []float64 `json:"cov"`
+	Lambda    float64   `json:"lambda"`
+	Shrink    float64   `json:"shrink"`
+	N         int       `json:"n"`
 }
 
 // Params returns c's fitted values.
@@ -216,20 +323,25 @@ func (c *Calibration) Params() CalibrationParams {
 			cov[a*p+b] = c.cov.At(a, b)
 		}
 	}
-	return CalibrationParams{Mean: append([]float64(nil), c.mean...), Scale: append([]float64(nil), c.scale...),
-		Coef: append([]float64(nil), c.coef...), Cov: cov, Lambda: c.Lambda, Shrink: c.Shrink, N: c.N}
+	return CalibrationParams{Mean: slices.Clone(c.mean), Scale: slices.Clone(c.scale), Orth: slices.Clone(c.orth), OrthScale: c.orthScale,
+		Coef: slices.Clone(c.coef), Wald: slices.Clone(c.wald), Cov: cov, Lambda: c.Lambda, Shrink: c.Shrink, N: c.N}
 }
 
 // NewCalibration rebuilds a Calibration from its Params.
 func NewCalibration(p CalibrationParams) (*Calibration, error) {
 	d := len(p.Mean)
 	k := d + 1
+	if p.Orth != nil {
+		k++
+	}
 	switch {
-	case len(p.Scale) != d || len(p.Coef) != k || len(p.Cov) != k*k:
-		return nil, fmt.Errorf("%w: calibration of %d covariates with %d scales, %d coefficients and %d covariances",
-			ErrInput, d, len(p.Scale), len(p.Coef), len(p.Cov))
-	case !allFinite(p.Mean) || !allFinite(p.Scale) || !allFinite(p.Coef) || !allFinite(p.Cov):
+	case len(p.Scale) != d || len(p.Coef) != k || len(p.Cov) != k*k || p.Orth != nil && len(p.Orth) != d+1 || p.Wald != nil && len(p.Wald) != k:
+		return nil, fmt.Errorf("%w: calibration of %d covariates with %d scales, %d coefficients of τ̂, %d coefficients and %d covariances",
+			ErrInput, d, len(p.Scale), len(p.Orth), len(p.Coef), len(p.Cov))
+	case !allFinite(p.Mean) || !allFinite(p.Scale) || !allFinite(p.Orth) || !allFinite(p.Coef) || !allFinite(p.Wald) || !allFinite(p.Cov):
 		return nil, fmt.Errorf("%w: calibration with a value that is not finite", ErrInput)
+	case p.Orth != nil && !(p.OrthScale > 0 && finite(p.OrthScale)):
+		return nil, fmt.Errorf("%w: calibration with the scale %v of τ̂'s residual", ErrInput, p.OrthScale)
 	case !(p.Shrink >= 0 && p.Shrink <= 1):
 		return nil, fmt.Errorf("%w: calibration shrinkage %v outside [0, 1]", ErrInput, p.Shrink)
 	}
@@ -247,8 +359,12 @@ func NewCalibration(p CalibrationParams) (*Calibration, error) {
 			cov.SetSym(a, b, p.Cov[a*k+b])
 		}
 	}
-	return &Calibration{mean: append([]float64(nil), p.Mean...), scale: append([]float64(nil), p.Scale...),
-		coef: append([]float64(nil), p.Coef...), cov: cov, Lambda: p.Lambda, Shrink: p.Shrink, N: p.N}, nil
+	c := &Calibration{mean: slices.Clone(p.Mean), scale: slices.Clone(p.Scale), coef: slices.Clone(p.Coef), wald: slices.Clone(p.Wald), cov: cov,
+		Lambda: p.Lambda, Shrink: p.Shrink, N: p.N}
+	if p.Orth != nil {
+		c.orth, c.orthScale = slices.Clone(p.Orth), p.OrthScale
+	}
+	return c, nil
 }
 
 func allFinite(v []float64) bool {

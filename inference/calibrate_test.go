@@ -118,6 +118,40 @@ func TestCalibrationParamsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.orth != nil {
+		t.Fatal("an estimate linear in x kept its residual")
+	}
+	checkRoundTrip(t, c, cate, x)
+	x, _, cate, psi = wiggly(rng, 100, 1, func(a, b float64) float64 { return a }, func(a, b float64) float64 { return a * b })
+	if c, err = FitCalibration(psi, cate, x); err != nil {
+		t.Fatal(err)
+	}
+	if c.orth == nil {
+		t.Fatal("an estimate not linear in x lost its residual")
+	}
+	checkRoundTrip(t, c, cate, x)
+	bad := c.Params()
+	bad.Orth = bad.Orth[1:]
+	if _, err := NewCalibration(bad); !errors.Is(err, ErrInput) {
+		t.Errorf("short coefficients of τ̂: error %v, want ErrInput", err)
+	}
+	bad = c.Params()
+	bad.OrthScale = 0
+	if _, err := NewCalibration(bad); !errors.Is(err, ErrInput) {
+		t.Errorf("zero scale of τ̂'s residual: error %v, want ErrInput", err)
+	}
+	bad = c.Params()
+	bad.Wald = bad.Wald[1:]
+	if _, err := NewCalibration(bad); !errors.Is(err, ErrInput) {
+		t.Errorf("short Wald coefficients: error %v, want ErrInput", err)
+	}
+}
+
+// checkRoundTrip checks that c rebuilt from its Params gives the same
+// estimates and standard errors, and that NewCalibration refuses broken
+// Params.
+func checkRoundTrip(t *testing.T, c *Calibration, cate []float64, x mat.Matrix) {
+	t.Helper()
 	c2, err := NewCalibration(c.Params())
 	if err != nil {
 		t.Fatal(err)
@@ -188,8 +222,9 @@ func TestCalibrationShrinksNoise(t *testing.T) {
 }
 
 // TestCalibrationIntervalIsTheUnshrunkOnes: where the correction is shrunk
-// (c < 1), the interval is the unshrunk estimate's Wald interval, whose
-// centre and standard error agree, widened only to hold the shrunk point.
+// (c < 1), the interval is the Wald interval of the unshrunk estimate at
+// the least penalty, whose centre and standard error agree, widened only
+// to hold the shrunk point.
 func TestCalibrationIntervalIsTheUnshrunkOnes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	const n, d = 100, 20
@@ -210,7 +245,7 @@ func TestCalibrationIntervalIsTheUnshrunkOnes(t *testing.T) {
 		t.Fatalf("shrinkage %v: the test needs a shrunk correction", c.Shrink)
 	}
 	full := *c
-	full.Shrink = 1
+	full.Shrink, full.coef = 1, full.wald
 	centre, _, _, _, err := full.Interval(cate, x)
 	if err != nil {
 		t.Fatal(err)
@@ -233,4 +268,77 @@ func TestCalibrationIntervalIsTheUnshrunkOnes(t *testing.T) {
 		}
 	}
 	t.Logf("shrinkage %.2f; %d of %d intervals widened to hold the estimate", c.Shrink, widened, n)
+}
+
+// wiggly draws n rows with x ~ N(0, I₂), a true effect τ(x) and an
+// estimate τ̂ = τ + bump, both functions of x, and pseudo-outcomes
+// ψ = τ + N(0, sd²).
+func wiggly(rng *rand.Rand, n int, sd float64, tau, bump func(a, b float64) float64) (x *mat.Dense, truth, cate, psi []float64) {
+	x = mat.NewDense(n, 2, nil)
+	truth, cate, psi = make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := range n {
+		a, b := rng.NormFloat64(), rng.NormFloat64()
+		x.Set(i, 0, a)
+		x.Set(i, 1, b)
+		truth[i] = tau(a, b)
+		cate[i] = truth[i] + bump(a, b)
+		psi[i] = truth[i] + sd*rng.NormFloat64()
+	}
+	return x, truth, cate, psi
+}
+
+// TestCalibrationRemovesNonlinearNoise gives a linear effect and an
+// estimate whose error is not linear in x, as a flexible learner's is on
+// a linear effect. The correction must take the error out (the offset
+// alone cannot), so that the intervals reach their coverage; and where
+// the estimate's non-linear part is the effect's, it must keep it.
+func TestCalibrationRemovesNonlinearNoise(t *testing.T) {
+	linear := func(a, b float64) float64 { return 2 + a - 0.5*b }
+	noise := func(a, b float64) float64 { return 0.6 * math.Sin(2*a) * math.Cos(b) }
+	curved := func(a, b float64) float64 { return 2 + math.Sin(2*a)*math.Cos(b) }
+	none := func(a, b float64) float64 { return 0 }
+	cases := []struct {
+		name      string
+		tau, bump func(a, b float64) float64
+		// the most per-row coverage may miss 0.95 by, and the largest
+		// √PEHE of the corrected estimate
+		slack, pehe float64
+	}{
+		{"linear effect, non-linear error", linear, noise, 0.05, 0.25},
+		{"non-linear effect, right estimate", curved, none, 0.05, 0.15},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(21, 22))
+			const reps, n = 100, 500
+			var covered, rows, sq, before float64
+			for range reps {
+				x, tau, cate, psi := wiggly(rng, n, 2, tc.tau, tc.bump)
+				c, err := FitCalibration(psi, cate, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.orth == nil {
+					t.Fatal("τ̂'s non-linear part left out")
+				}
+				got, _, lo, hi, err := c.Interval(cate, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range got {
+					if lo[i] <= tau[i] && tau[i] <= hi[i] {
+						covered++
+					}
+					rows++
+					sq += (got[i] - tau[i]) * (got[i] - tau[i])
+					before += (cate[i] - tau[i]) * (cate[i] - tau[i])
+				}
+			}
+			cov, pehe := covered/rows, math.Sqrt(sq/rows)
+			t.Logf("coverage %.3f, √PEHE %.3f (uncorrected %.3f)", cov, pehe, math.Sqrt(before/rows))
+			if math.Abs(cov-0.95) > tc.slack || pehe > tc.pehe {
+				t.Errorf("coverage %.3f, √PEHE %.3f; want 0.95 ± %.2f and at most %.2f", cov, pehe, tc.slack, tc.pehe)
+			}
+		})
+	}
 }
