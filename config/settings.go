@@ -54,7 +54,7 @@ var SiteSettings = []Setting{
 	{"site.on_invalid", "refuse", "refuse: stop and name the offending rows; skip: leave them out and list them in crff_rejected"},
 	{"site.busy_timeout", "5s", "how long to wait for a lock on the SQLite file"},
 	{"site.poll_interval", "5s", "how often crffd site looks for new rows to score"},
-	{"site.subgroups", "deny", "which of the coordinator's subgroups (coordinator.subgroups) the site evaluates and sends sums of: deny (none), allow (any), or a list of their names; two predicates that differ by one row reveal that row's score from their sums' difference, so allow trusts the coordinator with that, and a list trusts the predicates named; a differentially private site evaluates none"},
+	{"site.subgroups", "deny", "which of the coordinator's subgroups (coordinator.subgroups) the site evaluates and sends sums of: deny (none), allow (any), or a list of their names, each evaluated only with the predicate the site's own crff_subgroup holds under that name (a coordinator's other predicate is refused); two predicates that differ by one row reveal that row's score from their sums' difference, so allow trusts the coordinator with that; a differentially private site evaluates none"},
 }
 
 // ModelSettings are the estimator's hyperparameters and the kernel.

@@ -127,7 +127,9 @@ func (s checkpoints) Load(ctx context.Context) (*federation.State, error) {
 func (s checkpoints) Clear(ctx context.Context) error { return storage(s.db.Clear(ctx)) }
 
 // fatal reports whether a run's error stops the daemon: a storage failure,
-// a closed transport, or a checkpoint of other sites.
+// a closed transport, or a checkpoint of other sites, kernels or
+// subgroups, which every later run would meet again.
 func fatal(err error) bool {
-	return errors.Is(err, ErrStorage) || errors.Is(err, federation.ErrTransportClosed) || errors.Is(err, federation.ErrCheckpointSites)
+	return errors.Is(err, ErrStorage) || errors.Is(err, federation.ErrTransportClosed) || errors.Is(err, federation.ErrCheckpointSites) ||
+		errors.Is(err, federation.ErrCheckpointKernels) || errors.Is(err, federation.ErrCheckpointSubgroups)
 }

@@ -78,7 +78,7 @@ func Fatal(err error) error {
 		return WithExit(ExitStorage, err)
 	case errors.Is(err, federation.ErrTransportClosed):
 		return WithExit(ExitTransport, err)
-	case errors.Is(err, federation.ErrCheckpointSites):
+	case errors.Is(err, federation.ErrCheckpointSites) || errors.Is(err, federation.ErrCheckpointKernels) || errors.Is(err, federation.ErrCheckpointSubgroups):
 		return WithExit(ExitConfig, err)
 	}
 	return nil

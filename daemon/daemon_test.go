@@ -27,6 +27,8 @@ func TestFatal(t *testing.T) {
 		{fmt.Errorf("publish: %w", store.ErrLocked), 0},
 		{StorageError(fmt.Errorf("audit: %w", store.ErrLocked)), 0},
 		{fmt.Errorf("%w: sites [a] in the configuration", federation.ErrCheckpointSites), ExitConfig},
+		{fmt.Errorf("%w: kernels [laplacian] in the configuration", federation.ErrCheckpointKernels), ExitConfig},
+		{fmt.Errorf("%w: subgroups [old] in the configuration", federation.ErrCheckpointSubgroups), ExitConfig},
 	} {
 		fatal := Fatal(tc.err)
 		code := 0

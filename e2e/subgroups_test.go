@@ -6,15 +6,18 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // TestFederatedSubgroups is issue 34's pooling acceptance: three site
 // daemons over grpc, two that allow any of the coordinator's subgroups and
-// one that names one of them. Every site's crff_gate holds each subgroup's
-// global effect, equal to 1e-9 to the stratified formula on the sites'
-// own ψ in crff_cate, and names the sites it covers; each site's local
-// rows of its own crff_subgroup are computed beside them.
+// one that names one of them, approved in its own crff_subgroup. Every
+// site's crff_gate holds each subgroup's global effect, equal to 1e-9 to
+// the stratified formula on the sites' own ψ in crff_cate, and names the
+// sites it covers; a site that is one of only two covered gets it
+// withheld, since it could subtract its own sums and single out the
+// other's.
 func TestFederatedSubgroups(t *testing.T) {
 	const sites, rows = 3, 150
 	dir := sandbox(t, sites, rows, "grpc")
@@ -27,6 +30,15 @@ func TestFederatedSubgroups(t *testing.T) {
 	policy := []string{"allow", "allow", "[x1 set]"}
 	for k := 1; k <= sites; k++ {
 		editFile(t, filepath.Join(dir, fmt.Sprintf("site%d.yaml", k)), "  on_invalid: refuse\n", "  on_invalid: refuse\n  subgroups: "+policy[k-1]+"\n")
+	}
+	// site3 approves "x1 set" with the coordinator's predicate.
+	own := openDB(t, filepath.Join(dir, "site3.sqlite"))
+	if _, err := own.Exec(`CREATE TABLE IF NOT EXISTS crff_subgroup (name TEXT PRIMARY KEY, predicate TEXT NOT NULL);
+		INSERT INTO crff_subgroup VALUES ('x1 set', 'x1 = 1')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Close(); err != nil {
+		t.Fatal(err)
 	}
 	runFederation(t, dir, sites, true)
 	preds := map[string]string{"x1 set": "x1 = 1", "x2 unset": "x2 = 0 AND (x3 = 1 OR x4 = 1)"}
@@ -50,6 +62,14 @@ func TestFederatedSubgroups(t *testing.T) {
 		mean, se := sum/float64(n), math.Sqrt(within/(float64(n)*float64(n-len(covers[name]))))
 		for k := 1; k <= sites; k++ {
 			db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
+			if c := covers[name]; len(c) == 2 && slices.Contains(c, fmt.Sprintf("site%d", k)) {
+				var reason string
+				if err := db.QueryRow(`SELECT reason FROM crff_gate WHERE scope = 'global' AND subgroup = ? AND estimate IS NULL`, name).Scan(&reason); err != nil ||
+					!strings.HasPrefix(reason, "withheld") {
+					t.Errorf("site%d: %s: reason %q (%v), want it withheld", k, name, reason, err)
+				}
+				continue
+			}
 			var est, gse float64
 			var count int
 			var js string

@@ -39,6 +39,11 @@ var (
 	// ErrCheckpointKernels: the coordinator's checkpoint is of a run that
 	// chooses among other kernels than its configuration lists.
 	ErrCheckpointKernels = errors.New("the checkpoint's kernels differ from the configuration's")
+	// ErrCheckpointSubgroups: the coordinator's checkpoint is of a run
+	// that asked about other subgroups (coordinator.subgroups) than its
+	// configuration does; the sums it holds would be pooled under the
+	// wrong names.
+	ErrCheckpointSubgroups = errors.New("the checkpoint's subgroups differ from the configuration's")
 	// ErrTransportClosed: the transport stopped delivering envelopes (its
 	// plugin ended).
 	ErrTransportClosed = errors.New("federation: transport closed")

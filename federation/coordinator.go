@@ -191,6 +191,9 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, conn Conn) (*Res
 			if names := extraNames(cfg.Extra); !slices.Equal(st.Kernels, names) {
 				return nil, fmt.Errorf("%w: checkpoint of run %s chooses among the further kernels %v, configuration %v", ErrCheckpointKernels, st.RunID, st.Kernels, names)
 			}
+			if !slices.Equal(st.Subgroups, cfg.Subgroups) {
+				return nil, fmt.Errorf("%w: checkpoint of run %s asks about the subgroups %v, configuration %v", ErrCheckpointSubgroups, st.RunID, subgroupNames(st.Subgroups), subgroupNames(cfg.Subgroups))
+			}
 			c.st = st
 			log.Info("resuming run from checkpoint", slog.String(wire.LogKeyRun, st.RunID), slog.Uint64(wire.LogKeyRound, st.Step))
 		}
@@ -393,7 +396,8 @@ func (c *coordinator) refused(s int, e *wire.Envelope) error {
 func (c *coordinator) run(ctx context.Context) (*Result, error) {
 	if c.st == nil {
 		c.st = &State{RunID: c.cfg.RunID, Sites: c.cfg.Sites, Config: c.cfg.Config, Every: c.cfg.CheckpointEvery,
-			Interval: c.cfg.CheckpointInterval, Select: c.cfg.Selection, Kernels: extraNames(c.cfg.Extra)}
+			Interval: c.cfg.CheckpointInterval, Select: c.cfg.Selection, Kernels: extraNames(c.cfg.Extra),
+			Subgroups: c.cfg.Subgroups}
 		c.tracker = wire.NewTracker(c.st.RunID, 0)
 		if err := c.handshake(ctx); err != nil {
 			return nil, err

@@ -81,7 +81,7 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 			continue
 		}
 		ts := append(globalTensors(global), wire.Scalar(tPrivateSites, float64(c.st.Private)))
-		ts = append(ts, globalGateTensors(res.GATE)...)
+		ts = append(ts, globalGateTensors(res.GATE, s)...)
 		if c.st.Balance != nil {
 			ts = append(ts, wire.Vector(tBalanceGlobal, c.st.Balance))
 		}

@@ -215,7 +215,7 @@ const maxScript = 40
 func siteScript(t *testing.T, r *fuzzBytes, mock *mockCoordinator, run int, sub bool) []*wire.Envelope {
 	var asked, globals []wire.Tensor
 	if sub {
-		asked, globals = subgroupTensors(fuzzSubgroups), globalGateTensors(fuzzGlobalGATEs)
+		asked, globals = subgroupTensors(fuzzSubgroups), globalGateTensors(fuzzGlobalGATEs, -1)
 	}
 	var out []*wire.Envelope
 	step := uint64(0)
@@ -546,8 +546,8 @@ func fuzzCoordinatorRun(ctx context.Context, t *testing.T, b []byte) (*Result, e
 var fuzzSubgroups = []Subgroup{{Name: "even", Predicate: "id % 2 = 0"}, {Name: "one", Predicate: "id = 0"}, {Name: "refused", Predicate: "(SELECT 1)"}}
 
 // fuzzGlobalGATEs are the global effects a hostile coordinator sends of
-// fuzzSubgroups: that of the first, from site1 alone.
-var fuzzGlobalGATEs = []*GlobalGATE{{N: 20, Treated: 10, Control: 10, Estimate: inference.Estimate{Estimate: 1, SE: 0.5, Lower: 0.02, Upper: 1.98, N: 20}, PlugIn: 1, Sites: []int{0}}}
+// fuzzSubgroups: that of the first, from both sites.
+var fuzzGlobalGATEs = []*GlobalGATE{{N: 20, Treated: 10, Control: 10, Estimate: inference.Estimate{Estimate: 1, SE: 0.5, Lower: 0.02, Upper: 1.98, N: 20}, PlugIn: 1, Sites: []int{0, 1}}}
 
 // fuzzSubgroupRows evaluates fuzzSubgroups' predicates on rows rows as a
 // site's store would.

@@ -34,6 +34,10 @@ type State struct {
 	// Kernels are the names of the further kernels the run chooses among
 	// (CoordinatorConfig.Extra), none in states saved before them.
 	Kernels []string `json:",omitempty"`
+	// Subgroups are the run's federated subgroups
+	// (CoordinatorConfig.Subgroups), whose sums FinishState.Gates holds
+	// by index; none in states saved before them.
+	Subgroups []Subgroup `json:",omitempty"`
 	// Kind counts the models trained: the model in training is
 	// estimator.Kinds[Kind % 3] of kernel Kind / 3, the run's own
 	// kernel's three models first.
@@ -101,6 +105,19 @@ func (f *FinishState) check(m int) error {
 	for s, a := range f.AIPW {
 		if a.N < 0 || f.Clipped[s] < 0 || f.Clipped[s] > a.N {
 			return fmt.Errorf("finish phase has site %d with AIPW sums over %d rows and %d clipped", s, a.N, f.Clipped[s])
+		}
+	}
+	if len(f.Gates) != 0 && len(f.Gates) != m {
+		return fmt.Errorf("finish phase of %d sites has subgroup sums of %d", m, len(f.Gates))
+	}
+	for s, gs := range f.Gates {
+		if len(gs) > MaxSubgroups {
+			return fmt.Errorf("finish phase has site %d with sums of %d subgroups, at most %d", s, len(gs), MaxSubgroups)
+		}
+		for i, g := range gs {
+			if g != nil && (g[0] < 0 || g[3] < 0 || g[0]+g[3] > float64(f.AIPW[s].N)) {
+				return fmt.Errorf("finish phase has site %d with subgroup %d over %v and %v rows of its %d", s, i, g[0], g[3], f.AIPW[s].N)
+			}
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/crffd/crffd/federation/wire"
@@ -18,17 +19,25 @@ import (
 // (SiteConfig.Subgroups) which to evaluate on its own table
 // (SiteConfig.SubgroupRows), and answers, with its local ATE, the count,
 // Σψ and Σψ² of each arm of each group and the group's Σ CATE, or nothing
-// for a group it does not evaluate or whose smaller arm has fewer than
-// min_arm_rows rows. The coordinator pools each group's sums over the
+// for a group it does not evaluate, whose smaller arm has fewer than
+// min_arm_rows rows, or whose complement (the site's rows outside it) has
+// an arm of 1 to min_arm_rows − 1 rows: the site's ATE sums minus the
+// group's are the complement's, so a group of every row but one would
+// give that row away. The coordinator pools each group's sums over the
 // sites that sent them, with the stratified variance
-// (inference.Stratified), and sends every site the global effects.
+// (inference.Stratified), and sends a site the global effect only when at
+// least two other sites sent sums of it: with one, the site could
+// subtract its own sums and single out that peer's.
 //
 // Two predicates that differ by one row reveal that row's ψ from their
 // sums' difference, which no cell size prevents: a site that allows any
-// predicate (SubgroupPolicy.Any) trusts the coordinator with that, and a
-// site that names the groups it evaluates trusts their predicates. A site
-// whose aggregates are differentially private evaluates none: there is no
-// mechanism for them yet.
+// predicate (SubgroupPolicy.Any) trusts the coordinator with that. A site
+// that names the groups it evaluates (SubgroupPolicy.Names) evaluates
+// each only with the predicate it approved under that name
+// (SubgroupPolicy.Approved, the site's own crff_subgroup), and refuses a
+// coordinator's predicate that differs from it. A site whose aggregates
+// are differentially private evaluates none: there is no mechanism for
+// them yet.
 
 // Subgroup is a federated subgroup: its name and its SQL predicate.
 type Subgroup struct {
@@ -50,13 +59,34 @@ const (
 )
 
 // SubgroupPolicy is a site's policy on federated subgroups: none (the
-// zero value), any the coordinator sends (Any), or those named (Names).
+// zero value), any the coordinator sends (Any), or those named (Names),
+// each with the predicate Approved returns for its name.
 type SubgroupPolicy struct {
 	Any   bool
 	Names []string
+	// Approved returns the predicate the site approved under a name, and
+	// false when it approved none; nil approves none.
+	Approved func(ctx context.Context, name string) (predicate string, ok bool, err error)
 }
 
 func (p SubgroupPolicy) allows(name string) bool { return p.Any || slices.Contains(p.Names, name) }
+
+// approves returns why the named policy p refuses g's predicate, or "".
+func (p SubgroupPolicy) approves(ctx context.Context, g Subgroup) (string, error) {
+	if p.Approved == nil {
+		return "the site approved no predicate under its name (crff_subgroup)", nil
+	}
+	pred, ok, err := p.Approved(ctx, g.Name)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("subgroup %q: the site's approved predicate: %w", g.Name, err)
+	case !ok:
+		return "the site approved no predicate under its name (crff_subgroup)", nil
+	case strings.TrimSpace(pred) != strings.TrimSpace(g.Predicate):
+		return "the coordinator's predicate differs from the one the site approved under its name (crff_subgroup)", nil
+	}
+	return "", nil
+}
 
 // CheckSubgroups returns an error unless gs are at most MaxSubgroups
 // subgroups of distinct, non-empty names of at most 128 bytes, with
@@ -96,6 +126,10 @@ type GlobalGATE struct {
 	Estimate         inference.Estimate
 	PlugIn           float64 // the mean CATE
 	Sites            []int   // the sites whose rows it covers, by index
+	// Withheld says that the coordinator pooled the subgroup but did not
+	// send its figures to this site, which fewer than two other sites'
+	// sums would let single out a peer's; the other fields are zero.
+	Withheld bool
 }
 
 func bytesTensor(name, s string) wire.Tensor {
@@ -194,6 +228,16 @@ func (s *site) gateTensors(ctx context.Context, gs []Subgroup, psi, w, cate []fl
 			skip(g, "the site cannot evaluate predicates")
 			continue
 		}
+		if !s.cfg.Subgroups.Any {
+			why, err := s.cfg.Subgroups.approves(ctx, g)
+			if err != nil {
+				return nil, err
+			}
+			if why != "" {
+				skip(g, why)
+				continue
+			}
+		}
 		in, err := s.cfg.SubgroupRows(ctx, g.Predicate)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -206,8 +250,13 @@ func (s *site) gateTensors(ctx context.Context, gs []Subgroup, psi, w, cate []fl
 			return nil, fmt.Errorf("subgroup %q: membership of %d rows, the site has %d", g.Name, len(in), s.cfg.Data.Rows())
 		}
 		var sums GateSums
+		var outside [2]int // the complement's rows by arm
 		for j, k := range s.res.Kept {
-			if !in[k] || math.IsNaN(psi[j]) {
+			if math.IsNaN(psi[j]) {
+				continue
+			}
+			if !in[k] {
+				outside[int(w[j])]++
 				continue
 			}
 			a := 0
@@ -219,8 +268,13 @@ func (s *site) gateTensors(ctx context.Context, gs []Subgroup, psi, w, cate []fl
 			sums[a+2] += psi[j] * psi[j]
 			sums[6] += cate[j]
 		}
-		if min(sums[0], sums[3]) < float64(s.cfg.minArmRows()) {
+		small := func(n int) bool { return n > 0 && n < s.cfg.minArmRows() }
+		switch {
+		case min(sums[0], sums[3]) < float64(s.cfg.minArmRows()):
 			skip(g, fmt.Sprintf("fewer than %d rows in an arm (federation.min_arm_rows)", s.cfg.minArmRows()))
+			continue
+		case small(outside[0]) || small(outside[1]):
+			skip(g, fmt.Sprintf("its complement has 1 to %d rows in an arm (federation.min_arm_rows), which the site's ATE sums minus the group's would give away", s.cfg.minArmRows()-1))
 			continue
 		}
 		ts = append(ts, wire.Vector(fmt.Sprintf("%s%d.sums", pGate, i), sums[:]))
@@ -254,6 +308,14 @@ func decodeGateSums(e *wire.Envelope, n, rows int) ([]*GateSums, error) {
 		}
 		if g[0]+g[3] > float64(rows) {
 			return nil, fmt.Errorf("%w: %s over %v rows, more than the site's %d", ErrProtocol, name, g[0]+g[3], rows)
+		}
+		for _, a := range []int{0, 3} {
+			// As for the ATE (decodeLocal): an empty arm has no sums, and
+			// Σψ² ≥ (Σψ)²/n, lest the pooled standard error be too small.
+			n, sum, sq := g[a], g[a+1], g[a+2]
+			if n == 0 && (sum != 0 || sq != 0) || n > 0 && sq < sum*sum/n*(1-1e-9) {
+				return nil, fmt.Errorf("%w: %s: arm of %v rows with Σψ %v and Σψ² %v, which no scores have", ErrProtocol, name, n, sum, sq)
+			}
 		}
 		out[i] = &g
 	}
@@ -289,16 +351,27 @@ func globalGATEs(gs []Subgroup, sums [][]*GateSums) []*GlobalGATE {
 			continue
 		}
 		gl.Estimate, gl.N, gl.PlugIn = e, e.N, cate/float64(e.N)
+		if !allFinite(e.Estimate, e.SE, e.Lower, e.Upper, gl.PlugIn) {
+			// Finite sums whose pooled figures overflow: the envelope
+			// could not carry them, and the run need not fail for them.
+			continue
+		}
 		out[i] = gl
 	}
 	return out
 }
 
-// globalGateTensors are what the global-ATE envelope carries of gates.
-func globalGateTensors(gates []*GlobalGATE) []wire.Tensor {
+// globalGateTensors are what the global-ATE envelope to site carries of
+// gates: a gate at least two other sites sent sums of, and a mark for
+// one withheld.
+func globalGateTensors(gates []*GlobalGATE, site int) []wire.Tensor {
 	var ts []wire.Tensor
 	for i, g := range gates {
 		if g == nil {
+			continue
+		}
+		if others := len(g.Sites) - btoi(slices.Contains(g.Sites, site)); others < 2 {
+			ts = append(ts, wire.Scalar(fmt.Sprintf("%s%d.withheld", pGate, i), 1))
 			continue
 		}
 		e := g.Estimate
@@ -319,6 +392,10 @@ func decodeGlobalGATEs(e *wire.Envelope, gs []Subgroup, m int) ([]*GlobalGATE, e
 	out := make([]*GlobalGATE, len(gs))
 	for i, g := range gs {
 		p := fmt.Sprintf("%s%d.", pGate, i)
+		if _, ok := e.Tensor(p + "withheld"); ok {
+			out[i] = &GlobalGATE{Name: g.Name, Withheld: true}
+			continue
+		}
 		if _, ok := e.Tensor(p + "global"); !ok {
 			continue
 		}
@@ -341,9 +418,12 @@ func decodeGlobalGATEs(e *wire.Envelope, gs []Subgroup, m int) ([]*GlobalGATE, e
 			gl.Sites = append(gl.Sites, int(x))
 		}
 		for j, x := range v {
-			if math.IsNaN(x) || math.IsInf(x, 0) || (j < 3 && (x != math.Trunc(x) || x < 0)) || (j == 4 && x < 0) {
+			if math.IsNaN(x) || math.IsInf(x, 0) || (j < 3 && (x != math.Trunc(x) || x < 0 || x > 1<<52)) || (j == 4 && x < 0) {
 				return nil, fmt.Errorf("%w: subgroup %q: entry %d is %v", ErrProtocol, g.Name, j, x)
 			}
+		}
+		if v[0] != v[1]+v[2] || !(v[5] <= v[3] && v[3] <= v[6]) {
+			return nil, fmt.Errorf("%w: subgroup %q: %v rows of %v treated and %v control, estimate %v in [%v, %v]", ErrProtocol, g.Name, v[0], v[1], v[2], v[3], v[5], v[6])
 		}
 		gl.N, gl.Treated, gl.Control = int(v[0]), int(v[1]), int(v[2])
 		gl.Estimate = inference.Estimate{Estimate: v[3], SE: v[4], Lower: v[5], Upper: v[6], N: gl.N}
@@ -351,4 +431,28 @@ func decodeGlobalGATEs(e *wire.Envelope, gs []Subgroup, m int) ([]*GlobalGATE, e
 		out[i] = gl
 	}
 	return out, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func allFinite(xs ...float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func subgroupNames(gs []Subgroup) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = g.Name
+	}
+	return out
 }

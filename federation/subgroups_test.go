@@ -2,7 +2,9 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -18,8 +20,10 @@ import (
 // TestFederatedSubgroups: each site evaluates the subgroups its policy
 // allows on its own rows and sends their sums; the global effect of each
 // is the stratified AIPW estimate over the sites that sent them, equal to
-// the formula on the sites' own scores, and every site gets it. A group
-// with a small arm, and a group no policy allows, are sent by none.
+// the formula on the sites' own scores, and every site gets it that at
+// least two other sites sent sums of (the others get it withheld). A
+// group with a small arm, one whose complement is a small cell, and a
+// group no policy allows, are sent by none.
 func TestFederatedSubgroups(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -30,6 +34,7 @@ func TestFederatedSubgroups(t *testing.T) {
 		"x0 > 0":  func(x float64, _ int) bool { return x > 0 },
 		"x0 <= 0": func(x float64, _ int) bool { return x <= 0 },
 		"id < 4":  func(_ float64, i int) bool { return i < 4 },
+		"id != 7": func(_ float64, i int) bool { return i != 7 },
 		"refused": nil,
 	}
 	for s := range f.cfgs {
@@ -48,11 +53,11 @@ func TestFederatedSubgroups(t *testing.T) {
 	}
 	f.cfgs[0].Subgroups = SubgroupPolicy{Any: true}
 	f.cfgs[1].Subgroups = SubgroupPolicy{Any: true}
-	f.cfgs[2].Subgroups = SubgroupPolicy{Names: []string{"positive"}}
+	f.cfgs[2].Subgroups = SubgroupPolicy{Names: []string{"positive"}, Approved: approved(map[string]string{"positive": " x0 > 0"})}
 	sent := f.recordSent("site3")
 	sites := f.start(ctx)
 	cc := f.coordinator(testConfig())
-	cc.Subgroups = []Subgroup{{"positive", "x0 > 0"}, {"rest", "x0 <= 0"}, {"tiny", "id < 4"}, {"bad", "refused"}}
+	cc.Subgroups = []Subgroup{{"positive", "x0 > 0"}, {"rest", "x0 <= 0"}, {"tiny", "id < 4"}, {"bad", "refused"}, {"all-but-one", "id != 7"}}
 	res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +101,12 @@ func TestFederatedSubgroups(t *testing.T) {
 			t.Errorf("%s: %+v, want %v ± %v over %d rows (%d treated), plug-in %v", g.Name, got, mean, se, n, treated, cate/float64(n))
 		}
 		for s, r := range rs {
-			if fmt.Sprintf("%+v", r.GlobalGATE[i]) != fmt.Sprintf("%+v", got) {
-				t.Errorf("site %d: %s is %+v, the coordinator's %+v", s+1, g.Name, r.GlobalGATE[i], got)
+			want := fmt.Sprintf("%+v", got)
+			if others := len(covers); slices.Contains(covers, s) && others-1 < 2 {
+				want = fmt.Sprintf("%+v", &GlobalGATE{Name: g.Name, Withheld: true})
+			}
+			if fmt.Sprintf("%+v", r.GlobalGATE[i]) != want {
+				t.Errorf("site %d: %s is %+v, want %v", s+1, g.Name, r.GlobalGATE[i], want)
 			}
 		}
 	}
@@ -107,6 +116,67 @@ func TestFederatedSubgroups(t *testing.T) {
 			if strings.HasPrefix(ts.Name, pGate) && ts.Name != "gate.0.sums" {
 				t.Errorf("site3 sent %s", ts.Name)
 			}
+		}
+	}
+}
+
+// approved is a SubgroupPolicy.Approved of the predicates by name.
+func approved(preds map[string]string) func(context.Context, string) (string, bool, error) {
+	return func(_ context.Context, name string) (string, bool, error) {
+		p, ok := preds[name]
+		return p, ok, nil
+	}
+}
+
+// TestSubgroupsAPeerCannotSingleOut plays a coordinator that tries to get
+// one row's ψ and CATE out of a site: a group of every row but one, whose
+// sums the site's ATE sums would give the row away from (refused by the
+// complement's cell size), and the same predicate sent under a name the
+// site approved with another predicate (refused as not the approved one).
+// The site sends no sums of either, and says why in its log.
+func TestSubgroupsAPeerCannotSingleOut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := newFed(150, 160, 140)
+	for s := range f.cfgs {
+		d := f.data[s]
+		f.cfgs[s].SubgroupRows = func(_ context.Context, pred string) ([]bool, error) {
+			in := make([]bool, d.Rows())
+			for i := range in {
+				in[i] = pred == "x0 > 0" && d.X.At(i, 0) > 0 || pred == "id != 7" && i != 7
+			}
+			return in, nil
+		}
+	}
+	f.cfgs[0].Subgroups = SubgroupPolicy{Any: true}
+	f.cfgs[1].Subgroups = SubgroupPolicy{Names: []string{"positive"}, Approved: approved(map[string]string{"positive": "x0 > 0"})}
+	f.cfgs[2].Subgroups = SubgroupPolicy{Names: []string{"positive"}} // names without an approved predicate
+	var logs [3]strings.Builder
+	for s := range f.cfgs {
+		f.cfgs[s].Logger = slog.New(slog.NewTextHandler(&logs[s], nil))
+	}
+	sent := f.recordSent("")
+	sites := f.start(ctx)
+	cc := f.coordinator(testConfig())
+	cc.Subgroups = []Subgroup{{"all-but-one", "id != 7"}, {"positive", "id != 7"}}
+	res, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSites(t, sites)
+	if res.GATE[0] != nil || res.GATE[1] != nil {
+		t.Errorf("global effects %+v %+v, want none", res.GATE[0], res.GATE[1])
+	}
+	for _, e := range sent.envelopes() {
+		for _, ts := range e.Tensors() {
+			if strings.HasPrefix(ts.Name, pGate) {
+				t.Errorf("%s sent %s", e.Sender, ts.Name)
+			}
+		}
+	}
+	for s, want := range []string{"its complement has 1 to", "differs from the one the site approved", "approved no predicate under its name"} {
+		if !strings.Contains(logs[s].String(), want) {
+			t.Errorf("site%d's log does not say %q", s+1, want)
 		}
 	}
 }
@@ -141,7 +211,8 @@ func FuzzDecodeSubgroups(f *testing.F) {
 	for _, ts := range [][]wire.Tensor{
 		subgroupTensors(gs),
 		{wire.Vector("gate.0.sums", []float64{10, 5, 9, 12, 20, 40, 3})},
-		globalGateTensors(gates),
+		globalGateTensors(gates, 1),
+		globalGateTensors(gates, 0), // withheld from a site that sent sums, with one other
 	} {
 		addEnvelope(f, wire.KindWeights, ts)
 	}
@@ -162,7 +233,7 @@ func FuzzDecodeSubgroups(f *testing.F) {
 		}
 		if got, err := decodeGlobalGATEs(e, gs, 3); err == nil {
 			for _, g := range got {
-				if g != nil && (g.N < 0 || len(g.Sites) == 0 || slices.ContainsFunc(g.Sites, func(s int) bool { return s < 0 || s >= 3 })) {
+				if g != nil && !g.Withheld && (g.N < 0 || g.N != g.Treated+g.Control || len(g.Sites) == 0 || slices.ContainsFunc(g.Sites, func(s int) bool { return s < 0 || s >= 3 })) {
 					t.Fatalf("accepted %+v", g)
 				}
 			}
@@ -212,5 +283,102 @@ func TestChoiceTensorsMembers(t *testing.T) {
 		if !slices.Equal(betas, want) {
 			t.Errorf("site %d decodes members of penalties %v, want %v", site, betas, want)
 		}
+	}
+}
+
+// TestSubgroupDecodersRefuse: sums and global effects that no rows could
+// have are refused, as a site's ATE sums are: an empty arm with sums,
+// Σψ² < (Σψ)²/n (which would make the pooled interval too narrow), counts
+// beyond what a float64 holds exactly, and a global effect whose counts
+// or interval do not add up.
+func TestSubgroupDecodersRefuse(t *testing.T) {
+	gs := []Subgroup{{"a", "x > 1"}}
+	for _, v := range [][]float64{
+		{0, 1e6, 1e12, 10, 1, 1, 0},
+		{10, 100, 0, 10, 100, 2000, 0},
+		{10, 1, 1, 10, 100, 0, 0},
+	} {
+		e, err := wire.New(wire.Header{RunID: "r", Round: 1, Kind: wire.KindATE, Sender: "s", Recipient: "c"}, []wire.Tensor{wire.Vector("gate.0.sums", v)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := decodeGateSums(e, 1, 100); !errors.Is(err, ErrProtocol) {
+			t.Errorf("sums %v: %v, %v; want ErrProtocol", v, got, err)
+		}
+	}
+	for _, v := range [][]float64{
+		{1e300, 1e300, 0, 1, 0.1, 0.8, 1.2, 1},
+		{1 << 53, 1 << 52, 1 << 52, 1, 0.1, 0.8, 1.2, 1},
+		{30, 10, 10, 1, 0.1, 0.8, 1.2, 1},
+		{30, 10, 20, 2, 0.1, 0.8, 1.2, 1},
+	} {
+		e, err := wire.New(wire.Header{RunID: "r", Round: 1, Kind: wire.KindGlobalATE, Sender: "c", Recipient: "s"},
+			[]wire.Tensor{wire.Vector("gate.0.global", v), wire.Vector("gate.0.sites", []float64{0, 1})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := decodeGlobalGATEs(e, gs, 3); !errors.Is(err, ErrProtocol) {
+			t.Errorf("global %v: %+v, %v; want ErrProtocol", v, got, err)
+		}
+	}
+}
+
+// TestGlobalGATEOverflow: sites' finite sums that pool to a figure no
+// envelope can carry leave that subgroup without a global effect, and the
+// others with theirs, rather than failing the run at its last step.
+func TestGlobalGATEOverflow(t *testing.T) {
+	big, fine := &GateSums{5, 0, 0, 5, 1e308, 1e308, 0}, &GateSums{5, 5, 10, 5, 10, 30, 4}
+	gl := globalGATEs([]Subgroup{{"a", "x > 1"}, {"b", "x > 2"}}, [][]*GateSums{{big, fine}, {big, fine}, {big, fine}})
+	if gl[0] != nil || gl[1] == nil {
+		t.Fatalf("global effects %+v, %+v: want none of the overflowing one and one of the other", gl[0], gl[1])
+	}
+	if _, err := wire.New(wire.Header{RunID: "r", Round: 1, Kind: wire.KindGlobalATE, Sender: "c", Recipient: "s"}, globalGateTensors(gl, 0)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSubgroupsCheckpoint: the subgroup sums of a checkpoint survive it,
+// nil entries included; a checkpoint with sums of more sites than its
+// run is refused; and a coordinator configured with other subgroups
+// than its checkpoint's does not resume it.
+func TestSubgroupsCheckpoint(t *testing.T) {
+	g := &GateSums{5, 1.25, 3, 6, 2, 4, 0.1}
+	finish := func(gates [][]*GateSums) *FinishState {
+		return &FinishState{LocalATE: make([]float64, 2), AIPW: []inference.Sums{{N: 20}, {N: 20}}, Clipped: make([]int, 2), Done: make([]bool, 2), Gates: gates}
+	}
+	st := &State{Sites: []string{"a", "b"}, Finish: finish([][]*GateSums{{g, nil}, {nil, g}})}
+	b, err := EncodeState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *back.Finish.Gates[0][0] != *g || back.Finish.Gates[0][1] != nil || back.Finish.Gates[1][0] != nil || *back.Finish.Gates[1][1] != *g {
+		t.Errorf("gates %v after a checkpoint, want %v", back.Finish.Gates, st.Finish.Gates)
+	}
+	for _, gates := range [][][]*GateSums{{{g}, {g}, {g}}, {{&GateSums{30, 0, 0, 1, 0, 0, 0}}, {nil}}} {
+		st.Finish = finish(gates)
+		b, err := EncodeState(st)
+		if err == nil {
+			_, err = DecodeState(b)
+		}
+		if err == nil {
+			t.Errorf("a checkpoint of two sites of 20 rows with the subgroup sums %v loads", gates)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFed(60, 80)
+	cc := f.coordinator(testConfig())
+	cc.Checkpoints = &memCheckpoints{}
+	cc.Subgroups = []Subgroup{{"old", "age >= 65"}}
+	if err := cc.Checkpoints.Save(ctx, &State{RunID: "r", Sites: cc.Sites, Subgroups: []Subgroup{{"old", "age >= 60"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RunCoordinator(ctx, cc, f.net.Endpoint("coord")); !errors.Is(err, ErrCheckpointSubgroups) {
+		t.Errorf("resumed with another predicate: %v, want ErrCheckpointSubgroups", err)
 	}
 }

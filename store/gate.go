@@ -203,6 +203,27 @@ func insertGATE(ctx context.Context, tx *sql.Tx, run string, gs []GATE) error {
 	return nil
 }
 
+// SubgroupPredicate returns the predicate crff_subgroup holds under name,
+// and false when it holds none: what a site whose policy names its
+// federated subgroups approved under that name.
+func (s *Site) SubgroupPredicate(ctx context.Context, name string) (string, bool, error) {
+	var pred string
+	var ok bool
+	err := s.readTx(ctx, "read a subgroup of", func(tx *sql.Tx) error {
+		groups, err := readSubgroups(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, g := range groups {
+			if g.name == name {
+				pred, ok = g.predicate, true
+			}
+		}
+		return nil
+	})
+	return pred, ok, err
+}
+
 // SubgroupMembers reports, for each row of ids (rows of l's table), whether
 // pred selects it: a federated subgroup, which the site evaluates on its
 // own table. pred is checked first (subgroup.Check); a refused one is an

@@ -173,3 +173,21 @@ func TestGATEOwnSubgroupTable(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestSubgroupPredicate: a site whose policy names federated subgroups
+// approves each with the predicate its crff_subgroup holds under the
+// name; a name it holds none under is not approved.
+func TestSubgroupPredicate(t *testing.T) {
+	ctx := context.Background()
+	path, s, _, _, _, _, _ := gateSite(t, 50)
+	execSQL(t, path, `INSERT INTO crff_subgroup VALUES ('older', 'age >= 65'), ('women', 'sex = 1')`)
+	for _, c := range []struct {
+		name, want string
+		ok         bool
+	}{{"older", "age >= 65", true}, {"women", "sex = 1", true}, {"Older", "", false}, {"", "", false}} {
+		got, ok, err := s.SubgroupPredicate(ctx, c.name)
+		if err != nil || got != c.want || ok != c.ok {
+			t.Errorf("%q: %q, %v, %v; want %q, %v", c.name, got, ok, err, c.want, c.ok)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func coordinatorExit(err error) error {
 		return withExit(exitStorage, err)
 	case errors.Is(err, federation.ErrTransportClosed):
 		return withExit(exitTransport, err)
-	case errors.Is(err, federation.ErrCheckpointSites):
+	case errors.Is(err, federation.ErrCheckpointSites) || errors.Is(err, federation.ErrCheckpointKernels) || errors.Is(err, federation.ErrCheckpointSubgroups):
 		return withExit(exitConfig, err)
 	case errors.Is(err, coordinatord.ErrRunFailed):
 		return withExit(exitRunFailed, err)

@@ -153,7 +153,7 @@ func (s *federated) siteConfig() federation.SiteConfig {
 			s.losses = append(s.losses, store.Loss{Model: model, Round: round, Loss: loss})
 		},
 		Publish:   s.publish,
-		Subgroups: s.f.Subgroups,
+		Subgroups: s.subgroupPolicy(),
 		SubgroupRows: func(ctx context.Context, pred string) ([]bool, error) {
 			return s.cfg.DB.SubgroupMembers(ctx, s.recs.Layout, pred, s.recs.IDs)
 		},
@@ -163,6 +163,16 @@ func (s *federated) siteConfig() federation.SiteConfig {
 		cfg.Kernels = installedKernels(s.spectra)
 	}
 	return cfg
+}
+
+// subgroupPolicy is site.subgroups, whose names the site evaluates with
+// the predicates its crff_subgroup holds under them.
+func (s *federated) subgroupPolicy() federation.SubgroupPolicy {
+	p := s.f.Subgroups
+	if len(p.Names) > 0 {
+		p.Approved = s.cfg.DB.SubgroupPredicate
+	}
+	return p
 }
 
 // logRun logs how a run ended with err (nil: completed) and records it

@@ -136,8 +136,12 @@ func globalGATEs(r *federation.SiteResult) []store.GATE {
 		if i < len(r.GlobalGATE) {
 			gl = r.GlobalGATE[i]
 		}
-		if gl == nil {
+		switch {
+		case gl == nil:
 			out[i].Reason = "no site evaluated it: each site's policy (site.subgroups), a refused predicate, or a small cell (federation.min_arm_rows)"
+			continue
+		case gl.Withheld:
+			out[i].Reason = "withheld: fewer than two other sites evaluated it, whose figures this site could then single out from its own"
 			continue
 		}
 		out[i].N, out[i].Treated, out[i].Control, out[i].Estimate, out[i].PlugIn = gl.N, gl.Treated, gl.Control, gl.Estimate, gl.PlugIn
