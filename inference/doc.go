@@ -21,7 +21,8 @@
 // which pooling assumes one target population.
 //
 // Calibration corrects a CATE estimate τ̂ with the same pseudo-outcomes: a
-// ridge regression of ψ − τ̂(x) on [1, x] (the DR-learner with τ̂ as offset),
+// ridge regression of ψ − τ̂(x) on [1, x] and τ̂'s part not linear in x
+// (the DR-learner with τ̂ as offset),
 // shrunk toward no correction by the James–Stein factor of its Wald
 // statistic, with sandwich intervals whose coverage is measured, not
 // assumed. Analyse computes both from a site's rows.
