@@ -52,6 +52,24 @@ func TestFitModelSelection(t *testing.T) {
 	if n := queryFloat(t, db, "SELECT min(n) FROM crff_model_selection"); n < 55 || n > 65 {
 		t.Errorf("%v validation rows, want about 60", n)
 	}
+	// The heterogeneity tests (issue 35) on the held-out rows: the BLP,
+	// five GATES and their spread, the RATE, ten TOC points; CLAN of every
+	// covariate; the two default policies.
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_heterogeneity WHERE scope = 'local' AND n > 0 AND lower <= estimate AND estimate <= upper"); n != 2+6+2+10 {
+		t.Errorf("crff_heterogeneity has %v rows, want 20", n)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_heterogeneity WHERE statistic = 'blp_het' AND p_value BETWEEN 0 AND 1"); n != 1 {
+		t.Errorf("blp_het with a p-value: %v rows", n)
+	}
+	if n := queryFloat(t, db, `SELECT sum(n) FROM crff_heterogeneity WHERE statistic IN ('gates_1', 'gates_2', 'gates_3', 'gates_4', 'gates_5')`); n < 55 || n > 65 {
+		t.Errorf("the GATES cover %v rows, want the about 60 held out", n)
+	}
+	if n, m := queryFloat(t, db, "SELECT count(*) FROM crff_clan"), queryFloat(t, db, "SELECT count(*) FROM pragma_table_info('records')"); n < 1 || n > m {
+		t.Errorf("crff_clan has %v rows for a table of %v columns", n, m)
+	}
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_policy WHERE policy IN ('cate_lower_above_0', 'cate_above_0') AND treats BETWEEN 0 AND 1"); n != 2 {
+		t.Errorf("crff_policy has %v of the two default rules", n)
+	}
 	// The losses of the chosen candidate's kernel fit: each of the three
 	// models once, rounds 1 to at most model.rounds, not five fits mixed.
 	if n := queryFloat(t, db, "SELECT count(*) FROM (SELECT model FROM crff_loss GROUP BY model HAVING min(round) = 1 AND max(round) <= 30 AND count(*) = max(round))"); n != 3 {

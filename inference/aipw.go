@@ -80,6 +80,26 @@ func (nu Nuisance) Len() int {
 	return n
 }
 
+// ControlScores returns the rows' doubly robust scores of the control
+// arm, Γ0_i = μ̂0 + (1 − w)(y − μ̂0)/(1 − ê), ê clipped as Scores clips it:
+// their mean is the AIPW estimate of the mean outcome under no treatment,
+// and Γ0 + ψ is the treated arm's score. Scores checks what it reads.
+func ControlScores(w, y []float64, nu Nuisance, clip float64) ([]float64, error) {
+	n := nu.Len()
+	if n < 0 || len(w) != n || len(y) != n || !(clip >= 0 && clip < 0.5) {
+		return nil, fmt.Errorf("%w: %d treatments, %d outcomes and %d rows of nuisances, clip %v", ErrInput, len(w), len(y), n, clip)
+	}
+	out := make([]float64, n)
+	for i := range n {
+		e := min(max(nu.Propensity[i], clip), 1-clip)
+		out[i] = nu.Mu0[i]
+		if w[i] == 0 {
+			out[i] += (y[i] - nu.Mu0[i]) / (1 - e)
+		}
+	}
+	return out, nil
+}
+
 // Scores returns ψ_i for every row, with the propensity clipped to
 // [clip, 1 − clip], and the number of rows whose propensity was clipped.
 // clip must lie in [0, ½).
@@ -285,6 +305,9 @@ type Analysis struct {
 	ClippedRows []bool
 	// Stack is the nuisances' Stack, when they came from a super learner.
 	Stack *Stack
+	// Control are the rows' control-arm scores Γ0 (ControlScores), the
+	// value of treating no one, which a policy's value starts from.
+	Control []float64
 }
 
 // Analyse computes the Analysis of rows with treatments w, outcomes y,
@@ -295,7 +318,11 @@ func Analyse(w, y []float64, nu Nuisance, cate []float64, x mat.Matrix) (*Analys
 	if err != nil {
 		return nil, err
 	}
-	a := &Analysis{Sums: Accumulate(psi), Clipped: clipped, Scores: psi, ClippedRows: make([]bool, len(psi)), Stack: nu.Stack}
+	control, err := ControlScores(w, y, nu, DefaultClip)
+	if err != nil {
+		return nil, err
+	}
+	a := &Analysis{Sums: Accumulate(psi), Clipped: clipped, Scores: psi, ClippedRows: make([]bool, len(psi)), Stack: nu.Stack, Control: control}
 	for i, e := range nu.Propensity {
 		a.ClippedRows[i] = IsClipped(e, DefaultClip)
 	}

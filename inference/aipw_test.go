@@ -393,3 +393,29 @@ func TestStratifiedNoise(t *testing.T) {
 		}
 	}
 }
+
+// TestControlScores: Γ0 + ψ is the treated arm's score μ̂1 + w(y − μ̂1)/ê,
+// and a clipped propensity is clipped in both.
+func TestControlScores(t *testing.T) {
+	w := []float64{1, 0, 1, 0}
+	y := []float64{3, 1, 2, 5}
+	nu := Nuisance{Propensity: []float64{0.5, 0.2, 0.001, 0.999}, Mu0: []float64{1, 2, 0, 1}, Mu1: []float64{2, 2, 1, 3}}
+	psi, _, err := Scores(w, y, nu, DefaultClip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0, err := ControlScores(w, y, nu, DefaultClip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range w {
+		e := min(max(nu.Propensity[i], DefaultClip), 1-DefaultClip)
+		g1 := nu.Mu1[i] + w[i]*(y[i]-nu.Mu1[i])/e
+		if math.Abs(g0[i]+psi[i]-g1) > 1e-12 {
+			t.Errorf("row %d: Γ0 %v + ψ %v, want Γ1 %v", i, g0[i], psi[i], g1)
+		}
+	}
+	if _, err := ControlScores(w[:3], y, nu, DefaultClip); !errors.Is(err, ErrInput) {
+		t.Errorf("3 treatments for 4 rows: %v, want ErrInput", err)
+	}
+}

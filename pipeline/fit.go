@@ -192,7 +192,34 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 		Results: store.Results{ATE: ATERows(store.ScopeLocal, local), Nuisance: NuisanceRows(an.Stack)}, Logger: c.Logger}
 	if f.Selected != nil {
 		f.Run.Results.Selection = f.Selected.Rows
+		if err := testHeterogeneity(c, f, cate, an); err != nil {
+			return fmt.Errorf("heterogeneity of %q: %w", c.DB, err)
+		}
 	}
 	f.ATEs = local
+	return nil
+}
+
+// testHeterogeneity sets the heterogeneity tests and policy values of f's
+// run, on the rows model selection held out of the CATE's training.
+func testHeterogeneity(c SiteFit, f *Fit, cate []float64, an *inference.Analysis) error {
+	recs := c.Records
+	lower := make([]float64, len(cate))
+	copy(lower, cate)
+	if an.Calibration != nil {
+		var err error
+		if _, _, lower, _, err = an.Calibration.Interval(cate, recs.Data.X); err != nil {
+			return err
+		}
+	}
+	h, why, err := Heterogeneity(HeterogeneityInput{Held: f.Selected.Held, PSI: an.Scores, Control: an.Control, CATE: cate, Lower: lower,
+		X: recs.Data.X, Columns: recs.Layout.Covariates, Thresholds: []float64{0}, MinRowsPerGroup: 2})
+	if err != nil {
+		return err
+	}
+	if h == nil {
+		c.Logger.Info("heterogeneity not tested", slog.String("run", c.Run), slog.String("reason", why))
+	}
+	f.Run.Results.Heterogeneity = h
 	return nil
 }

@@ -136,6 +136,7 @@ type Selected struct {
 	Result     *selection.Result
 	Rows       []store.Selection // crff_model_selection
 	Validation int               // held-out rows
+	Held       []int             // their indices, in the site's rows
 	Losses     []store.Loss      // the training rounds of the chosen estimator's first kernel
 }
 
@@ -160,7 +161,7 @@ func Select(ctx context.Context, data *estimator.Data, schema estimator.Schema, 
 	own := est.Kernels()[0]
 	est, used := KeptModels(est, own)
 	out := &Selected{Fitted: Fitted{Models: []*estimator.Model{res.Models[own]}, Kernels: []modelstore.Kernel{c.Kernels[own]}, Estimator: est},
-		Result: res, Validation: len(valRows)}
+		Result: res, Validation: len(valRows), Held: valRows}
 	for _, k := range used {
 		out.Models, out.Kernels = append(out.Models, res.Models[k]), append(out.Kernels, c.Kernels[k])
 	}

@@ -144,11 +144,15 @@ type Results struct {
 	Selection []Selection // the candidates of the run's model selection, if any
 	Nuisance  []Nuisance  // the choice of the run's nuisance models, if recorded
 	GATE      []GATE      // the global effects of a federation's subgroups, if any
+	// Heterogeneity are the run's heterogeneity tests and policy values,
+	// if it held rows out of the CATE's training.
+	Heterogeneity *Heterogeneity
 }
 
 // WriteResults publishes run's results: in one transaction it replaces
 // everything in crff_cate, crff_ate, crff_transfer, crff_rejected,
-// crff_model_selection and crff_nuisance with
+// crff_model_selection, crff_nuisance, crff_heterogeneity, crff_clan and
+// crff_policy with
 // res, makes run the current run, deletes every other run together with its
 // model state, and (re)creates the crff_cate_records view over the run's
 // table, and the crff_overlap view of its propensities; it logs a warning
@@ -166,7 +170,8 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		if err != nil {
 			return fmt.Errorf("run %q: %w", run, err)
 		}
-		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection", "crff_nuisance", "crff_gate"} {
+		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection", "crff_nuisance", "crff_gate",
+			"crff_heterogeneity", "crff_clan", "crff_policy"} {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 				return err
 			}
@@ -196,6 +201,9 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 			return err
 		}
 		if err := insertNuisance(ctx, tx, run, res.Nuisance); err != nil {
+			return err
+		}
+		if err := insertHeterogeneity(ctx, tx, run, res.Heterogeneity); err != nil {
 			return err
 		}
 		if err := s.ensureCateRecords(ctx, tx, r.Layout); err != nil {

@@ -1,0 +1,112 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/heterogeneity"
+	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/store"
+)
+
+// HeterogeneityInput are the rows a run's heterogeneity is tested on:
+// those held out of the CATE's training (Held, indices of the rows of the
+// other fields), with their scores ψ and Γ0, the chosen estimator's CATE
+// before calibration, the calibrated interval's lower bounds, and the
+// covariates X with their names.
+type HeterogeneityInput struct {
+	Held            []int
+	PSI, Control    []float64
+	CATE, Lower     []float64
+	X               mat.Matrix
+	Columns         []string
+	Thresholds      []float64 // the τ̂ thresholds of the rules cate_above_T
+	MinRowsPerGroup int       // fewer held-out rows than 5 times this: none
+}
+
+// Heterogeneity returns the local rows of crff_heterogeneity, crff_clan
+// and crff_policy (package heterogeneity) of in, or nil with the reason
+// when there are too few held-out rows.
+func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) {
+	n := len(in.Held)
+	if least := heterogeneity.Fifths * max(in.MinRowsPerGroup, 2); n < least {
+		return nil, fmt.Sprintf("%d rows held out of the CATE's training; the tests need %d", n, least), nil
+	}
+	pick := func(v []float64) []float64 {
+		out := make([]float64, n)
+		for j, i := range in.Held {
+			out[j] = v[i]
+		}
+		return out
+	}
+	psi, gamma0, cate, lower := pick(in.PSI), pick(in.Control), pick(in.CATE), pick(in.Lower)
+	_, d := in.X.Dims()
+	x := mat.NewDense(n, d, nil)
+	for j, i := range in.Held {
+		for k := range d {
+			x.Set(j, k, in.X.At(i, k))
+		}
+	}
+	out := &store.Heterogeneity{}
+	stat := func(name string, e inference.Estimate, p float64) {
+		out.Stats = append(out.Stats, store.HetStat{Scope: store.ScopeLocal, Statistic: name, Estimate: e, PValue: p})
+	}
+	var mean float64
+	for _, c := range cate {
+		mean += c / float64(n)
+	}
+	sums, err := heterogeneity.NewBLPSums(psi, cate, mean)
+	if err != nil {
+		return nil, "", err
+	}
+	if blp, err := sums.BLP(); err == nil {
+		stat("blp_ate", blp.ATE, -1)
+		stat("blp_het", blp.Het, blp.HetP)
+	}
+	g, err := heterogeneity.NewGATES(psi, cate, heterogeneity.Fifths)
+	if err != nil {
+		return nil, "", err
+	}
+	for k, e := range g.Groups {
+		stat(fmt.Sprintf("gates_%d", k+1), e, -1)
+	}
+	stat("gates_top_minus_bottom", g.TopMinusLow, -1)
+	rate, err := heterogeneity.NewRATE(psi, cate)
+	if err != nil {
+		return nil, "", err
+	}
+	stat("autoc", rate.AUTOC, -1)
+	stat("qini", rate.Qini, -1)
+	for _, p := range rate.TOC {
+		stat(fmt.Sprintf("toc_%d", int(p.Q*100+0.5)), p.TOC, -1)
+	}
+	clan, err := heterogeneity.NewCLAN(g, x)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, c := range clan {
+		out.CLAN = append(out.CLAN, store.CLAN{Scope: store.ScopeLocal, Covariate: in.Columns[c.Column], Top: c.Top, Bottom: c.Low, Spread: c.Spread})
+	}
+	rule := func(name string, treat func(j int) bool) error {
+		pi := make([]bool, n)
+		for j := range pi {
+			pi[j] = treat(j)
+		}
+		p, err := heterogeneity.NewPolicy(gamma0, psi, pi)
+		if err != nil {
+			return err
+		}
+		out.Policy = append(out.Policy, store.Policy{Scope: store.ScopeLocal, Policy: name, Treats: p.Share, Value: p.Value, GainNone: p.GainOverNone, GainAll: p.GainOverAll})
+		return nil
+	}
+	if err := rule("cate_lower_above_0", func(j int) bool { return lower[j] > 0 }); err != nil {
+		return nil, "", err
+	}
+	for _, t := range in.Thresholds {
+		if err := rule(fmt.Sprintf("cate_above_%g", t), func(j int) bool { return cate[j] > t }); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, "", nil
+}

@@ -1,0 +1,59 @@
+package pipeline
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// TestHeterogeneity: the rows of crff_heterogeneity, crff_clan and
+// crff_policy come from the held-out rows alone, the BLP finds the
+// heterogeneity of τ = 2 + x, and too few held-out rows give none and a
+// reason.
+func TestHeterogeneity(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 1000
+	x := mat.NewDense(n, 2, nil)
+	psi, g0, cate := make([]float64, n), make([]float64, n), make([]float64, n)
+	var held []int
+	for i := range n {
+		a := r.NormFloat64()
+		x.Set(i, 0, a)
+		x.Set(i, 1, r.NormFloat64())
+		cate[i] = 2 + a + 0.3*r.NormFloat64()
+		psi[i] = 2 + a + 2*r.NormFloat64()
+		g0[i] = r.NormFloat64()
+		if i%5 == 0 {
+			held = append(held, i)
+		} else {
+			psi[i] = 1e6 // rows τ̂ was trained on must not enter
+		}
+	}
+	in := HeterogeneityInput{Held: held, PSI: psi, Control: g0, CATE: cate, Lower: cate, X: x, Columns: []string{"age", "noise"}, Thresholds: []float64{0, 2}, MinRowsPerGroup: 2}
+	h, why, err := Heterogeneity(in)
+	if err != nil || h == nil {
+		t.Fatalf("%v (%s)", err, why)
+	}
+	stats := map[string]float64{}
+	for _, s := range h.Stats {
+		stats[s.Statistic] = s.Estimate.Estimate
+		if s.Estimate.N > len(held) {
+			t.Errorf("%s over %d rows, more than the %d held out", s.Statistic, s.Estimate.N, len(held))
+		}
+		if s.Statistic == "blp_het" && s.PValue > 0.01 {
+			t.Errorf("blp_het p-value %v for τ = 2 + x", s.PValue)
+		}
+	}
+	if len(stats) != 20 || stats["blp_ate"] > 3 || stats["gates_5"] < stats["gates_1"] {
+		t.Errorf("statistics %v", stats)
+	}
+	if len(h.CLAN) != 2 || h.CLAN[0].Covariate != "age" || len(h.Policy) != 3 || h.Policy[2].Policy != "cate_above_2" {
+		t.Errorf("CLAN %+v, policies %+v", h.CLAN, h.Policy)
+	}
+	in.Held = held[:9]
+	if h, why, err := Heterogeneity(in); h != nil || err != nil || !strings.Contains(why, "9 rows held out") {
+		t.Errorf("9 held-out rows: %v, %q, %v", h, why, err)
+	}
+}
