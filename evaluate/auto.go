@@ -93,7 +93,7 @@ func runAuto(ctx context.Context, p Plan, sources []split, schema estimator.Sche
 	// The AIPW estimate and the calibrated CATE of the chosen ensemble, as
 	// for the other modes, with the reference kernel's models, on whose
 	// training rows the nuisance learners are fitted.
-	if err := r.aipw(ctx, sel.Models[0], testSource, sources[testSource].train.Data(), test.Data(), chosen, tau, p.CrossFit, nil); err != nil {
+	if err := r.aipw(ctx, sel.Models[0], testSource, sources[testSource].train.Data(), test.Data(), chosen, tau, test.Mu0, p.CrossFit, nil); err != nil {
 		return r, nil, err
 	}
 	return r, chosen, nil

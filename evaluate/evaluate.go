@@ -22,6 +22,7 @@ import (
 	"github.com/crffd/crffd/dataset/ihdp"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/heterogeneity"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/selection"
 )
@@ -171,6 +172,9 @@ type Result struct {
 	DRSqrtPEHE   *float64 `json:"dr_sqrt_pehe,omitempty"`
 	CATECoverage *float64 `json:"cate_coverage,omitempty"`
 	CATEWidth    *float64 `json:"cate_width,omitempty"`
+	// Hetero are the heterogeneity tests on the test rows, where the
+	// calibrated CATE is (not in a private mode).
+	Hetero *Hetero `json:"heterogeneity,omitempty"`
 
 	// The auto mode's chosen candidate and every candidate's figures.
 	Chosen     string      `json:"chosen,omitempty"`
@@ -210,6 +214,17 @@ type Summary struct {
 	DRSqrtPEHESE   *float64 `json:"dr_sqrt_pehe_se,omitempty"`
 	CATECoverage   *float64 `json:"cate_coverage,omitempty"`
 	CATEWidthMean  *float64 `json:"cate_width_mean,omitempty"`
+
+	// The heterogeneity tests, over the runs that have them: the share
+	// of runs whose BLP test rejects at 5%, the mean GATES coverage, the
+	// share of runs whose AUTOC and policy-value intervals hold their
+	// truths, and the mean AUTOC estimate and the true ranking's.
+	BLPRejection   *float64 `json:"blp_rejection,omitempty"`
+	GATESCoverage  *float64 `json:"gates_coverage,omitempty"`
+	AUTOCCoverage  *float64 `json:"autoc_coverage,omitempty"`
+	PolicyCoverage *float64 `json:"policy_coverage,omitempty"`
+	AUTOCMean      *float64 `json:"autoc_mean,omitempty"`
+	AUTOCBestMean  *float64 `json:"autoc_best_mean,omitempty"`
 }
 
 // Report holds every run and the summaries, in the order of the plan.
@@ -487,7 +502,7 @@ func runOne(ctx context.Context, p Plan, sources []split, schema estimator.Schem
 		if fit.priv != nil {
 			rel = &release{priv: fit.priv, noise: fit.noise[p.TestSource-1], schema: schema, rng: rng}
 		}
-		if err := r.aipw(ctx, model, p.TestSource-1, train[p.TestSource-1], test.Data(), cate, test.Tau(), p.CrossFit, rel); err != nil {
+		if err := r.aipw(ctx, model, p.TestSource-1, train[p.TestSource-1], test.Data(), cate, test.Tau(), test.Mu0, p.CrossFit, rel); err != nil {
 			return r, err
 		}
 	}
@@ -522,7 +537,7 @@ type release struct {
 // nuisances are then fitted from d's sufficient statistics released with
 // noise, even with crossFit, as a private site's are: cross-fitted ψ
 // would move with every row.
-func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, train, d *estimator.Data, cate, tau []float64, crossFit bool, rel *release) error {
+func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, train, d *estimator.Data, cate, tau, mu0 []float64, crossFit bool, rel *release) error {
 	var an *inference.Analysis
 	var err error
 	switch {
@@ -576,6 +591,11 @@ func (r *Result) aipw(ctx context.Context, model *estimator.Model, site int, tra
 		width += hi[i] - lo[i]
 	}
 	r.DRSqrtPEHE, r.CATECoverage, r.CATEWidth = &pehe, ptr(covered/float64(len(tau))), ptr(width/float64(len(tau)))
+	if rel == nil && len(mu0) == len(tau) && len(tau) >= 2*heterogeneity.Fifths {
+		if r.Hetero, err = hetero(an.Scores, an.Control, cate, lo, tau, mu0); err != nil {
+			return fmt.Errorf("heterogeneity: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -592,6 +612,12 @@ const (
 	figDR // the calibrated CATE's figures, present or absent together
 	figCATECover
 	figCATEWidth
+	figBLPReject // the heterogeneity figures, present or absent together
+	figGATESCover
+	figAUTOCCover
+	figPolicyCover
+	figAUTOC
+	figAUTOCBest
 	numFigures
 )
 
@@ -616,6 +642,14 @@ func (r Result) figures() (v [numFigures]float64, has [numFigures]bool) {
 		set(figDR, *r.DRSqrtPEHE)
 		set(figCATECover, *r.CATECoverage)
 		set(figCATEWidth, *r.CATEWidth)
+	}
+	if h := r.Hetero; h != nil {
+		set(figBLPReject, b2f(h.BLPHetP < 0.05))
+		set(figGATESCover, h.GATESCoverage)
+		set(figAUTOCCover, b2f(h.AUTOCCovered))
+		set(figPolicyCover, b2f(h.PolicyCovered))
+		set(figAUTOC, h.AUTOC)
+		set(figAUTOCBest, h.AUTOCBest)
 	}
 	return v, has
 }
@@ -675,6 +709,10 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 				s.DRSqrtPEHEMean, s.DRSqrtPEHESE = &m, &se
 				s.CATECoverage, s.CATEWidthMean = mean(figCATECover), mean(figCATEWidth)
 			}
+			if len(per[figBLPReject]) > 0 {
+				s.BLPRejection, s.GATESCoverage, s.AUTOCCoverage = mean(figBLPReject), mean(figGATESCover), mean(figAUTOCCover)
+				s.PolicyCoverage, s.AUTOCMean, s.AUTOCBestMean = mean(figPolicyCover), mean(figAUTOC), mean(figAUTOCBest)
+			}
 			out = append(out, s)
 		}
 	}
@@ -682,6 +720,13 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 }
 
 func ptr(v float64) *float64 { return &v }
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // meanSE returns the mean and its standard error (sample SD / √n; 0 for a
 // single value).

@@ -414,6 +414,17 @@ func TestReportedFiguresAgainstTruth(t *testing.T) {
 				t.Errorf("calibrated CATE: coverage %.2f, sqrt(PEHE) %.3f against the latent CATE's %.3f; want ≥ 0.7, below the latent's and ≤ 0.6",
 					*s.CATECoverage, *s.DRSqrtPEHEMean, s.SqrtPEHEMean)
 			}
+			// The heterogeneity tests: the BLP rejects a constant effect
+			// rarely and finds a varying one, whose AUTOC is positive.
+			if s.BLPRejection == nil {
+				t.Fatal("no heterogeneity figures")
+			}
+			t.Logf("BLP rejects %.2f, GATES coverage %.2f, AUTOC coverage %.2f (%.3f, true ranking %.3f), policy coverage %.2f",
+				*s.BLPRejection, *s.GATESCoverage, *s.AUTOCCoverage, *s.AUTOCMean, *s.AUTOCBestMean, *s.PolicyCoverage)
+			varying := design == synth.DesignLinearVarying
+			if varying && (*s.BLPRejection < 0.75 || *s.AUTOCMean <= 0) || !varying && *s.BLPRejection > 0.25 || *s.GATESCoverage < 0.7 {
+				t.Errorf("BLP rejects %.2f of %s, AUTOC %.3f, GATES coverage %.2f", *s.BLPRejection, design, *s.AUTOCMean, *s.GATESCoverage)
+			}
 		})
 	}
 }

@@ -35,6 +35,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writeHetero(w); err != nil {
+		return err
+	}
 	if err := r.writeChoices(w); err != nil {
 		return err
 	}
@@ -85,6 +88,25 @@ func (r *Report) writeChoices(w io.Writer) error {
 	fmt.Fprintln(tw, "SOURCES\tCANDIDATE\tRUNS")
 	for _, k := range keys {
 		fmt.Fprintf(tw, "%d\t%s\t%d of %d\n", k.sources, k.name, member[k], runs[k.sources])
+	}
+	return tw.Flush()
+}
+
+// writeHetero writes the heterogeneity tests against the truth, per mode
+// and source count; nothing when no run has them.
+func (r *Report) writeHetero(w io.Writer) error {
+	if !slices.ContainsFunc(r.Summary, func(s Summary) bool { return s.BLPRejection != nil }) {
+		return nil
+	}
+	fmt.Fprintln(w, "\nHeterogeneity on the same test rows (BLP test at 5%; coverage of 95% intervals; AUTOC against the true ranking's):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tSOURCES\tBLP REJECTS\tGATES COVERAGE\tAUTOC COVERAGE\tAUTOC\tAUTOC (TRUE RANKING)\tPOLICY COVERAGE")
+	for _, s := range r.Summary {
+		if s.BLPRejection == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.2f\n", s.Mode, s.Sources, *s.BLPRejection, *s.GATESCoverage, *s.AUTOCCoverage,
+			*s.AUTOCMean, *s.AUTOCBestMean, *s.PolicyCoverage)
 	}
 	return tw.Flush()
 }
