@@ -48,16 +48,19 @@ func gateSection(ctx context.Context, s *store.Site) ([]gateRow, *Figure, error)
 	if len(shown) == 0 {
 		return rows, nil, nil
 	}
-	f, err := forestPlot(shown)
+	f, err := forestPlot(shown, "Subgroup effects: AIPW estimate (dot) and 95% interval (bar)", func(g store.GATE) string {
+		return fmt.Sprintf("%s (%s, n = %d)", g.Subgroup, g.Scope, g.N)
+	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return rows, &f, nil
 }
 
-// forestPlot draws each subgroup's effect with its 95% interval, one row
-// each in the order given, with a dashed line at no effect.
-func forestPlot(gs []store.GATE) (Figure, error) {
+// forestPlot draws each group's effect with its 95% interval, one row
+// each in the order given and named by name, with a dashed line at no
+// effect.
+func forestPlot(gs []store.GATE, title string, name func(store.GATE) string) (Figure, error) {
 	n := len(gs)
 	p := plot.New()
 	names := make([]string, n)
@@ -65,7 +68,7 @@ func forestPlot(gs []store.GATE) (Figure, error) {
 	lo, hi := 0.0, 0.0
 	for i, g := range gs {
 		y := float64(n - 1 - i) // the first at the top
-		names[n-1-i] = fmt.Sprintf("%s (%s, n = %d)", g.Subgroup, g.Scope, g.N)
+		names[n-1-i] = name(g)
 		e := g.Estimate
 		points[i] = plotter.XY{X: e.Estimate, Y: y}
 		l, err := plotter.NewLine(plotter.XYs{{X: e.Lower, Y: y}, {X: e.Upper, Y: y}})
@@ -88,7 +91,7 @@ func forestPlot(gs []store.GATE) (Figure, error) {
 	sc.GlyphStyle = draw.GlyphStyle{Color: colAfter, Radius: vg.Points(4), Shape: draw.CircleGlyph{}}
 	p.Add(sc)
 	pad := 0.05 * (hi - lo)
-	p.Title.Text = "Subgroup effects: AIPW estimate (dot) and 95% interval (bar)"
+	p.Title.Text = title
 	p.X.Label.Text = "group average treatment effect   (dashed: no effect)"
 	p.X.Min, p.X.Max = lo-pad, hi+pad
 	p.Y.Min, p.Y.Max = -0.6, float64(n)-0.4
@@ -96,6 +99,6 @@ func forestPlot(gs []store.GATE) (Figure, error) {
 	height := vg.Length(n)*0.3*vg.Inch + 1.2*vg.Inch
 	first := gs[0]
 	return renderAt(p, figWidth, max(height, 2*vg.Inch), fmt.Sprintf(
-		"Forest plot of %d subgroup effects; the first, %s, is %.3g with 95%% interval [%.3g, %.3g].",
+		"Forest plot of %d group effects; the first, %s, is %.3g with 95%% interval [%.3g, %.3g].",
 		n, first.Subgroup, first.Estimate.Estimate, first.Estimate.Lower, first.Estimate.Upper))
 }

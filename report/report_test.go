@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"encoding/base64"
 	"image/png"
 	"math"
@@ -385,7 +386,7 @@ func TestSiteSubgroups(t *testing.T) {
 	for _, want := range []string{
 		`<td class="l">local</td><td class="l">over 65</td><td>120 (50 treated)</td><td>1.5 ± 0.25</td><td>[1.01, 1.99]</td><td>1.2</td><td class="l"></td>`,
 		`<td class="l">local</td><td class="l">tiny</td><td>-</td><td>-</td><td>-</td><td>-</td><td class="l">small cell: fewer than 5 rows in an arm (federation.min_arm_rows)</td>`,
-		`alt="Forest plot of 2 subgroup effects; the first, over 65, is 1.5 with 95% interval [1.01, 1.99]."`,
+		`alt="Forest plot of 2 group effects; the first, over 65, is 1.5 with 95% interval [1.01, 1.99]."`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -401,5 +402,49 @@ func TestSiteSubgroups(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "No subgroups: name them in crff_subgroup") {
 		t.Error("the page without subgroups does not say how to name them")
+	}
+}
+
+// TestSiteHeterogeneity: the page shows the heterogeneity statistics, the
+// GATES as a forest plot, the TOC curve, the CLAN table and the policies.
+func TestSiteHeterogeneity(t *testing.T) {
+	s := syntheticSite(t, true)
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const at = `'run-1', '2026-11-28T00:00:00Z'`
+	ins := `INSERT INTO crff_heterogeneity (scope, statistic, estimate, se, lower, upper, p_value, n, run, computed_at) VALUES
+		('local', 'blp_het', 0.9, 0.2, 0.508, 1.292, 0.00001, 200, ` + at + `)`
+	for k := 1; k <= 5; k++ {
+		ins += fmt.Sprintf(`, ('local', 'gates_%d', %d, 0.5, %v, %v, NULL, 40, %s)`, k, k, float64(k)-0.98, float64(k)+0.98, at)
+	}
+	for q := 10; q <= 100; q += 10 {
+		ins += fmt.Sprintf(`, ('local', 'toc_%d', %v, 0.1, %v, %v, NULL, 200, %s)`, q, 1-float64(q)/100, 0.8-float64(q)/100, 1.2-float64(q)/100, at)
+	}
+	if _, err := db.Exec(ins); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO crff_clan VALUES ('local', 'age', 60, 1, 40, 1, 20, 1.4, 17.26, 22.74, 40, 40, ` + at + `);
+		INSERT INTO crff_policy VALUES ('local', 'cate_lower_above_0', 0.4, 3, 0.2, 2.6, 3.4, 0.5, 0.1, 0.3, 0.7, -0.2, 0.1, -0.4, 0, 200, ` + at + `)`); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := report.Site(context.Background(), s, &b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	checkPage(t, page, 6) // the site's four, the GATES and the TOC
+	for _, want := range []string{
+		`<td class="l">blp_het</td><td>0.9 ± 0.2</td><td>[0.508, 1.292]</td><td class="l">p = 1e-05</td>`,
+		`alt="Forest plot of 5 group effects; the first, gates_1, is 1 with 95% interval [0.02, 1.98]."`,
+		`alt="TOC curve at 10 shares; at q = 0.1 it is 0.9."`,
+		`<td class="l">age</td><td>60 − 40 = 20</td><td>[17.26, 22.74]</td>`,
+		`<td class="l">cate_lower_above_0</td><td>3 ± 0.2</td><td>[2.6, 3.4]</td><td class="l">treats 40%; gain over none 0.5 [0.3, 0.7], over all -0.2 [-0.4, 0]</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
 	}
 }

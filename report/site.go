@@ -61,6 +61,8 @@ type sitePage struct {
 
 	GATEs  []gateRow // crff_gate
 	Forest *Figure   // the subgroups with figures; nil without any
+
+	Hetero *heteroSection // crff_heterogeneity and beside it; nil without
 }
 
 // privacyInfo is what the site's privacy ledger (crff_privacy) says of its
@@ -146,6 +148,9 @@ func Site(ctx context.Context, s *store.Site, w io.Writer) error {
 		return fmt.Errorf("site report of %q: %w", s.Path(), err)
 	}
 	if pg.GATEs, pg.Forest, err = gateSection(ctx, s); err != nil {
+		return fmt.Errorf("site report of %q: %w", s.Path(), err)
+	}
+	if pg.Hetero, err = heterogeneitySection(ctx, s); err != nil {
 		return fmt.Errorf("site report of %q: %w", s.Path(), err)
 	}
 	if pg.Privacy, err = privacySection(ctx, s); err != nil {
