@@ -203,6 +203,7 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 // testHeterogeneity sets the heterogeneity tests and policy values of f's
 // run, on the rows model selection held out of the CATE's training.
 func testHeterogeneity(c SiteFit, f *Fit, cate []float64, an *inference.Analysis) error {
+	start := time.Now()
 	recs := c.Records
 	lower := make([]float64, len(cate))
 	copy(lower, cate)
@@ -219,6 +220,10 @@ func testHeterogeneity(c SiteFit, f *Fit, cate []float64, an *inference.Analysis
 	}
 	if h == nil {
 		c.Logger.Info("heterogeneity not tested", slog.String("run", c.Run), slog.String("reason", why))
+	} else {
+		// Timed, since the tests' cost is part of a fit's budget.
+		c.Logger.Info("heterogeneity tested", slog.String("run", c.Run), slog.Int("rows", len(f.Selected.Held)),
+			slog.String("elapsed", time.Since(start).Round(time.Millisecond).String()))
 	}
 	f.Run.Results.Heterogeneity = h
 	return nil
