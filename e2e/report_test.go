@@ -57,10 +57,11 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	if n := len(regexp.MustCompile(`<img src="data:image/png;base64,`).FindAllString(page, -1)); n != 4 {
-		t.Errorf("report embeds %d images, want 4 (love plot, loss, CATEs, overlap)", n)
+	if n := len(regexp.MustCompile(`<img src="data:image/png;base64,`).FindAllString(page, -1)); n != 6 {
+		t.Errorf("report embeds %d images, want 6 (love plot, loss, CATEs, overlap, GATES, TOC)", n)
 	}
 	for _, want := range []string{"Training loss per round of 3 models", "No transfer factors", "<td class=\"l\">local</td>",
+		"<td class=\"l\">blp_het</td>", "TOC curve at 10 shares",
 		"Love plot of ", "The optimiser was Adam, which has no line search", // model.optimizer's default
 		"propensity bucket", "The audit log is empty"} {
 		if !strings.Contains(page, want) {
