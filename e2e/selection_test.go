@@ -384,6 +384,17 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 	if scanCarried(t, dir, sites, func(p string) bool { return strings.HasSuffix(p, ".capture") }, []byte(coord.err.String())) == 0 {
 		t.Fatal("nothing carried to scan")
 	}
+	// Each site tests its CATE's heterogeneity on its own held-out rows
+	// (issue 35), and keeps the figures to itself.
+	for k := 1; k <= sites; k++ {
+		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k)))
+		if n := queryFloat(t, db, "SELECT count(*) FROM crff_heterogeneity WHERE scope = 'local' AND statistic IN ('blp_het', 'gates_5', 'autoc')"); n != 3 {
+			t.Errorf("site%d: %v of blp_het, gates_5 and autoc in crff_heterogeneity", k, n)
+		}
+		if n := queryFloat(t, db, "SELECT count(*) FROM crff_policy WHERE scope = 'local'"); n != 2 {
+			t.Errorf("site%d: %v policies in crff_policy, want 2", k, n)
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -192,6 +192,10 @@ type SiteResult struct {
 	// local AIPW ATE is the mean of Scores.
 	Scores       []float64
 	ScoreClipped []bool
+	// Control are every row's control-arm scores Γ0 in Data order, NaN
+	// for a row not kept (inference.ControlScores): with Scores, the value
+	// of a treatment rule.
+	Control []float64
 	// Selection is the run's model selection, nil when it made none; the
 	// models were then trained on the rows not in Held.
 	Selection *SiteSelection

@@ -132,11 +132,12 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 	sums := an.Sums
 	s.res.Local.AIPW, s.res.Local.Clipped, s.res.Calibration, s.res.Stack = an.AIPW, an.Clipped, an.Calibration, an.Stack
 	s.res.Scores, s.res.ScoreClipped = make([]float64, len(s.res.CATE)), make([]bool, len(s.res.CATE))
+	s.res.Control = make([]float64, len(s.res.CATE))
 	for i := range s.res.Scores {
-		s.res.Scores[i] = math.NaN()
+		s.res.Scores[i], s.res.Control[i] = math.NaN(), math.NaN()
 	}
 	for j, k := range s.res.Kept {
-		s.res.Scores[k], s.res.ScoreClipped[k] = an.Scores[j], an.ClippedRows[j]
+		s.res.Scores[k], s.res.ScoreClipped[k], s.res.Control[k] = an.Scores[j], an.ClippedRows[j], an.Control[j]
 	}
 	ts, err := s.ateTensors(s.res.Local.PlugIn.Estimate, sums, s.res.Local.Clipped, an.Scores, cate)
 	if err != nil {

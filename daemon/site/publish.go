@@ -56,10 +56,14 @@ func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) er
 	if err != nil {
 		return err
 	}
+	results := s.results(r)
+	if results.Heterogeneity, err = heterogeneity(recs, r); err != nil {
+		return fmt.Errorf("heterogeneity: %w", err)
+	}
 	run := pipeline.Run{ID: r.RunID, Records: recs, Fitted: fitted,
 		Setup:   modelstore.Setup{Config: r.Setup.Config, Scaler: r.Setup.Scaler, Site: r.Index, Sites: r.Sites, Rounds: rounds},
 		Effects: r.Effects, CATE: r.CATE, Scores: pipeline.Scores{PSI: r.Scores, Clipped: r.ScoreClipped}, Calibration: r.Calibration,
-		Nuisance: ns, Results: s.results(r), Logger: s.log}
+		Nuisance: ns, Results: results, Logger: s.log}
 	if err := pipeline.Publish(ctx, db, run); err != nil {
 		return err
 	}
@@ -68,6 +72,29 @@ func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) er
 		s.log.Warn("balance diagnostics not recorded", slog.String(logKeyRun, r.RunID), slog.String(logKeyError, err.Error()))
 	}
 	return nil
+}
+
+// heterogeneity returns the local heterogeneity tests of run r on the
+// rows its model selection held out of training (pipeline.Heterogeneity),
+// or nil for a run without model selection or with too few of them.
+func heterogeneity(recs *store.Records, r *federation.SiteResult) (*store.Heterogeneity, error) {
+	if r.Selection == nil || len(r.Held) == 0 || r.Control == nil {
+		return nil, nil
+	}
+	held := make([]int, len(r.Held))
+	for i, p := range r.Held {
+		held[i] = r.Kept[p]
+	}
+	lower := slices.Clone(r.CATE)
+	if r.Calibration != nil {
+		var err error
+		if _, _, lower, _, err = r.Calibration.Interval(r.CATE, recs.Data.X); err != nil {
+			return nil, err
+		}
+	}
+	h, _, err := pipeline.Heterogeneity(pipeline.HeterogeneityInput{Held: held, PSI: r.Scores, Control: r.Control, CATE: r.CATE, Lower: lower,
+		X: recs.Data.X, Columns: recs.Layout.Covariates, Thresholds: []float64{0}, MinRowsPerGroup: 2})
+	return h, err
 }
 
 // keptFitted returns the models of run r that the site keeps: its own
