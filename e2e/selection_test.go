@@ -35,6 +35,9 @@ func TestFitModelSelection(t *testing.T) {
 		!strings.Contains(r.stdout, "towards the doubly robust ATE") {
 		t.Errorf("fit does not say what model selection chose:\n%s", r.stdout)
 	}
+	if !strings.Contains(r.stdout, "heterogeneity on ") || !strings.Contains(r.stdout, "(crff_heterogeneity)") {
+		t.Errorf("fit does not print its heterogeneity test:\n%s", r.stdout)
+	}
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_model_selection"); n != 17 {
 		t.Errorf("crff_model_selection has %v rows, want 16 candidates (5 kernels × latent, outcome; 3 penalties × tlearner, dr) and the ensemble", n)
 	}

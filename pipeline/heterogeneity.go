@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"io"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -109,4 +110,24 @@ func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) 
 		}
 	}
 	return out, "", nil
+}
+
+// WriteHeterogeneity writes one line of h's main figures, as crffd fit
+// prints them: the BLP loading with its p-value, the top fifth minus the
+// bottom one and the AUTOC; nothing for nil h.
+func WriteHeterogeneity(w io.Writer, h *store.Heterogeneity) error {
+	if h == nil {
+		return nil
+	}
+	by := map[string]store.HetStat{}
+	for _, s := range h.Stats {
+		by[s.Statistic] = s
+	}
+	blp, gates, autoc := by["blp_het"], by["gates_top_minus_bottom"], by["autoc"]
+	e := func(s store.HetStat) string {
+		return fmt.Sprintf("%.3g [%.3g, %.3g]", s.Estimate.Estimate, s.Estimate.Lower, s.Estimate.Upper)
+	}
+	_, err := fmt.Fprintf(w, "heterogeneity on %d held-out rows: BLP loading %s, p = %.2g (1: the CATE is calibrated, 0: it captures none); top fifth minus bottom %s; AUTOC %s (crff_heterogeneity)\n",
+		blp.Estimate.N, e(blp), blp.PValue, e(gates), e(autoc))
+	return err
 }

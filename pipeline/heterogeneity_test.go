@@ -53,6 +53,16 @@ func TestHeterogeneity(t *testing.T) {
 	if len(h.CLAN) != 2 || h.CLAN[0].Covariate != "age" || len(h.Policy) != 3 || h.Policy[2].Policy != "cate_above_2" {
 		t.Errorf("CLAN %+v, policies %+v", h.CLAN, h.Policy)
 	}
+	var b strings.Builder
+	if err := WriteHeterogeneity(&b, h); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "heterogeneity on 200 held-out rows: BLP loading ") || !strings.Contains(b.String(), "AUTOC ") {
+		t.Errorf("printed %q", b.String())
+	}
+	if b.Reset(); WriteHeterogeneity(&b, nil) != nil || b.Len() != 0 {
+		t.Errorf("printed %q of no tests", b.String())
+	}
 	in.Held = held[:9]
 	if h, why, err := Heterogeneity(in); h != nil || err != nil || !strings.Contains(why, "9 rows held out") {
 		t.Errorf("9 held-out rows: %v, %q, %v", h, why, err)

@@ -133,5 +133,8 @@ func (a *app) reportFit(r pipeline.Run, sel *pipeline.Selected, local inference.
 			return err
 		}
 	}
-	return local.WriteText(a.stdout, string(store.ScopeLocal))
+	if err := local.WriteText(a.stdout, string(store.ScopeLocal)); err != nil {
+		return err
+	}
+	return pipeline.WriteHeterogeneity(a.stdout, r.Results.Heterogeneity)
 }
