@@ -31,7 +31,8 @@
 // enter (held out or cross-fitted); on the rows τ̂ was trained on, τ̂ and
 // ψ share noise and every statistic overstates heterogeneity.
 //
-// BLPSums and Bins are sums that add over sites, so that a federation's
-// statistics equal those of its pooled rows. BLPSums needs nothing but
-// the rows; Bins needs the cut points of τ̂, common to the sites.
+// BLPSums are sums that add over sites, so that a federation's BLP equals
+// that of its pooled rows. GATES, CLAN and the RATE rank rows by τ̂, and
+// here take the ranks of one set of rows; pooled over sites they would
+// need cut points of τ̂ common to the sites.
 package heterogeneity
