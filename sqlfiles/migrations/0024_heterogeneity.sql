@@ -5,7 +5,8 @@
 -- the CATE's training by model selection (model.validation_share), with the
 -- chosen estimator's CATE before calibration (crff_cate.raw_cate) as τ̂:
 -- τ̂ was not trained on them. A run without model selection trains τ̂ on
--- every row and writes none of these rows. estimate, se and the 95%
+-- every row and writes none of these rows. A federated site writes its
+-- own (scope 'local') from its own held-out rows and sends none of it. estimate, se and the 95%
 -- interval lower..upper are normal; n counts the rows.
 --
 -- crff_heterogeneity, one row per statistic:
