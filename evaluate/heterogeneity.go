@@ -15,13 +15,16 @@ type Hetero struct {
 	// AUTOC is the estimate, AUTOCTrue its estimand (the ranking by τ̂
 	// scored by the true effects), AUTOCBest the true ranking's, and
 	// AUTOCCovered whether the interval holds AUTOCTrue.
-	AUTOC, AUTOCTrue, AUTOCBest float64
-	AUTOCCovered                bool
+	AUTOC        float64 `json:"autoc"`
+	AUTOCTrue    float64 `json:"autoc_true"`
+	AUTOCBest    float64 `json:"autoc_best"`
+	AUTOCCovered bool    `json:"autoc_covered"`
 	// PolicyValue is the AIPW value of treating where the calibrated
 	// CATE's interval is above 0, PolicyTrue the mean of μ_π(x) over the
 	// rows, and PolicyCovered whether the interval holds it.
-	PolicyValue, PolicyTrue float64
-	PolicyCovered           bool
+	PolicyValue   float64 `json:"policy_value"`
+	PolicyTrue    float64 `json:"policy_true"`
+	PolicyCovered bool    `json:"policy_covered"`
 }
 
 // hetero returns the Hetero of rows with scores psi and gamma0, the
