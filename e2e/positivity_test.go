@@ -114,7 +114,7 @@ func TestPositivityRefusalsAndWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Audit")]
+	section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Is the heterogeneity real")]
 	if !strings.Contains(section, `<p class="warn"><strong>Positivity warning:</strong> `+problem) || strings.Contains(section, `class="ok"`) {
 		t.Errorf("report's overlap section does not warn, or is green:\n%.2000s", section)
 	}

@@ -293,8 +293,8 @@ func TestReportFederated(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	if n := strings.Count(page, `<img src="data:image/png;base64,`); n != 6 {
-		t.Errorf("site report embeds %d images, want 6 (local and global love plots, loss, transfer factors, CATEs, overlap)", n)
+	if n := strings.Count(page, `<img src="data:image/png;base64,`); n != 8 {
+		t.Errorf("site report embeds %d images, want 8 (local and global love plots, loss, transfer factors, CATEs, overlap, GATES, TOC)", n)
 	}
 	for _, want := range []string{"Training loss per round of 3 models", "<td class=\"l\">global</td>",
 		`<td class="l">sent</td><td class="l">gradient</td>`, `<th class="l">received</th><th class="l">all</th>`} {

@@ -91,24 +91,6 @@ const siteHTML = `<!DOCTYPE html>
 <p>From <code>crff_gate</code>, for the subgroups named in <code>crff_subgroup</code>: the AIPW group average treatment effect, the mean doubly robust score ψ of the group's scored rows, with its standard error from their spread; the mean CATE is the chosen estimator's before calibration. A refused predicate, one SQLite cannot run, and a group with fewer than federation.min_arm_rows rows in an arm have no figures, and say why.</p>
 {{else}}<p class="note">No subgroups: name them in crff_subgroup (name, predicate), and crffd computes their effects after the next run or rescoring.</p>{{end}}
 
-<h2>Is the heterogeneity real</h2>
-{{with .Hetero}}<table>
-<tr><th class="l">statistic</th><th>estimate ± se</th><th>95% interval</th><th class="l"></th></tr>
-{{range .Stats}}<tr><td class="l">{{.Name}}</td><td>{{.Estimate}}</td><td>{{.Interval}}</td><td class="l">{{.Extra}}</td></tr>
-{{end}}</table>
-<p>From <code>crff_heterogeneity</code>, on the rows model selection held out of the CATE's training. blp_het is the loading of the doubly robust scores on the CATE (1: calibrated; 0: no heterogeneity captured), its p-value one-sided; autoc and qini are the rank-weighted ATEs of the ranking by the CATE.</p>
-{{with .GATES}}<img {{.Src}} alt="{{.Alt}}">{{end}}
-{{with .TOC}}<img {{.Src}} alt="{{.Alt}}">{{end}}
-{{if .CLAN}}<table>
-<tr><th class="l">covariate</th><th>top fifth − bottom fifth</th><th>95% interval</th></tr>
-{{range .CLAN}}<tr><td class="l">{{.Name}}</td><td>{{.Estimate}}</td><td>{{.Interval}}</td></tr>
-{{end}}</table>{{end}}
-{{if .Policy}}<table>
-<tr><th class="l">rule</th><th>value ± se</th><th>95% interval</th><th class="l"></th></tr>
-{{range .Policy}}<tr><td class="l">{{.Name}}</td><td>{{.Estimate}}</td><td>{{.Interval}}</td><td class="l">{{.Extra}}</td></tr>
-{{end}}</table>{{end}}
-{{else}}<p class="note">No heterogeneity tests: they are computed after a run with model selection (model.estimator: auto), on its held-out rows.</p>{{end}}
-
 <h2>Training loss per round</h2>
 {{with .Loss}}<img {{.Src}} alt="{{.Alt}}"><p>{{$.LossCaption}}</p>{{else}}<p class="note">{{.LossNote}}</p>{{end}}
 
@@ -137,6 +119,24 @@ const siteHTML = `<!DOCTYPE html>
 <tr><th class="l">propensity bucket</th><th>treated</th><th>control</th><th>share of rows</th><th class="l">flag</th></tr>
 {{range .Buckets}}<tr{{if .Extreme}} class="extreme"{{end}}><td class="l">[{{.Lower}}, {{.Upper}}{{if eq .Upper 1.0}}]{{else}}){{end}}</td><td>{{.Treated}}</td><td>{{.Control}}</td><td>{{share .Share}}</td><td class="l">{{if .Extreme}}extreme{{end}}</td></tr>
 {{end}}</table>{{end}}
+
+<h2>Is the heterogeneity real</h2>
+{{with .Hetero}}<table>
+<tr><th class="l">statistic</th><th>estimate ± se</th><th>95% interval</th><th class="l"></th></tr>
+{{range .Stats}}<tr><td class="l">{{.Name}}</td><td>{{.Estimate}}</td><td>{{.Interval}}</td><td class="l">{{.Extra}}</td></tr>
+{{end}}</table>
+<p>From <code>crff_heterogeneity</code>, on the rows model selection held out of the CATE's training. blp_het is the loading of the doubly robust scores on the CATE (1: calibrated; 0: no heterogeneity captured), its p-value one-sided; autoc and qini are the rank-weighted ATEs of the ranking by the CATE.</p>
+{{with .GATES}}<img {{.Src}} alt="{{.Alt}}">{{end}}
+{{with .TOC}}<img {{.Src}} alt="{{.Alt}}">{{end}}
+{{if .CLAN}}<table>
+<tr><th class="l">covariate</th><th>top fifth − bottom fifth</th><th>95% interval</th></tr>
+{{range .CLAN}}<tr><td class="l">{{.Name}}</td><td>{{.Estimate}}</td><td>{{.Interval}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Policy}}<table>
+<tr><th class="l">rule</th><th>value ± se</th><th>95% interval</th><th class="l"></th></tr>
+{{range .Policy}}<tr><td class="l">{{.Name}}</td><td>{{.Estimate}}</td><td>{{.Interval}}</td><td class="l">{{.Extra}}</td></tr>
+{{end}}</table>{{end}}
+{{else}}<p class="note">No heterogeneity tests: they are computed after a run with model selection (model.estimator: auto), on its held-out rows.</p>{{end}}
 
 <h2>Audit: what this site sent and received</h2>
 {{if .Audit}}<p>From <code>crff_audit</code>: every message envelope, described by names and shapes, never values.</p>

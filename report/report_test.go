@@ -311,7 +311,7 @@ func TestSitePositivityVerdict(t *testing.T) {
 				t.Fatal(err)
 			}
 			page := b.String()
-			section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Audit")]
+			section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Is the heterogeneity real")]
 			for _, class := range []string{"ok", "note", "warn"} {
 				has := strings.Contains(section, `<p class="`+class+`">`)
 				if has != (class == tt.class) {
@@ -345,7 +345,7 @@ func TestSitePositivityWithoutArms(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Audit")]
+	section := page[strings.Index(page, "<h2>Propensity overlap"):strings.Index(page, "<h2>Is the heterogeneity real")]
 	if strings.Contains(section, `class="ok"`) || !strings.Contains(section, "No scored row has a treatment of 0 or 1 in the table.") {
 		t.Errorf("overlap section:\n%s", section)
 	}
