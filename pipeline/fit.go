@@ -204,17 +204,8 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 // run, on the rows model selection held out of the CATE's training.
 func testHeterogeneity(c SiteFit, f *Fit, cate []float64, an *inference.Analysis) error {
 	start := time.Now()
-	recs := c.Records
-	lower := make([]float64, len(cate))
-	copy(lower, cate)
-	if an.Calibration != nil {
-		var err error
-		if _, _, lower, _, err = an.Calibration.Interval(cate, recs.Data.X); err != nil {
-			return err
-		}
-	}
-	h, why, err := Heterogeneity(HeterogeneityInput{Held: f.Selected.Held, PSI: an.Scores, Control: an.Control, CATE: cate, Lower: lower,
-		X: recs.Data.X, Columns: recs.Layout.Covariates, Thresholds: []float64{0}, MinRowsPerGroup: 2})
+	h, why, err := Heterogeneity(HeterogeneityInput{Held: f.Selected.Held, PSI: an.Scores, Control: an.Control, CATE: cate,
+		Calibration: an.Calibration, X: c.Records.Data.X, Columns: c.Records.Layout.Covariates, Thresholds: []float64{0}})
 	if err != nil {
 		return err
 	}

@@ -14,24 +14,30 @@ import (
 // HeterogeneityInput are the rows a run's heterogeneity is tested on:
 // those held out of the CATE's training (Held, indices of the rows of the
 // other fields), with their scores ψ and Γ0, the chosen estimator's CATE
-// before calibration, the calibrated interval's lower bounds, and the
-// covariates X with their names.
+// before calibration, its calibration (nil: none; the rule
+// cate_lower_above_0 then reads the CATE itself), and the covariates X
+// with their names.
 type HeterogeneityInput struct {
-	Held            []int
-	PSI, Control    []float64
-	CATE, Lower     []float64
-	X               mat.Matrix
-	Columns         []string
-	Thresholds      []float64 // the τ̂ thresholds of the rules cate_above_T
-	MinRowsPerGroup int       // fewer held-out rows than 5 times this: none
+	Held         []int
+	PSI, Control []float64
+	CATE         []float64
+	Calibration  *inference.Calibration
+	X            mat.Matrix
+	Columns      []string
+	Thresholds   []float64 // the τ̂ thresholds of the rules cate_above_T
 }
+
+// minHeldPerFifth is the fewest held-out rows per fifth of τ̂ the tests
+// are computed from: a mean and its spread need two.
+const minHeldPerFifth = 2
 
 // Heterogeneity returns the local rows of crff_heterogeneity, crff_clan
 // and crff_policy (package heterogeneity) of in, or nil with the reason
-// when there are too few held-out rows.
+// when there are too few held-out rows. Only the held-out rows are read
+// and calibrated.
 func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) {
 	n := len(in.Held)
-	if least := heterogeneity.Fifths * max(in.MinRowsPerGroup, 2); n < least {
+	if least := heterogeneity.Fifths * minHeldPerFifth; n < least {
 		return nil, fmt.Sprintf("%d rows held out of the CATE's training; the tests need %d", n, least), nil
 	}
 	pick := func(v []float64) []float64 {
@@ -41,12 +47,19 @@ func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) 
 		}
 		return out
 	}
-	psi, gamma0, cate, lower := pick(in.PSI), pick(in.Control), pick(in.CATE), pick(in.Lower)
+	psi, gamma0, cate := pick(in.PSI), pick(in.Control), pick(in.CATE)
 	_, d := in.X.Dims()
 	x := mat.NewDense(n, d, nil)
 	for j, i := range in.Held {
 		for k := range d {
 			x.Set(j, k, in.X.At(i, k))
+		}
+	}
+	lower := cate
+	if in.Calibration != nil {
+		var err error
+		if _, _, lower, _, err = in.Calibration.Interval(cate, x); err != nil {
+			return nil, "", err
 		}
 	}
 	out := &store.Heterogeneity{}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/inference"
 )
 
 // TestHeterogeneity: the rows of crff_heterogeneity, crff_clan and
@@ -32,7 +34,7 @@ func TestHeterogeneity(t *testing.T) {
 			psi[i] = 1e6 // rows τ̂ was trained on must not enter
 		}
 	}
-	in := HeterogeneityInput{Held: held, PSI: psi, Control: g0, CATE: cate, Lower: cate, X: x, Columns: []string{"age", "noise"}, Thresholds: []float64{0, 2}, MinRowsPerGroup: 2}
+	in := HeterogeneityInput{Held: held, PSI: psi, Control: g0, CATE: cate, X: x, Columns: []string{"age", "noise"}, Thresholds: []float64{0, 2}}
 	h, why, err := Heterogeneity(in)
 	if err != nil || h == nil {
 		t.Fatalf("%v (%s)", err, why)
@@ -53,6 +55,28 @@ func TestHeterogeneity(t *testing.T) {
 	if len(h.CLAN) != 2 || h.CLAN[0].Covariate != "age" || len(h.Policy) != 3 || h.Policy[2].Policy != "cate_above_2" {
 		t.Errorf("CLAN %+v, policies %+v", h.CLAN, h.Policy)
 	}
+	// With a calibration, cate_lower_above_0 reads the calibrated
+	// interval's lower bounds of the held-out rows, below their CATEs: it
+	// treats fewer rows than cate_above_0.
+	heldX := mat.NewDense(len(held), 2, nil)
+	hp, hc := make([]float64, len(held)), make([]float64, len(held))
+	for j, i := range held {
+		heldX.SetRow(j, x.RawRowView(i))
+		hp[j], hc[j] = psi[i], cate[i]
+	}
+	cal, err := inference.FitCalibration(hp, hc, heldX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Calibration = cal
+	hc2, _, err := Heterogeneity(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, pt := hc2.Policy[0], hc2.Policy[1]; lo.Policy != "cate_lower_above_0" || !(lo.Treats < pt.Treats) || h.Policy[0].Treats != h.Policy[1].Treats {
+		t.Errorf("with a calibration %s treats %v, %s %v; without, %v and %v", lo.Policy, lo.Treats, pt.Policy, pt.Treats, h.Policy[0].Treats, h.Policy[1].Treats)
+	}
+	in.Calibration = nil
 	var b strings.Builder
 	if err := WriteHeterogeneity(&b, h); err != nil {
 		t.Fatal(err)
@@ -91,7 +115,7 @@ func BenchmarkHeterogeneity(b *testing.B) {
 	for j := range cols {
 		cols[j] = fmt.Sprintf("x%d", j+1)
 	}
-	in := HeterogeneityInput{Held: held, PSI: psi, Control: g0, CATE: cate, Lower: cate, X: x, Columns: cols, Thresholds: []float64{0}, MinRowsPerGroup: 2}
+	in := HeterogeneityInput{Held: held, PSI: psi, Control: g0, CATE: cate, X: x, Columns: cols, Thresholds: []float64{0}}
 	b.ResetTimer()
 	for range b.N {
 		if _, _, err := Heterogeneity(in); err != nil {

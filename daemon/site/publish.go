@@ -85,15 +85,8 @@ func heterogeneity(recs *store.Records, r *federation.SiteResult) (*store.Hetero
 	for i, p := range r.Held {
 		held[i] = r.Kept[p]
 	}
-	lower := slices.Clone(r.CATE)
-	if r.Calibration != nil {
-		var err error
-		if _, _, lower, _, err = r.Calibration.Interval(r.CATE, recs.Data.X); err != nil {
-			return nil, err
-		}
-	}
-	h, _, err := pipeline.Heterogeneity(pipeline.HeterogeneityInput{Held: held, PSI: r.Scores, Control: r.Control, CATE: r.CATE, Lower: lower,
-		X: recs.Data.X, Columns: recs.Layout.Covariates, Thresholds: []float64{0}, MinRowsPerGroup: 2})
+	h, _, err := pipeline.Heterogeneity(pipeline.HeterogeneityInput{Held: held, PSI: r.Scores, Control: r.Control, CATE: r.CATE,
+		Calibration: r.Calibration, X: recs.Data.X, Columns: recs.Layout.Covariates, Thresholds: []float64{0}})
 	return h, err
 }
 
