@@ -370,7 +370,11 @@ func globalGateTensors(gates []*GlobalGATE, site int) []wire.Tensor {
 		if g == nil {
 			continue
 		}
-		if others := len(g.Sites) - btoi(slices.Contains(g.Sites, site)); others < 2 {
+		others := len(g.Sites)
+		if slices.Contains(g.Sites, site) {
+			others--
+		}
+		if others < 2 {
 			ts = append(ts, wire.Scalar(fmt.Sprintf("%s%d.withheld", pGate, i), 1))
 			continue
 		}
@@ -431,13 +435,6 @@ func decodeGlobalGATEs(e *wire.Envelope, gs []Subgroup, m int) ([]*GlobalGATE, e
 		out[i] = gl
 	}
 	return out, nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func allFinite(xs ...float64) bool {

@@ -27,11 +27,8 @@ func NewPolicy(gamma0, psi []float64, treat []bool) (*Policy, error) {
 	if len(treat) != n || gamma0 != nil && len(gamma0) != n || n < 2 {
 		return nil, fmt.Errorf("%w: %d scores, %d control scores and %d decisions; want at least 2 of each", ErrInput, n, len(gamma0), len(treat))
 	}
-	var value, none, all inference.Sums
+	value, none, all := make([]float64, n), make([]float64, n), make([]float64, n)
 	var treated int
-	add := func(s inference.Sums, v float64) inference.Sums {
-		return s.Add(inference.Sums{N: 1, Sum: v, SumSq: v * v})
-	}
 	for i, p := range psi {
 		if !finite(p) || gamma0 != nil && !finite(gamma0[i]) {
 			return nil, fmt.Errorf("%w: row %d: score %v", ErrInput, i, p)
@@ -41,22 +38,21 @@ func NewPolicy(gamma0, psi []float64, treat []bool) (*Policy, error) {
 			pi = 1
 			treated++
 		}
-		none = add(none, pi*p)
-		all = add(all, -(1-pi)*p)
+		none[i], all[i] = pi*p, -(1-pi)*p
 		if gamma0 != nil {
-			value = add(value, gamma0[i]+pi*p)
+			value[i] = gamma0[i] + pi*p
 		}
 	}
 	out := &Policy{Share: float64(treated) / float64(n)}
 	var err error
-	if out.GainOverNone, err = none.Estimate(); err != nil {
+	if out.GainOverNone, err = inference.Accumulate(none).Estimate(); err != nil {
 		return nil, err
 	}
-	if out.GainOverAll, err = all.Estimate(); err != nil {
+	if out.GainOverAll, err = inference.Accumulate(all).Estimate(); err != nil {
 		return nil, err
 	}
 	if gamma0 != nil {
-		if out.Value, err = value.Estimate(); err != nil {
+		if out.Value, err = inference.Accumulate(value).Estimate(); err != nil {
 			return nil, err
 		}
 	}

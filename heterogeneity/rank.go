@@ -16,11 +16,9 @@ const Fifths = 5
 // GATES are the AIPW effects of the groups of rows by quantile of τ̂, from
 // the lowest τ̂ to the highest, and the highest minus the lowest.
 type GATES struct {
-	Groups       []inference.Estimate
-	TopMinusLow  inference.Estimate
-	Cuts         []float64 // the upper τ̂ of each group but the last
-	Rows         [][]int   // each group's rows, by index
-	MeanEstimate []float64 // each group's mean τ̂
+	Groups      []inference.Estimate
+	TopMinusLow inference.Estimate
+	Rows        [][]int // each group's rows, by index
 }
 
 // NewGATES splits the rows into groups of (nearly) equal size by their
@@ -41,22 +39,11 @@ func NewGATES(psi, cate []float64, groups int) (*GATES, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GATES{Groups: make([]inference.Estimate, groups), Rows: make([][]int, groups), MeanEstimate: make([]float64, groups)}
+	g := &GATES{Groups: make([]inference.Estimate, groups), Rows: make([][]int, groups)}
 	for k := range groups {
-		lo, hi := k*n/groups, (k+1)*n/groups
-		var s inference.Sums
-		var m float64
-		for _, i := range order[lo:hi] {
-			s = s.Add(inference.Sums{N: 1, Sum: psi[i], SumSq: psi[i] * psi[i]})
-			m += cate[i]
-		}
-		if g.Groups[k], err = s.Estimate(); err != nil {
+		g.Rows[k] = order[k*n/groups : (k+1)*n/groups]
+		if g.Groups[k], err = meanOf(psi, g.Rows[k]); err != nil {
 			return nil, err
-		}
-		g.Rows[k] = slices.Clone(order[lo:hi])
-		g.MeanEstimate[k] = m / float64(hi-lo)
-		if k < groups-1 {
-			g.Cuts = append(g.Cuts, cate[order[hi-1]])
 		}
 	}
 	top, low := g.Groups[groups-1], g.Groups[0]
@@ -78,22 +65,17 @@ func NewCLAN(g *GATES, x mat.Matrix) ([]CLAN, error) {
 	top, low := g.Rows[len(g.Rows)-1], g.Rows[0]
 	out := make([]CLAN, d)
 	for j := range d {
-		mean := func(rows []int) (inference.Estimate, error) {
-			var s inference.Sums
-			for _, i := range rows {
-				v := x.At(i, j)
-				if !finite(v) {
-					return inference.Estimate{}, fmt.Errorf("%w: row %d, column %d: %v", ErrInput, i, j, v)
-				}
-				s = s.Add(inference.Sums{N: 1, Sum: v, SumSq: v * v})
+		col := mat.Col(nil, j, x)
+		for i, v := range col {
+			if !finite(v) {
+				return nil, fmt.Errorf("%w: row %d, column %d: %v", ErrInput, i, j, v)
 			}
-			return s.Estimate()
 		}
-		t, err := mean(top)
+		t, err := meanOf(col, top)
 		if err != nil {
 			return nil, err
 		}
-		l, err := mean(low)
+		l, err := meanOf(col, low)
 		if err != nil {
 			return nil, err
 		}
@@ -165,12 +147,11 @@ func NewRATE(psi, cate []float64) (*RATE, error) {
 		lo = hi
 	}
 	weighted := func(w []float64) (inference.Estimate, error) {
-		var s inference.Sums
+		v := make([]float64, n)
 		for j, i := range order {
-			v := w[j] * psi[i]
-			s = s.Add(inference.Sums{N: 1, Sum: v, SumSq: v * v})
+			v[j] = w[j] * psi[i]
 		}
-		return s.Estimate()
+		return inference.Accumulate(v).Estimate()
 	}
 	r := &RATE{}
 	if r.AUTOC, err = weighted(autoc); err != nil {
@@ -184,16 +165,14 @@ func NewRATE(psi, cate []float64) (*RATE, error) {
 		k := max(2, int(math.Round(q*fn)))
 		// TOC(q) = mean of the top k − mean of all = (1/k − 1/n)·Σtop − (1/n)·Σrest,
 		// a weighted mean of the scores.
-		var s inference.Sums
-		for j, i := range order {
-			w := -1.0
+		w := make([]float64, n)
+		for j := range w {
+			w[j] = -1
 			if j < k {
-				w = fn/float64(k) - 1
+				w[j] = fn/float64(k) - 1
 			}
-			v := w * psi[i]
-			s = s.Add(inference.Sums{N: 1, Sum: v, SumSq: v * v})
 		}
-		e, err := s.Estimate()
+		e, err := weighted(w)
 		if err != nil {
 			return nil, err
 		}
@@ -225,4 +204,13 @@ func ranking(psi, cate []float64, desc bool) ([]int, error) {
 		return 0
 	})
 	return order, nil
+}
+
+// meanOf returns the mean of v over rows with the standard error sd/√n.
+func meanOf(v []float64, rows []int) (inference.Estimate, error) {
+	sub := make([]float64, len(rows))
+	for j, i := range rows {
+		sub[j] = v[i]
+	}
+	return inference.Accumulate(sub).Estimate()
 }
