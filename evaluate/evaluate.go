@@ -219,8 +219,11 @@ type Summary struct {
 	// of runs whose BLP test rejects at 5%, the mean GATES coverage, the
 	// share of runs whose AUTOC and policy-value intervals hold their
 	// truths, and the mean AUTOC estimate and the true ranking's.
-	BLPRejection   *float64 `json:"blp_rejection,omitempty"`
-	GATESCoverage  *float64 `json:"gates_coverage,omitempty"`
+	BLPRejection  *float64 `json:"blp_rejection,omitempty"`
+	GATESCoverage *float64 `json:"gates_coverage,omitempty"`
+	// GATESWorst is the coverage of the fifth of τ̂ that covers least
+	// often, which the mean over the fifths can hide.
+	GATESWorst     *float64 `json:"gates_worst_fifth_coverage,omitempty"`
 	AUTOCCoverage  *float64 `json:"autoc_coverage,omitempty"`
 	PolicyCoverage *float64 `json:"policy_coverage,omitempty"`
 	AUTOCMean      *float64 `json:"autoc_mean,omitempty"`
@@ -618,7 +621,8 @@ const (
 	figPolicyCover
 	figAUTOC
 	figAUTOCBest
-	numFigures
+	figGATESFifth // Fifths figures, one per fifth of τ̂
+	numFigures    = figGATESFifth + heterogeneity.Fifths
 )
 
 // figures returns the run's figures by the indices above, and which of
@@ -650,6 +654,9 @@ func (r Result) figures() (v [numFigures]float64, has [numFigures]bool) {
 		set(figPolicyCover, b2f(h.PolicyCovered))
 		set(figAUTOC, h.AUTOC)
 		set(figAUTOCBest, h.AUTOCBest)
+		for k, c := range h.GATESCovered {
+			set(figGATESFifth+k, b2f(c))
+		}
 	}
 	return v, has
 }
@@ -712,6 +719,11 @@ func summarise(runs []Result, modes []string, sources []int, seeds int) []Summar
 			if len(per[figBLPReject]) > 0 {
 				s.BLPRejection, s.GATESCoverage, s.AUTOCCoverage = mean(figBLPReject), mean(figGATESCover), mean(figAUTOCCover)
 				s.PolicyCoverage, s.AUTOCMean, s.AUTOCBestMean = mean(figPolicyCover), mean(figAUTOC), mean(figAUTOCBest)
+				for k := range heterogeneity.Fifths {
+					if c := mean(figGATESFifth + k); s.GATESWorst == nil || *c < *s.GATESWorst {
+						s.GATESWorst = c
+					}
+				}
 			}
 			out = append(out, s)
 		}

@@ -12,6 +12,9 @@ type Hetero struct {
 	// GATESCoverage is the share of the fifths of τ̂ whose interval holds
 	// the fifth's mean true effect.
 	GATESCoverage float64 `json:"gates_coverage"`
+	// GATESCovered says, fifth by fifth from the lowest τ̂, whether its
+	// interval holds its mean true effect.
+	GATESCovered []bool `json:"gates_covered"`
 	// AUTOC is the estimate, AUTOCTrue its estimand (the ranking by τ̂
 	// scored by the true effects), AUTOCBest the true ranking's, and
 	// AUTOCCovered whether the interval holds AUTOCTrue.
@@ -49,9 +52,9 @@ func hetero(psi, gamma0, cate, lower, tau, mu0 []float64) (*Hetero, error) {
 		for _, i := range rows {
 			m += tau[i] / float64(len(rows))
 		}
-		if e := g.Groups[k]; e.Lower <= m && m <= e.Upper {
-			h.GATESCoverage += 1.0 / float64(len(g.Rows))
-		}
+		covered := g.Groups[k].Lower <= m && m <= g.Groups[k].Upper
+		h.GATESCovered = append(h.GATESCovered, covered)
+		h.GATESCoverage += b2f(covered) / float64(len(g.Rows))
 	}
 	est, err := heterogeneity.NewRATE(psi, cate)
 	if err != nil {

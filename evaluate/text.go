@@ -100,12 +100,12 @@ func (r *Report) writeHetero(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\nHeterogeneity on the same test rows (BLP test at 5%; coverage of 95% intervals; AUTOC against the true ranking's):")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODE\tSOURCES\tBLP REJECTS\tGATES COVERAGE\tAUTOC COVERAGE\tAUTOC\tAUTOC (TRUE RANKING)\tPOLICY COVERAGE")
+	fmt.Fprintln(tw, "MODE\tSOURCES\tBLP REJECTS\tGATES COVERAGE\tWORST FIFTH\tAUTOC COVERAGE\tAUTOC\tAUTOC (TRUE RANKING)\tPOLICY COVERAGE")
 	for _, s := range r.Summary {
 		if s.BLPRejection == nil {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.2f\n", s.Mode, s.Sources, *s.BLPRejection, *s.GATESCoverage, *s.AUTOCCoverage,
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.2f\n", s.Mode, s.Sources, *s.BLPRejection, *s.GATESCoverage, *s.GATESWorst, *s.AUTOCCoverage,
 			*s.AUTOCMean, *s.AUTOCBestMean, *s.PolicyCoverage)
 	}
 	return tw.Flush()

@@ -14,7 +14,7 @@ func TestWriteText(t *testing.T) {
 		Summary: []Summary{
 			{Mode: "auto", Sources: 1, N: 2, SqrtPEHEMean: 1.5, SqrtPEHESE: 0.25, ATEErrMean: 0.5, ATEErrSE: 0.125, ATEBiasMean: -0.1,
 				AIPWATEErrMean: f(0.3), AIPWATEErrSE: f(0.05), AIPWBiasMean: f(0.01), AIPWCoverage: f(1), AIPWWidthMean: f(1.2),
-				BLPRejection: f(0.95), GATESCoverage: f(0.9), AUTOCCoverage: f(0.85), PolicyCoverage: f(1), AUTOCMean: f(0.5), AUTOCBestMean: f(0.75)},
+				BLPRejection: f(0.95), GATESCoverage: f(0.9), GATESWorst: f(0.8), AUTOCCoverage: f(0.85), PolicyCoverage: f(1), AUTOCMean: f(0.5), AUTOCBestMean: f(0.75)},
 			{Mode: "tlearner", Sources: 1, N: 2, SqrtPEHEMean: 2, SqrtPEHESE: 0.5, ATEErrMean: 0.75, ATEErrSE: 0.25, ATEBiasMean: 0.2},
 		},
 		Runs: []Result{
@@ -35,7 +35,7 @@ func TestWriteText(t *testing.T) {
 		"tlearner  1        -              -          -              -           -              -              -\n",
 		"1        latent/gaussian  2 of 2\n1        dr/10            1 of 2\n",
 		"\n3 runs in 12.3 s\n",
-		"MODE  SOURCES  BLP REJECTS  GATES COVERAGE  AUTOC COVERAGE  AUTOC  AUTOC (TRUE RANKING)  POLICY COVERAGE\nauto  1        0.95         0.90            0.85            0.500  0.750                 1.00\n",
+		"MODE  SOURCES  BLP REJECTS  GATES COVERAGE  WORST FIFTH  AUTOC COVERAGE  AUTOC  AUTOC (TRUE RANKING)  POLICY COVERAGE\nauto  1        0.95         0.90            0.80         0.85            0.500  0.750                 1.00\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

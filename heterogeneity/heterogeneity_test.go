@@ -151,6 +151,7 @@ func TestGATESRATEPolicyCoverage(t *testing.T) {
 	const reps, n = 300, 400
 	tau := func(x float64) float64 { return 2 + x }
 	var gates, autoc, qini, value, gain [2]int
+	var fifth [Fifths]int // replicates whose k-th fifth's interval covers
 	for range reps {
 		x, truth, cate, psi := draw(r, n, tau, 0.5, 2)
 		g, err := NewGATES(psi, cate, Fifths)
@@ -165,6 +166,7 @@ func TestGATESRATEPolicyCoverage(t *testing.T) {
 			gates[1]++
 			if e := g.Groups[k]; e.Lower <= m && m <= e.Upper {
 				gates[0]++
+				fifth[k]++
 			}
 		}
 		rate, err := NewRATE(psi, cate)
@@ -211,6 +213,14 @@ func TestGATESRATEPolicyCoverage(t *testing.T) {
 			gain[0]++
 		}
 	}
+	// Averaged over the fifths, GATES could hide one that fails: each
+	// fifth must cover on its own.
+	for k, c := range fifth {
+		if cov := float64(c) / reps; cov < 0.9 {
+			t.Errorf("GATES fifth %d: coverage %.3f, want about 0.95", k+1, cov)
+		}
+	}
+	t.Logf("GATES coverage by fifth: %v of %d", fifth, reps)
 	for name, c := range map[string][2]int{"GATES": gates, "AUTOC": autoc, "Qini": qini, "policy value": value, "gain over none": gain} {
 		cov := float64(c[0]) / float64(c[1])
 		t.Logf("%s: coverage %.3f", name, cov)
