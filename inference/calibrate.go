@@ -94,21 +94,27 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 			return nil, fmt.Errorf("%w: row %d: pseudo-outcome %v, estimate %v", ErrInput, i, psi[i], cate[i])
 		}
 	}
-	if n > p+1 {
-		if err := c.fitOrth(cate, x); err != nil {
-			return nil, err
-		}
+	// [1, z] once, with room for u, which needs [1, z] to be fitted.
+	z := mat.NewDense(n, p+1, nil)
+	r := mat.NewVecDense(n, nil)
+	for i := range n {
+		c.row(z.RawRowView(i), x, i, 0)
+		r.SetVec(i, psi[i]-cate[i])
 	}
-	if c.orth != nil {
+	base := z.Slice(0, n, 0, p).(*mat.Dense)
+	if n > p+1 {
+		c.fitOrth(cate, base)
+	}
+	if c.orth == nil {
+		z = base
+	} else {
+		for i := range n {
+			row := z.RawRowView(i)
+			row[p] = c.u(row[:p], cate[i])
+		}
 		p++
 	}
 	c.coef = make([]float64, p)
-	z := mat.NewDense(n, p, nil)
-	r := mat.NewVecDense(n, nil)
-	for i := range n {
-		c.row(z.RawRowView(i), x, i, cate[i])
-		r.SetVec(i, psi[i]-cate[i])
-	}
 	var ztz mat.SymDense
 	ztz.SymOuterK(1, z.T())
 	var ztr mat.VecDense
@@ -181,14 +187,10 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 }
 
 // fitOrth sets orth and orthScale from the least-squares fit of cate on
-// [1, z], or leaves orth nil when cate is linear in x to rounding.
-func (c *Calibration) fitOrth(cate []float64, x mat.Matrix) error {
-	n, d := x.Dims()
-	p := d + 1
-	z := mat.NewDense(n, p, nil)
-	for i := range n {
-		c.row(z.RawRowView(i), x, i, 0)
-	}
+// the rows [1, z] of z, or leaves orth nil when cate is linear in x to
+// rounding (or the fit is singular): τ̂ then stays an offset alone.
+func (c *Calibration) fitOrth(cate []float64, z *mat.Dense) {
+	n, p := z.Dims()
 	var ztz mat.SymDense
 	ztz.SymOuterK(1, z.T())
 	for j := range p {
@@ -196,12 +198,12 @@ func (c *Calibration) fitOrth(cate []float64, x mat.Matrix) error {
 	}
 	var ch mat.Cholesky
 	if !ch.Factorize(&ztz) {
-		return nil // τ̂ stays an offset alone
+		return
 	}
 	var ztc, delta mat.VecDense
 	ztc.MulVec(z.T(), mat.NewVecDense(n, cate))
 	if err := ch.SolveVecTo(&delta, &ztc); err != nil {
-		return nil
+		return
 	}
 	var ss, sc, mc float64
 	for i := range n {
@@ -214,11 +216,10 @@ func (c *Calibration) fitOrth(cate []float64, x mat.Matrix) error {
 		sc += (cate[i] - mc) * (cate[i] - mc)
 	}
 	if !(ss > 1e-9*sc) || !(ss > 1e-24) {
-		return nil
+		return
 	}
 	c.orth = slices.Clone(delta.RawVector().Data)
 	c.orthScale = math.Sqrt(ss / float64(n-p))
-	return nil
 }
 
 // sandwich returns the heteroskedasticity-robust covariance of the ridge
@@ -257,15 +258,19 @@ func (c *Calibration) row(dst []float64, x mat.Matrix, i int, cate float64) {
 	for j := range c.mean {
 		dst[j+1] = (x.At(i, j) - c.mean[j]) / c.scale[j]
 	}
-	if c.orth == nil {
-		return
+	if c.orth != nil {
+		p := len(c.mean) + 1
+		dst[p] = c.u(dst[:p], cate)
 	}
-	p := len(c.mean) + 1
+}
+
+// u returns u of the estimate cate of a row whose [1, z] is base.
+func (c *Calibration) u(base []float64, cate float64) float64 {
 	var fit float64
 	for j, v := range c.orth {
-		fit += v * dst[j]
+		fit += v * base[j]
 	}
-	dst[p] = (cate - fit) / c.orthScale
+	return (cate - fit) / c.orthScale
 }
 
 // Interval returns the corrected estimates of the rows of x, whose

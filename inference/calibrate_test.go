@@ -51,14 +51,30 @@ func TestCalibrationRecoversALinearBias(t *testing.T) {
 // replicates, and shows that the uncorrected estimate is far off.
 func TestCalibrationCoverage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
-	const reps, n = 200, 500
+	cov, after, before := replicateCoverage(t, 200, func() (*mat.Dense, []float64, []float64, []float64) { return attenuated(rng, 500, 2) }, nil)
+	if cov < 0.90 || cov > 0.99 {
+		t.Errorf("per-row coverage %.3f, want about 0.95", cov)
+	}
+	if after > 0.25 || before < 0.8 {
+		t.Errorf("sqrt(PEHE) %.3f before the correction, %.3f after; want > 0.8 and < 0.25", before, after)
+	}
+}
+
+// replicateCoverage fits and applies a calibration to reps draws of rows
+// (covariates, true effects, estimates, scores), checking each fit with
+// check when not nil, and returns the per-row coverage of the true
+// effects by the intervals, and the √PEHE after and before the correction.
+func replicateCoverage(t *testing.T, reps int, draw func() (*mat.Dense, []float64, []float64, []float64), check func(*Calibration)) (cov, after, before float64) {
+	t.Helper()
 	var covered, rows float64
-	var before, after float64
 	for range reps {
-		x, tau, cate, psi := attenuated(rng, n, 2)
+		x, tau, cate, psi := draw()
 		c, err := FitCalibration(psi, cate, x)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if check != nil {
+			check(c)
 		}
 		got, _, lo, hi, err := c.Interval(cate, x)
 		if err != nil {
@@ -73,13 +89,7 @@ func TestCalibrationCoverage(t *testing.T) {
 			after += (got[i] - tau[i]) * (got[i] - tau[i])
 		}
 	}
-	cov := covered / rows
-	if cov < 0.90 || cov > 0.99 {
-		t.Errorf("per-row coverage %.3f, want about 0.95", cov)
-	}
-	if b, a := math.Sqrt(before/rows), math.Sqrt(after/rows); a > 0.25 || b < 0.8 {
-		t.Errorf("sqrt(PEHE) %.3f before the correction, %.3f after; want > 0.8 and < 0.25", b, a)
-	}
+	return covered / rows, math.Sqrt(after / rows), math.Sqrt(before / rows)
 }
 
 func TestCalibrationErrors(t *testing.T) {
@@ -310,32 +320,14 @@ func TestCalibrationRemovesNonlinearNoise(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(21, 22))
-			const reps, n = 100, 500
-			var covered, rows, sq, before float64
-			for range reps {
-				x, tau, cate, psi := wiggly(rng, n, 2, tc.tau, tc.bump)
-				c, err := FitCalibration(psi, cate, x)
-				if err != nil {
-					t.Fatal(err)
-				}
+			cov, pehe, before := replicateCoverage(t, 100, func() (*mat.Dense, []float64, []float64, []float64) {
+				return wiggly(rng, 500, 2, tc.tau, tc.bump)
+			}, func(c *Calibration) {
 				if c.orth == nil {
 					t.Fatal("τ̂'s non-linear part left out")
 				}
-				got, _, lo, hi, err := c.Interval(cate, x)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := range got {
-					if lo[i] <= tau[i] && tau[i] <= hi[i] {
-						covered++
-					}
-					rows++
-					sq += (got[i] - tau[i]) * (got[i] - tau[i])
-					before += (cate[i] - tau[i]) * (cate[i] - tau[i])
-				}
-			}
-			cov, pehe := covered/rows, math.Sqrt(sq/rows)
-			t.Logf("coverage %.3f, √PEHE %.3f (uncorrected %.3f)", cov, pehe, math.Sqrt(before/rows))
+			})
+			t.Logf("coverage %.3f, √PEHE %.3f (uncorrected %.3f)", cov, pehe, before)
 			if math.Abs(cov-0.95) > tc.slack || pehe > tc.pehe {
 				t.Errorf("coverage %.3f, √PEHE %.3f; want 0.95 ± %.2f and at most %.2f", cov, pehe, tc.slack, tc.pehe)
 			}
