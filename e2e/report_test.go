@@ -61,7 +61,7 @@ func TestReport(t *testing.T) {
 		t.Errorf("report embeds %d images, want 6 (love plot, loss, CATEs, overlap, GATES, TOC)", n)
 	}
 	for _, want := range []string{"Training loss per round of 3 models", "No transfer factors", "<td class=\"l\">local</td>",
-		"<td class=\"l\">blp_het</td>", "TOC curve at 10 shares",
+		"<td class=\"l\">blp_het</td>", "TOC curve at 9 shares",
 		"Love plot of ", "The optimiser was Adam, which has no line search", // model.optimizer's default
 		"propensity bucket", "The audit log is empty"} {
 		if !strings.Contains(page, want) {

@@ -58,8 +58,8 @@ func TestFitModelSelection(t *testing.T) {
 	// The heterogeneity tests (issue 35) on the held-out rows: the BLP,
 	// five GATES and their spread, the RATE, ten TOC points; CLAN of every
 	// covariate; the two default policies.
-	if n := queryFloat(t, db, "SELECT count(*) FROM crff_heterogeneity WHERE scope = 'local' AND n > 0 AND lower <= estimate AND estimate <= upper"); n != 2+6+2+10 {
-		t.Errorf("crff_heterogeneity has %v rows, want 20", n)
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_heterogeneity WHERE scope = 'local' AND n > 0 AND lower <= estimate AND estimate <= upper"); n != 2+6+2+9 {
+		t.Errorf("crff_heterogeneity has %v rows, want 19", n)
 	}
 	if n := queryFloat(t, db, "SELECT count(*) FROM crff_heterogeneity WHERE statistic = 'blp_het' AND p_value BETWEEN 0 AND 1"); n != 1 {
 		t.Errorf("blp_het with a p-value: %v rows", n)

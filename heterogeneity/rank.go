@@ -85,7 +85,7 @@ func NewCLAN(g *GATES, x mat.Matrix) ([]CLAN, error) {
 }
 
 // RATE are the rank-weighted average treatment effects of the ranking by
-// τ̂, and the TOC curve at q = 0.1, 0.2, …, 1.
+// τ̂, and the TOC curve at q = 0.1, 0.2, …, 0.9 (at 1 it is 0).
 type RATE struct {
 	AUTOC, Qini inference.Estimate
 	TOC         []TOCPoint
@@ -160,7 +160,7 @@ func NewRATE(psi, cate []float64) (*RATE, error) {
 	if r.Qini, err = weighted(qini); err != nil {
 		return nil, err
 	}
-	for t := 1; t <= 10; t++ {
+	for t := 1; t <= 9; t++ { // TOC(1) is 0 by definition
 		q := float64(t) / 10
 		k := max(2, int(math.Round(q*fn)))
 		// TOC(q) = mean of the top k − mean of all = (1/k − 1/n)·Σtop − (1/n)·Σrest,

@@ -49,7 +49,7 @@ func TestHeterogeneity(t *testing.T) {
 			t.Errorf("blp_het p-value %v for τ = 2 + x", s.PValue)
 		}
 	}
-	if len(stats) != 20 || stats["blp_ate"] > 3 || stats["gates_5"] < stats["gates_1"] {
+	if len(stats) != 19 || stats["blp_ate"] > 3 || stats["gates_5"] < stats["gates_1"] {
 		t.Errorf("statistics %v", stats)
 	}
 	if len(h.CLAN) != 2 || h.CLAN[0].Covariate != "age" || len(h.Policy) != 3 || h.Policy[2].Policy != "cate_above_2" {

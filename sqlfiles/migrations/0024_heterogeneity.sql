@@ -18,7 +18,7 @@
 --   gates_top_minus_bottom  the fifth minus the first.
 --   autoc, qini       grf's RATE of the ranking by τ̂ (∫TOC, ∫q·TOC),
 --                     standard errors holding the ranking fixed.
---   toc_10..toc_100   the TOC at 10%, …, 100% of rows: the mean ψ of the
+--   toc_10..toc_90    the TOC at 10%, …, 90% of rows: the mean ψ of the
 --                     top q of τ̂ minus the mean of all.
 -- crff_clan: each covariate's mean in the top and the bottom fifth of τ̂,
 -- and their difference with Welch's standard error.
