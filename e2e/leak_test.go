@@ -100,6 +100,17 @@ func TestSiteDaemonDoesNotLeak(t *testing.T) {
 	// Up to two more pooled SQLite connections (three files each) may
 	// open under load; a leak per run shows 15 or more.
 	warm, last := after[4], after[runs-1]
+	// A count taken as the next run starts holds that run's goroutines
+	// and connections: a leak stays, a run's own do not, so an excess is
+	// measured again over a second and the least count kept.
+	for range 10 {
+		if last.files <= warm.files+6 && last.goroutines <= warm.goroutines+10 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+		again := measure()
+		last.files, last.goroutines = min(last.files, again.files), min(last.goroutines, again.goroutines)
+	}
 	if last.children != warm.children || last.files > warm.files+6 || last.goroutines > warm.goroutines+10 {
 		t.Errorf("site1 grew from %+v after run 5 to %+v after run %d", warm, last, runs)
 	}
