@@ -412,8 +412,8 @@ func TestFederationEndToEnd(t *testing.T) {
 // federation on the same rows, with the same kernel plugin: estimator.Fit
 // when the run selected no model, and otherwise the fit of model
 // selection, on each site's rows less the default held-out share
-// (model.validation 0.2, federation.min_arm_rows 5) under the
-// standardisation of all its rows.
+// (model.validation 0.2, federation.min_arm_rows 5), under their
+// standardisation.
 func checkEquivalence(t *testing.T, dir string, sites int, run string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -452,7 +452,8 @@ func checkEquivalence(t *testing.T, dir string, sites int, run string) {
 			}
 			train[s] = d.Subset(rows)
 		}
-		if want, err = estimator.FitSetup(ctx, train, want.Setup); err != nil {
+		// The standardisation, too, is of the training rows.
+		if want, err = estimator.Fit(ctx, train, schema, kc, cfg); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -143,6 +143,7 @@ const (
 	tSiteRows      = "site.rows" // hello to a rejoining site: its row count when the run began
 	tSchemaBinary  = "schema.binary"
 	tSchemaBinOut  = "schema.binary_outcome"
+	tHelloRows     = "hello.rows" // the site's row count, before de-duplication and holdout
 	tMomentsN      = "moments.n"
 	tMomentsSum    = "moments.sum"
 	tMomentsSumSq  = "moments.sumsq"

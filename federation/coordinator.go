@@ -395,8 +395,11 @@ func (c *coordinator) refused(s int, e *wire.Envelope) error {
 
 func (c *coordinator) run(ctx context.Context) (*Result, error) {
 	if c.st == nil {
+		sel := c.cfg.Selection
+		// One site's own choice is the federation's (selection.Options.BySite).
+		sel.BySite = sel.BySite && len(c.cfg.Sites) > 1
 		c.st = &State{RunID: c.cfg.RunID, Sites: c.cfg.Sites, Config: c.cfg.Config, Every: c.cfg.CheckpointEvery,
-			Interval: c.cfg.CheckpointInterval, Select: c.cfg.Selection, Kernels: extraNames(c.cfg.Extra),
+			Interval: c.cfg.CheckpointInterval, Select: sel, Kernels: extraNames(c.cfg.Extra),
 			Subgroups: c.cfg.Subgroups}
 		c.tracker = wire.NewTracker(c.st.RunID, 0)
 		if err := c.handshake(ctx); err != nil {

@@ -29,12 +29,14 @@ func (c *coordinator) handshake(ctx context.Context) error {
 	}
 	// Schema: every site must match the first.
 	moments := make([]estimator.Moments, m)
+	rows := make([]int, m)
 	var ref wire.DigestList
 	var fp []wire.Digest
 	hashes := make([][]wire.Digest, m)
 	for s, name := range c.cfg.Sites {
 		h := got[s][wire.KindHello]
-		schema, cols, mo, omega, err := decodeHello(h)
+		hello, err := decodeHello(h)
+		schema, cols, mo, omega := hello.schema, hello.cols, hello.mo, hello.omega
 		if err != nil {
 			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("site %s: %w", name, err)}
 		}
@@ -49,14 +51,14 @@ func (c *coordinator) handshake(ctx context.Context) error {
 		if share, err := scalar(h, tSelectShare); c.st.Select.On() && (err != nil || share != c.st.Select.Share) {
 			return &SitesError{Sites: []string{name}, Err: fmt.Errorf("%w: site %s does not hold out rows for model selection (an older crffd?)", ErrProtocol, name)}
 		}
-		moments[s] = mo
+		moments[s], rows[s] = mo, hello.rows
 		if p, err := scalar(h, tPrivate); err == nil && p != 0 {
 			c.st.Private++
 		}
 		d := got[s][wire.KindDedupHashes]
 		if on, _ := scalar(d, tDedupOn); on != 0 {
 			l, ok := d.DigestList(dDedup)
-			if !ok || len(l.Digests) != mo.N {
+			if !ok || len(l.Digests) != hello.rows {
 				return fmt.Errorf("%w: site %s: dedup-hashes must hold one HMAC per row", ErrProtocol, name)
 			}
 			hashes[s] = l.Digests
@@ -95,7 +97,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 	c.step = 2
 	for s := range c.cfg.Sites {
 		c.st.Dropped[s] = len(drop[s])
-		c.st.Rows[s] = moments[s].N - len(drop[s])
+		c.st.Rows[s] = rows[s] - len(drop[s])
 		e, err := c.verdictFor(s)
 		if err != nil {
 			return err
@@ -111,7 +113,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 
 // helloFor is the coordinator's hello to site s at the current step. Once
 // the handshake has counted the site's rows, that is when the site rejoins,
-// it carries the count (the site's moments.n, before de-duplication), which
+// it carries the count (the site's hello.rows, before de-duplication), which
 // the site checks against the rows it has now.
 func (c *coordinator) helloFor(s int) (*wire.Envelope, error) {
 	ts := append(configTensors(c.st.Config), wire.Scalar(tSiteIndex, float64(s)), wire.Scalar(tSiteCount, float64(len(c.cfg.Sites))),
@@ -190,57 +192,75 @@ func (c *coordinator) refuse(ctx context.Context, site string, why wire.Tensor) 
 	}
 }
 
+// siteHello is what a site's hello tells the coordinator.
+type siteHello struct {
+	schema estimator.Schema
+	cols   wire.DigestList // a digest per covariate
+	// rows is the site's row count before de-duplication and holdout, and
+	// mo the moments of the rows it did not hold out.
+	rows  int
+	mo    estimator.Moments
+	omega []wire.Digest // the kernels' frequency fingerprints
+}
+
 // decodeHello reads a site's hello.
-func decodeHello(e *wire.Envelope) (estimator.Schema, wire.DigestList, estimator.Moments, []wire.Digest, error) {
-	var schema estimator.Schema
-	var mo estimator.Moments
-	var fp []wire.Digest
+func decodeHello(e *wire.Envelope) (siteHello, error) {
+	var h siteHello
 	bin, err := vector(e, tSchemaBinary, -1)
 	if err != nil {
-		return schema, wire.DigestList{}, mo, fp, err
+		return h, err
 	}
 	bo, err := scalar(e, tSchemaBinOut)
 	if err != nil {
-		return schema, wire.DigestList{}, mo, fp, err
+		return h, err
 	}
 	// The covariates size the base frequencies the coordinator draws.
 	if len(bin) > MaxCovariates {
-		return schema, wire.DigestList{}, mo, fp, fmt.Errorf("%w: hello of %d covariates, more than the protocol's %d", ErrProtocol, len(bin), MaxCovariates)
+		return h, fmt.Errorf("%w: hello of %d covariates, more than the protocol's %d", ErrProtocol, len(bin), MaxCovariates)
 	}
-	schema.Binary = make([]bool, len(bin))
+	h.schema.Binary = make([]bool, len(bin))
 	for j, v := range bin {
-		schema.Binary[j] = v != 0
+		h.schema.Binary[j] = v != 0
 	}
-	schema.BinaryOutcome = bo != 0
-	cols, ok := e.DigestList(dSchemaColumns)
-	if !ok || len(cols.Digests) != len(bin) {
-		return schema, cols, mo, fp, fmt.Errorf("%w: hello lacks one column digest per covariate", ErrProtocol)
+	h.schema.BinaryOutcome = bo != 0
+	var ok bool
+	h.cols, ok = e.DigestList(dSchemaColumns)
+	if !ok || len(h.cols.Digests) != len(bin) {
+		return h, fmt.Errorf("%w: hello lacks one column digest per covariate", ErrProtocol)
 	}
+	if h.rows, err = integer(e, tHelloRows); err != nil {
+		return h, err
+	}
+	mo := &h.mo
 	if mo.N, err = integer(e, tMomentsN); err != nil {
-		return schema, cols, mo, fp, err
+		return h, err
+	}
+	if mo.N > h.rows {
+		return h, fmt.Errorf("%w: hello has the moments of %d rows of %d", ErrProtocol, mo.N, h.rows)
 	}
 	sum, err := vector(e, tMomentsSum, len(bin)+1)
 	if err != nil {
-		return schema, cols, mo, fp, err
+		return h, err
 	}
 	sq, err := vector(e, tMomentsSumSq, len(bin)+1)
 	if err != nil {
-		return schema, cols, mo, fp, err
+		return h, err
 	}
 	mo.Sum, mo.SumSq = slices.Clone(sum), slices.Clone(sq)
 	lg, err := vector(e, tMomentsLog, 3)
 	if err != nil {
-		return schema, cols, mo, fp, err
+		return h, err
 	}
 	if p := lg[0]; p < 0 || p != math.Trunc(p) || p > float64(mo.N) {
-		return schema, cols, mo, fp, fmt.Errorf("%w: hello counts %v positive outcomes of %d rows", ErrProtocol, p, mo.N)
+		return h, fmt.Errorf("%w: hello counts %v positive outcomes of %d rows", ErrProtocol, p, mo.N)
 	}
 	mo.Positive, mo.LogSum, mo.LogSumSq = int(lg[0]), lg[1], lg[2]
 	om, ok := e.DigestList(dOmega0)
 	if !ok || len(om.Digests) == 0 {
-		return schema, cols, mo, fp, fmt.Errorf("%w: hello lacks the frequency fingerprint", ErrProtocol)
+		return h, fmt.Errorf("%w: hello lacks the frequency fingerprint", ErrProtocol)
 	}
-	return schema, cols, mo, om.Digests, nil
+	h.omega = om.Digests
+	return h, nil
 }
 
 // schemaDiff returns the first covariate whose fingerprint differs, -1 when

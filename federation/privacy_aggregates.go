@@ -12,6 +12,7 @@ import (
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/selection"
 )
 
 // The aggregates a private site releases with noise, beside its training
@@ -380,15 +381,24 @@ func privateMoments(p *SitePrivacy, d *estimator.Data, columns []string, schema 
 	return momentsFrom(d.Rows(), len(schema.Binary), cols, v), cols, clipped, nil
 }
 
-// helloMoments returns the moments the site's hello sends: its exact
+// helloMoments returns the moments the site's hello sends, of the rows
+// not held out for model selection (site.heldAll): their exact
 // Moments, or those privateMoments releases for a private site, which logs
 // how many values each bound clipped (counts, never values).
 func (s *site) helloMoments() (estimator.Moments, error) {
+	d := s.cfg.Data
+	if s.heldAll != nil {
+		train, err := selection.TrainingRows(d.Rows(), s.heldAll)
+		if err != nil {
+			return estimator.Moments{}, err
+		}
+		d = d.Subset(train)
+	}
 	p := s.cfg.Privacy
 	if p == nil {
-		return s.cfg.Data.Moments(), nil
+		return d.Moments(), nil
 	}
-	mo, cols, clipped, err := privateMoments(p, s.cfg.Data, s.cfg.Columns, s.cfg.Schema, s.noiseFor(StepMoments))
+	mo, cols, clipped, err := privateMoments(p, d, s.cfg.Columns, s.cfg.Schema, s.noiseFor(StepMoments))
 	if err != nil {
 		return mo, err
 	}

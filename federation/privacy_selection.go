@@ -84,14 +84,14 @@ func (s *site) holdoutKey() ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// keyedHoldout returns the rows held out at a private site
-// (selection.KeyedHoldout), nil when too few.
+// keyedHoldout returns the positions among all its rows of the rows held
+// out at a private site (selection.KeyedHoldout), nil when too few.
 func (s *site) keyedHoldout() ([]int, error) {
 	key, err := s.holdoutKey()
 	if err != nil {
 		return nil, err
 	}
-	return selection.KeyedHoldout(s.kept, s.share, key, s.cfg.minArmRows())
+	return selection.KeyedHoldout(s.cfg.Data, s.share, key, s.cfg.minArmRows())
 }
 
 // noisedAnswers are the noised answers a private site gave to model

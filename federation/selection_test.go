@@ -443,3 +443,67 @@ func TestSelectionBySite(t *testing.T) {
 		t.Errorf("no site chose members of its own (federation's %v): the test exercises nothing", ens.Members)
 	}
 }
+
+// TestKeptHeld: the rows held out at hello, among all a site's rows, are
+// found among the rows de-duplication kept, and a holdout that
+// de-duplication thinned below the bound is given up.
+func TestKeptHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		kept, held []int
+		want       []int
+	}{
+		{"none held", []int{0, 1, 2}, nil, nil},
+		{"every row kept", []int{0, 1, 2, 3}, []int{1, 3}, []int{1, 3}},
+		{"a held row dropped", []int{0, 2, 3, 5}, []int{1, 3, 5}, []int{2, 3}},
+		{"every held row dropped", []int{0, 2}, []int{1, 3}, []int{}},
+	} {
+		if got := keptHeld(tc.kept, tc.held); !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("%s: keptHeld(%v, %v) = %v, want %v", tc.name, tc.kept, tc.held, got, tc.want)
+		}
+	}
+	w := []float64{0, 0, 0, 1, 1, 1}
+	for _, tc := range []struct {
+		held   []int
+		minArm int
+		want   bool
+	}{
+		{[]int{0, 3}, 2, true},
+		{[]int{0, 3}, 3, false}, // two rows of each arm left to train on
+		{[]int{0}, 1, false},    // one held row leaves no choice
+		{[]int{0, 1, 2, 3, 4}, 0, false},
+		{[]int{}, 0, false},
+	} {
+		if got := enoughHeld(w, tc.held, tc.minArm); got != tc.want {
+			t.Errorf("enoughHeld(%v, %v, %d) = %v, want %v", w, tc.held, tc.minArm, got, tc.want)
+		}
+	}
+}
+
+// TestHeldOutRowsLeaveTheScaler: a site holds its validation rows out of
+// the moments its hello sends, so that moving their outcomes leaves the
+// pooled standardisation, and the models, as they were.
+func TestHeldOutRowsLeaveTheScaler(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sel := Selection{Share: 0.25, Z: 1, Kernel: "gaussian"}
+	run := func(shift float64) *SiteResult {
+		f := newFed(150, 150)
+		held, err := selection.SiteHoldout(f.data[0].W, sel.Share, testConfig().Seed, DefaultMinArmRows)
+		if err != nil || len(held) == 0 {
+			t.Fatalf("holdout %v: %v", held, err)
+		}
+		for _, i := range held {
+			f.data[0].Y[i] += shift
+		}
+		_, _, sites, _ := selectionRunOn(ctx, t, sel, f)
+		if !slices.Equal(sites[0].Held, held) {
+			t.Fatalf("site 1 held out %v, want %v", sites[0].Held, held)
+		}
+		return sites[0]
+	}
+	a, b := run(0), run(40)
+	if sa, sb := a.Setup.Scaler, b.Setup.Scaler; sa.YMean != sb.YMean || sa.YSD != sb.YSD {
+		t.Errorf("held-out outcomes moved the scaler: y mean %v → %v, sd %v → %v", sa.YMean, sb.YMean, sa.YSD, sb.YSD)
+	}
+}

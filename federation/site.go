@@ -248,6 +248,9 @@ type site struct {
 	// train on.
 	share     float64
 	trainRows *estimator.Data
+	// heldAll are the positions among all the site's rows of those held
+	// out, drawn at hello (drawHoldout; nil: none).
+	heldAll []int
 	// nu are the nuisances cross-fitted on the kept rows, once computed
 	// (for the held-out losses): the AIPW ATE reuses them.
 	nu *inference.Nuisance

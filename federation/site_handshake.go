@@ -105,6 +105,15 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err := s.chargePrivacy(ctx, e.RunID, cfg, extra); err != nil {
 		return nil, err
 	}
+	// The rows held out for model selection are drawn before anything is
+	// computed from the site's rows, so that the moments, and with them
+	// the pooled standardisation, see training rows only.
+	s.heldAll = nil
+	if s.share > 0 {
+		if s.heldAll, err = s.drawHoldout(cfg.Seed); err != nil {
+			return nil, err
+		}
+	}
 	mo, err := s.helloMoments()
 	if err != nil {
 		return nil, err
@@ -130,6 +139,7 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	}
 	hello, err := s.reply(e, wire.KindHello, append([]wire.Tensor{
 		wire.Vector(tSchemaBinary, bin), wire.Scalar(tSchemaBinOut, b2f(s.cfg.Schema.BinaryOutcome)),
+		wire.Scalar(tHelloRows, float64(s.cfg.Data.Rows())),
 		wire.Scalar(tMomentsN, float64(mo.N)), wire.Vector(tMomentsSum, mo.Sum), wire.Vector(tMomentsSumSq, mo.SumSq),
 		wire.Vector(tMomentsLog, logMoments(mo)), wire.Scalar(tSelectShare, s.share),
 		wire.Scalar(tPrivate, b2f(s.cfg.Privacy != nil)),
@@ -249,22 +259,29 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 	return nil
 }
 
-// holdout splits the kept rows into the rows the models train on and the
+// drawHoldout returns the positions, among all the site's rows, of the
 // rows held out for model selection (selection.SiteHoldout, keyed by the
 // model seed, or at a private site selection.KeyedHoldout, keyed by each
-// row; SiteConfig.MinArmRows bounds either). A site too small to
-// hold rows out within the bound trains on all its kept rows and adds
-// nothing to the validation losses; it says so in its log.
-func (s *site) holdout() (*estimator.Data, []int, error) {
-	var held []int
-	var err error
+// row; SiteConfig.MinArmRows bounds either), nil when the site is too
+// small to hold any out within the bound. They are drawn at hello, before
+// de-duplication, so that the moments the hello sends leave them out.
+func (s *site) drawHoldout(seed uint64) ([]int, error) {
 	if s.cfg.Privacy != nil {
-		held, err = s.keyedHoldout() // privacy_selection.go
-	} else {
-		held, err = selection.SiteHoldout(s.kept.W, s.share, s.cfgE.Seed, s.cfg.minArmRows())
+		return s.keyedHoldout() // privacy_selection.go
 	}
-	if err != nil {
-		return nil, nil, err
+	return selection.SiteHoldout(s.cfg.Data.W, s.share, seed, s.cfg.minArmRows())
+}
+
+// holdout splits the kept rows into the rows the models train on and the
+// rows held out for model selection: those of the hello's draw
+// (drawHoldout) that de-duplication kept. A site too small to hold rows
+// out within the bound, before or after de-duplication, trains on all its
+// kept rows and adds nothing to the validation losses; it says so in its
+// log.
+func (s *site) holdout() (*estimator.Data, []int, error) {
+	held := keptHeld(s.res.Kept, s.heldAll)
+	if held != nil && !enoughHeld(s.kept.W, held, s.cfg.minArmRows()) {
+		held = nil
 	}
 	if held == nil {
 		s.log.Warn("too few rows to hold any out for model selection: training on all of them; the other sites' held-out rows choose the estimator",
@@ -276,6 +293,43 @@ func (s *site) holdout() (*estimator.Data, []int, error) {
 		return nil, nil, err
 	}
 	return s.kept.Subset(train), held, nil
+}
+
+// keptHeld returns the positions among the kept rows (kept: increasing
+// positions among all rows) of the held rows (increasing positions among
+// all rows) that were kept; nil when held is.
+func keptHeld(kept, held []int) []int {
+	if held == nil {
+		return nil
+	}
+	out := []int{}
+	j := 0
+	for k, i := range kept {
+		for j < len(held) && held[j] < i {
+			j++
+		}
+		if j < len(held) && held[j] == i {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// enoughHeld reports whether the rows held at positions held of arms w
+// still leave a choice to make after de-duplication: at least two held,
+// and minArm training rows in each arm.
+func enoughHeld(w []float64, held []int, minArm int) bool {
+	if len(held) < 2 || len(held) > len(w)-2 {
+		return false
+	}
+	var arms [2]int
+	for _, x := range w {
+		arms[int(x)]++
+	}
+	for _, i := range held {
+		arms[int(w[i])]--
+	}
+	return arms[0] >= minArm && arms[1] >= minArm
 }
 
 // subset returns the rows at positions keep of d.

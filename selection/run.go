@@ -78,8 +78,9 @@ type Options struct {
 	// number fitted so far, one call at a time.
 	OnFitted func(done, total int)
 	// BySite gives each site the ensemble of its own choice
-	// (CombineBySite) rather than the federation's (Combine). A site
-	// daemon's federation does not do it yet.
+	// (CombineBySite) rather than the federation's (Combine), among
+	// candidates that include site-local ones. It does nothing for one
+	// site, whose own choice is the federation's.
 	BySite bool
 }
 
@@ -210,8 +211,13 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		}
 		train[s] = d.Subset(rows)
 	}
+	// One site's own choice is the federation's, and its own rows' ridge
+	// candidates are the pooled ones.
+	opt.BySite = opt.BySite && k > 1
 	ridge := Penalties(opt.Ridge)
-	scaler, err := estimator.PooledScaler(sites, schema)
+	// The standardisation sees training rows only: the held-out rows'
+	// outcomes are what the candidates are scored on.
+	scaler, err := estimator.PooledScaler(train, schema)
 	if err != nil {
 		return nil, err
 	}

@@ -385,3 +385,46 @@ func TestShiftTowardsTruth(t *testing.T) {
 		t.Errorf("mean CATE error %.3f before the shift, %.3f after: want an attenuated latent CATE (> 0.25) brought within a third of its error", before, after)
 	}
 }
+
+// TestHeldOutRowsDoNotReachTheModels: the models, their standardisation
+// included, are fitted on training rows only, so that moving every
+// held-out outcome far away leaves them as they were; the candidates'
+// scores, made on those rows, move.
+func TestHeldOutRowsDoNotReachTheModels(t *testing.T) {
+	ctx := context.Background()
+	opt := Options{Kernels: []Kernel{{Name: "gaussian", Spectral: estimator.GaussianSpectral{}}}, Kinds: []string{KindLatent, KindOutcome}, Z: DefaultZ}
+	run := func(shift float64) *Result {
+		data, val := linearSites(3, 2, 120)
+		for s, d := range data {
+			for _, i := range val[s] {
+				d.Y[i] += shift
+			}
+		}
+		res, err := Run(ctx, data, val, schema2, smallConfig(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b := run(0), run(50)
+	if sa, sb := a.Models[0].Setup.Scaler, b.Models[0].Setup.Scaler; sa.YMean != sb.YMean || sa.YSD != sb.YSD {
+		t.Errorf("the held-out outcomes moved the standardisation: y mean %v → %v, sd %v → %v", sa.YMean, sb.YMean, sa.YSD, sb.YSD)
+	}
+	for c := range a.Candidates[:2] {
+		d := &estimator.Data{X: mat.NewDense(3, 2, []float64{0, 0, 1, -1, -1, 1}), W: []float64{0, 1, 0}, Y: []float64{0, 0, 0}}
+		ca, err := a.CATE(ctx, c, 0, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, err := b.CATE(ctx, c, 0, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ca, cb) {
+			t.Errorf("%s: CATE %v with the held-out outcomes moved, %v without", a.Candidates[c].Name, cb, ca)
+		}
+	}
+	if a.Candidates[1].Loss == b.Candidates[1].Loss {
+		t.Errorf("the held-out outcomes did not move the validation loss (%v)", a.Candidates[1].Loss)
+	}
+}
