@@ -80,7 +80,7 @@ var ModelSettings = func() []Setting {
 		{"model.estimator", "auto", "the CATE crff_cate reports: latent (CausalRFF's), outcome, tlearner, dr, or auto: the best on held-out rows (crff_model_selection lists the candidates; in a federation, the coordinator's setting decides)"},
 		{"model.validation", 0.2, "share of each arm's rows held out of training to choose the estimator and kernel on, when there is a choice"},
 		{"model.selection_z", selection.DefaultZ, "standard errors of the paired loss difference from the best candidate within which a candidate joins the reported ensemble"},
-		{"model.selection_by_site", false, "coordinators: each site gets the ensemble of its own choice, made on its held-out rows with the other sites' loss differences pooled in by random effects, rather than the federation's one ensemble"},
+		{"model.selection_by_site", true, "coordinators: each site gets the ensemble of its own choice, among candidates that include a T-learner and a DR-learner of its own rows, made on its held-out rows with the other sites' loss differences pooled in by random effects; false: the federation's one ensemble for every site"},
 	}
 }()
 

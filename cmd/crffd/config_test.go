@@ -217,13 +217,13 @@ func TestModelBatchSettings(t *testing.T) {
 func TestFederatedSelection(t *testing.T) {
 	for _, tc := range []struct{ file, want, err string }{
 		{"model:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 BySite:false Kernel:}", ""},
-		{"model:\n  estimator: auto\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:false Kernel:gaussian}", ""},
-		{"", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:false Kernel:gaussian}", ""},
-		{"model:\n  estimator: dr\n  validation: 0.3\n  selection_z: 0\n", "{Share:0.3 Kinds:[dr] Ridge:[] Z:0 BySite:false Kernel:gaussian}", ""},
+		{"model:\n  estimator: auto\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:true Kernel:gaussian}", ""},
+		{"", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:true Kernel:gaussian}", ""},
+		{"model:\n  estimator: dr\n  validation: 0.3\n  selection_z: 0\n", "{Share:0.3 Kinds:[dr] Ridge:[] Z:0 BySite:true Kernel:gaussian}", ""},
 		{"model:\n  estimator: forest\n", "", `model.estimator "forest"`},
 		{"model:\n  estimator: auto\n  validation: 1\n", "", "model.validation 1"},
-		{"kernel:\n  name: laplacian\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:false Kernel:laplacian}", ""},
-		{"model:\n  selection_by_site: true\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:true Kernel:gaussian}", ""},
+		{"kernel:\n  name: laplacian\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:true Kernel:laplacian}", ""},
+		{"model:\n  selection_by_site: false\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:false Kernel:gaussian}", ""},
 		{"kernel:\n  name: matern\n  params:\n    nu: 0.5\nmodel:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 BySite:false Kernel:}", ""},
 		{"kernel:\n  grid: [features=10]\n", "", "kernel.grid runs in crffd fit only"},
 		{"kernel:\n  grid: [features=10:nu=2]\n", "", `kernel.grid "features=10:nu=2": "nu=2" is not features=N or linear=G`},
@@ -569,16 +569,16 @@ func TestNewSwitchesFromFileAndEnvironment(t *testing.T) {
 		return c.BySite, p.NuisanceStatistics
 	}
 	const private = "privacy:\n  epsilon: 4\n  bounds:\n    y: [-5, 25]\n"
-	if bySite, stats := read(t, private); bySite || stats {
-		t.Errorf("defaults: selection_by_site %v, nuisance_statistics %v; want both off", bySite, stats)
+	if bySite, stats := read(t, private); !bySite || stats {
+		t.Errorf("defaults: selection_by_site %v, nuisance_statistics %v; want on and off", bySite, stats)
 	}
-	if bySite, stats := read(t, "model:\n  selection_by_site: true\nprivacy:\n  epsilon: 4\n  nuisance_statistics: true\n  bounds:\n    y: [-5, 25]\n"); !bySite || !stats {
-		t.Errorf("file: selection_by_site %v, nuisance_statistics %v; want both on", bySite, stats)
+	if bySite, stats := read(t, "model:\n  selection_by_site: false\nprivacy:\n  epsilon: 4\n  nuisance_statistics: true\n  bounds:\n    y: [-5, 25]\n"); bySite || !stats {
+		t.Errorf("file: selection_by_site %v, nuisance_statistics %v; want off and on", bySite, stats)
 	}
-	t.Setenv("CRFFD_MODEL_SELECTION_BY_SITE", "true")
+	t.Setenv("CRFFD_MODEL_SELECTION_BY_SITE", "false")
 	t.Setenv("CRFFD_PRIVACY_NUISANCE_STATISTICS", "true")
-	if bySite, stats := read(t, private); !bySite || !stats {
-		t.Errorf("environment: selection_by_site %v, nuisance_statistics %v; want both on", bySite, stats)
+	if bySite, stats := read(t, private); bySite || !stats {
+		t.Errorf("environment: selection_by_site %v, nuisance_statistics %v; want off and on", bySite, stats)
 	}
 }
 

@@ -83,7 +83,7 @@ published with CEVAE); write ./ihdp for a folder of that name.`,
 	f.StringSliceVar(&o.AutoKernels, "auto-kernels", o.AutoKernels, "kernels of the auto mode's candidates, the first the reference: NAME or NAME:PARAM=VALUE, comma-separated; features=N and linear=G set a kernel's own D and γ (a grid point: gaussian:features=100:linear=0)")
 	f.StringVar(&o.AutoEstimator, "auto-estimator", o.AutoEstimator, "the auto mode's candidate kinds, as model.estimator: auto (all), latent, outcome, tlearner or dr")
 	f.Float64Var(&o.SelectionZ, "selection-z", o.SelectionZ, "standard errors of the paired loss difference from the best within which an auto candidate joins the ensemble")
-	f.BoolVar(&o.AutoBySite, "auto-by-site", false, "auto: each source chooses its own ensemble on its validation rows, pooled across sources by random effects (not yet in site daemons)")
+	f.BoolVar(&o.AutoBySite, "auto-by-site", true, "auto: each source chooses its own ensemble on its validation rows, pooled across sources by random effects, as site daemons do by default (model.selection_by_site); false: the federation's one ensemble")
 	f.IntVar(&o.TestSource, "test-source", o.TestSource, "source whose test rows are scored")
 	f.StringVar(&o.Kernel, "kernel", o.Kernel, "kernel plugin name")
 	f.StringArrayVar(&o.KernelParams, "kernel-param", nil, "kernel parameter NAME=VALUE, e.g. nu=2.5 (repeatable)")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -147,6 +148,7 @@ func printResults(ctx context.Context, w io.Writer, dir string, names []string) 
 		if err := selection.WriteText(w, s.candidates, s.chosen, s.held, math.NaN(), shifts); err != nil {
 			return err
 		}
+		writeOwnMembers(w, sites)
 	}
 
 	if err := printTransfer(w, sites, names); err != nil {
@@ -254,4 +256,27 @@ func covers(lo, hi, truth float64) string {
 		return "(covers the truth)"
 	}
 	return "(misses the truth)"
+}
+
+// writeOwnMembers writes, when the sites chose their members each on its
+// own (model.selection_by_site), which each one chose: crff_model_selection
+// marks the site's own members.
+func writeOwnMembers(w io.Writer, sites []site) {
+	members := make([][]string, len(sites))
+	same := true
+	for i, s := range sites {
+		for _, c := range s.candidates {
+			if c.Member && c.Kind != selection.KindEnsemble {
+				members[i] = append(members[i], c.Name)
+			}
+		}
+		same = same && slices.Equal(members[i], members[0])
+	}
+	if same {
+		return
+	}
+	fmt.Fprintln(w, "  each site's own choice, on its held-out rows with the others' evidence pooled in (model.selection_by_site):")
+	for i, s := range sites {
+		fmt.Fprintf(w, "    %s: %s\n", s.name, strings.Join(members[i], ", "))
+	}
 }
