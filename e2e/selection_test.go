@@ -16,6 +16,8 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/heterogeneity"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/internal/testbin"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/plugins/kernels"
@@ -163,7 +165,7 @@ func TestFitKernelGrid(t *testing.T) {
 	if strings.Join(names, "; ") != strings.Join(want, "; ") || len(losses) != 3 {
 		t.Errorf("latent candidates %q with %d distinct losses; want %q, each its own model\n%s", names, len(losses), want, r.stdout)
 	}
-	crffd(t, []string{"CRFFD_KERNEL_GRID=nu=2"}, "fit", "--config", cfg).mustFail(t, `kernel.grid "nu=2": "nu=2" is not features=N or linear=G`)
+	crffd(t, []string{"CRFFD_KERNEL_GRID=nu=2"}, "fit", "--config", cfg).mustFail(t, `kernel.grid "nu=2": "nu=2" is not features=N, linear=G or transfer=T`)
 }
 
 func TestFitSelectionSettingsRefused(t *testing.T) {
@@ -269,30 +271,32 @@ func TestReportWritesNothing(t *testing.T) {
 func TestFederatedModelSelection(t *testing.T) {
 	const sites, rows = 3, 120
 	dir := sandbox(t, sites, rows, "grpc")
-	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: auto\n  validation: 0.25\n")
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: auto\n  validation: 0.25\n  selection_by_site: false\n")
 	for k := 1; k <= sites; k++ {
 		plant(t, dir, k)
 	}
-	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}}, false)
+	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}}, false, federation.DefaultMinArmRows)
 }
 
 // TestFederatedModelSelectionBySite: the same with
-// model.selection_by_site, site3's treated outcomes raised by 3 so that it
-// is unlike the others: every site's published choice and CATEs equal
-// selection.Run's with BySite, bit for bit.
+// model.selection_by_site, site3's treated outcomes lowered by 12 so that
+// it is unlike the others: every site's published choice and CATEs equal
+// selection.Run's with BySite, bit for bit. Its effect, below 0, has its
+// rule treat none of its held-out rows, so that the run pools the policy
+// value too (checkGlobalHeterogeneity).
 func TestFederatedModelSelectionBySite(t *testing.T) {
 	const sites, rows = 3, 120
 	dir := sandbox(t, sites, rows, "grpc")
 	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: auto\n  validation: 0.25\n  selection_by_site: true\n")
 	db := openDB(t, filepath.Join(dir, "site3.sqlite"))
-	if _, err := db.Exec(`UPDATE records SET y = y + 3 WHERE w = 1`); err != nil {
+	if _, err := db.Exec(`UPDATE records SET y = y - 12 WHERE w = 1`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	for k := 1; k <= sites; k++ {
 		plant(t, dir, k)
 	}
-	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}}, true)
+	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}}, true, federation.DefaultMinArmRows)
 }
 
 // TestFederatedKernelChoice: with kernel.name auto at the coordinator and
@@ -310,7 +314,7 @@ func TestFederatedKernelChoice(t *testing.T) {
 	auto("coordinator.yaml")
 	// The latent candidates alone, each a member, so that the sites must
 	// save every kernel's models.
-	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: latent\n  validation: 0.25\n  selection_z: 100\n")
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: latent\n  validation: 0.25\n  selection_z: 100\n  selection_by_site: false\n")
 
 	for k := 1; k <= sites; k++ {
 		plant(t, dir, k)
@@ -337,7 +341,7 @@ func TestFederatedKernelChoice(t *testing.T) {
 		return modelstore.Kernel{Name: "matern", Params: map[string]float64{"nu": nu}}
 	}
 	saved := checkFederatedSelection(t, dir, sites, []string{selection.KindLatent}, 100,
-		[]modelstore.Kernel{{Name: "gaussian"}, {Name: "laplacian"}, matern(0.5), matern(1.5), matern(2.5)}, false)
+		[]modelstore.Kernel{{Name: "gaussian"}, {Name: "laplacian"}, matern(0.5), matern(1.5), matern(2.5)}, false, federation.DefaultMinArmRows)
 	if saved != 5 {
 		t.Errorf("the sites saved the models of %d kernels: want all 5, each a member's", saved)
 	}
@@ -377,7 +381,7 @@ func TestFederatedKernelChoice(t *testing.T) {
 // it saved; that the coordinator prints the winner; and that no sentinel
 // crossed the wire. It returns the number of kernels whose models site1
 // saved.
-func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string, z float64, kernelList []modelstore.Kernel, bySite bool) int {
+func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string, z float64, kernelList []modelstore.Kernel, bySite bool, minArm int) int {
 	t.Helper()
 	coord := runFederation(t, dir, sites, true)
 	if !strings.Contains(coord.out.String(), "model selection: ") {
@@ -422,7 +426,7 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 			t.Fatal(err)
 		}
 		saved[k], ests[k], cfg = models, *setup.Estimator, setup.Config
-		h, err := selection.SiteHoldout(recs[k].Data.W, 0.25, cfg.Seed, federation.DefaultMinArmRows)
+		h, err := selection.SiteHoldout(recs[k].Data.W, 0.25, cfg.Seed, minArm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -432,6 +436,7 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkGlobalHeterogeneity(t, dir, held, minArm)
 	if bySite {
 		own := 0
 		for s := range sites {
@@ -561,4 +566,87 @@ func kernelOpener(t *testing.T) modelstore.SpectralFunc {
 		t.Cleanup(func() { c.Close() })
 		return c, nil
 	}
+}
+
+// checkGlobalHeterogeneity checks the global rows of every site's
+// crff_heterogeneity and crff_policy against the same statistics of the
+// sites' held-out rows (held, positions in each site's rows, which are
+// crff_cate's in row order) pooled: the BLP from raw_cate and psi, and
+// the rule cate_lower_above_0's share and gains from lower and psi, to
+// 1e-9. The rule's row is absent when some site's held-out rows fall 1 to
+// 2·minArm − 1 on either side of it (minArm: the sites'
+// federation.min_arm_rows).
+func checkGlobalHeterogeneity(t *testing.T, dir string, held [][]int, minArm int) {
+	t.Helper()
+	var psi, cate []float64
+	var treat []bool
+	small := false
+	for k, h := range held {
+		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k+1)))
+		rows, err := db.Query(`SELECT raw_cate, psi, lower FROM crff_cate ORDER BY row_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all [3][]float64
+		for rows.Next() {
+			var c, p, l float64
+			if err := rows.Scan(&c, &p, &l); err != nil {
+				t.Fatal(err)
+			}
+			all[0], all[1], all[2] = append(all[0], c), append(all[1], p), append(all[2], l)
+		}
+		rows.Close()
+		treated := 0
+		for _, i := range h {
+			cate, psi, treat = append(cate, all[0][i]), append(psi, all[1][i]), append(treat, all[2][i] > 0)
+			if all[2][i] > 0 {
+				treated++
+			}
+		}
+		for _, part := range []int{treated, len(h) - treated} {
+			small = small || part > 0 && part < 2*minArm
+		}
+		t.Logf("site%d: the rule treats %d of %d held-out rows", k+1, treated, len(h))
+	}
+	sums, err := heterogeneity.NewBLPSums(psi, cate, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blp, err := sums.BLP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := heterogeneity.NewPolicy(nil, psi, treat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range held {
+		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k+1)))
+		for _, w := range []struct {
+			stat string
+			e    inference.Estimate
+			p    float64
+		}{{"blp_ate", blp.ATE, -1}, {"blp_het", blp.Het, blp.HetP}} {
+			var est, se, p float64
+			var n int
+			if err := db.QueryRow(`SELECT estimate, se, COALESCE(p_value, -1), n FROM crff_heterogeneity WHERE scope = 'global' AND statistic = ?`, w.stat).Scan(&est, &se, &p, &n); err != nil {
+				t.Fatalf("site%d: global %s: %v", k+1, w.stat, err)
+			}
+			if math.Abs(est-w.e.Estimate) > 1e-9 || math.Abs(se-w.e.SE) > 1e-9 || math.Abs(p-w.p) > 1e-9 || n != len(psi) {
+				t.Errorf("site%d: global %s %v ± %v (p %v, n %d); the pooled held-out rows' %+v (p %v)", k+1, w.stat, est, se, p, n, w.e, w.p)
+			}
+		}
+		var treats, none, noneSE, all, allSE float64
+		err := db.QueryRow(`SELECT treats, gain_none, gain_none_se, gain_all, gain_all_se FROM crff_policy WHERE scope = 'global' AND policy = 'cate_lower_above_0'`).Scan(&treats, &none, &noneSE, &all, &allSE)
+		switch {
+		case small && err == nil:
+			t.Errorf("site%d: a global policy value although a site's rule leaves a small part", k+1)
+		case !small && err != nil:
+			t.Errorf("site%d: global policy value: %v", k+1, err)
+		case !small && (treats != pol.Share || math.Abs(none-pol.GainOverNone.Estimate) > 1e-9 || math.Abs(noneSE-pol.GainOverNone.SE) > 1e-9 ||
+			math.Abs(all-pol.GainOverAll.Estimate) > 1e-9 || math.Abs(allSE-pol.GainOverAll.SE) > 1e-9):
+			t.Errorf("site%d: global policy treats %v, gains %v ± %v and %v ± %v; the pooled held-out rows' %+v", k+1, treats, none, noneSE, all, allSE, pol)
+		}
+	}
+	t.Logf("global BLP loading %.3f ± %.3f (p %.2g) over %d held-out rows; a site's small part keeps the policy local: %v", blp.Het.Estimate, blp.Het.SE, blp.HetP, len(psi), small)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/heterogeneity"
 	"github.com/crffd/crffd/inference"
 )
 
@@ -133,6 +134,67 @@ func TestDecodeATEs(t *testing.T) {
 	}
 }
 
+// TestDecodeHeterogeneity: a site's sums of heterogeneity and the global
+// tests come back as sent, and sums no rows could have given, or counts
+// beyond the site's rows, are refused.
+func TestDecodeHeterogeneity(t *testing.T) {
+	envelope := func(kind wire.Kind, ts ...wire.Tensor) *wire.Envelope {
+		e, err := wire.New(wire.Header{RunID: "r", Round: 3, Kind: kind, Sender: "a", Recipient: "b"}, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	psi, cate := []float64{1, 3, 2, 5, 0, 4}, []float64{1, 2, 1.5, 3, 0.5, 2}
+	blp, _ := heterogeneity.NewBLPSums(psi, cate, 1.5)
+	pol, _ := heterogeneity.NewPolicySums([]float64{0, 1, 0, 2, 1, 1}, psi, []bool{false, true, false, true, false, true})
+	good := []wire.Tensor{wire.Vector(tHetBLP, blpVector(blp)), wire.Vector(tHetPolicy, policyVector(pol))}
+	got, err := decodeHetSums(envelope(wire.KindATE, good...), 6)
+	if err != nil || got == nil || *got.BLP != blp || *got.Policy != pol {
+		t.Errorf("decodeHetSums: %+v, %v; want %+v and %+v", got, err, blp, pol)
+	}
+	if got, err := decodeHetSums(envelope(wire.KindATE), 6); got != nil || err != nil {
+		t.Errorf("decodeHetSums of none: %+v, %v", got, err)
+	}
+	edit := func(name string, v []float64, i int, x float64) wire.Tensor {
+		v = slices.Clone(v)
+		v[i] = x
+		return wire.Vector(name, v)
+	}
+	for _, tc := range []struct {
+		why string
+		t   wire.Tensor
+	}{
+		{"rows beyond the site's", edit(tHetBLP, blpVector(blp), 0, 7)},
+		{"a count that is not one", edit(tHetBLP, blpVector(blp), 0, 5.5)},
+		{"Σd⁰ other than N", edit(tHetBLP, blpVector(blp), 2, 5)},
+		{"a negative Σd²", edit(tHetBLP, blpVector(blp), 4, -1)},
+		{"a negative Σψ²", edit(tHetBLP, blpVector(blp), 11, -1)},
+		{"short", wire.Vector(tHetBLP, blpVector(blp)[:13])},
+		{"more treated than rows", edit(tHetPolicy, policyVector(pol), 0, 7)},
+		{"parts of other counts", edit(tHetPolicy, policyVector(pol), 4, 5)},
+		{"a negative sum of squares", edit(tHetPolicy, policyVector(pol), 6, -2)},
+	} {
+		if _, err := decodeHetSums(envelope(wire.KindATE, tc.t), 6); !errors.Is(err, ErrProtocol) {
+			t.Errorf("%s: %v, want ErrProtocol", tc.why, err)
+		}
+	}
+	b, _ := blp.BLP()
+	p, _ := pol.Policy()
+	g := GlobalHeterogeneity{BLP: &b, Policy: p}
+	back, err := decodeGlobalHet(envelope(wire.KindGlobalATE, globalHetTensors(g)...), 6)
+	if err != nil || fmt.Sprint(*back.BLP, *back.Policy) != fmt.Sprint(b, *p) {
+		t.Errorf("decodeGlobalHet: %+v, %v; want %+v", back, err, g)
+	}
+	ts := globalHetTensors(g)
+	for _, bad := range []wire.Tensor{edit(tHetGlobalBLP, ts[0].Values, 5, 1.5), edit(tHetGlobalBLP, ts[0].Values, 2, -1),
+		edit(tHetGlobalBLP, ts[0].Values, 0, 7), edit(tHetGlobalPolicy, ts[1].Values, 1, 2), edit(tHetGlobalPolicy, ts[1].Values, 3, -0.5)} {
+		if _, err := decodeGlobalHet(envelope(wire.KindGlobalATE, bad), 6); !errors.Is(err, ErrProtocol) {
+			t.Errorf("decodeGlobalHet of %s %v: %v, want ErrProtocol", bad.Name, bad.Values, err)
+		}
+	}
+}
+
 // FuzzDecodeATEs feeds arbitrary bytes, as a site or a coordinator could
 // send them, to the decoders of the ate and global-ate envelopes. They must
 // never panic, and sums they accept must be possible sums of scores.
@@ -154,6 +216,12 @@ func FuzzDecodeATEs(f *testing.F) {
 		}
 		if g, err := decodeGlobal(e); err == nil && (g.Clipped < 0 || g.PlugIn.N < 0) {
 			t.Fatalf("accepted an impossible global ATE %+v", g)
+		}
+		if h, err := decodeHetSums(e, 100); err == nil && h != nil && (h.BLP != nil && (h.BLP.N < 0 || h.BLP.N > 100) || h.Policy != nil && h.Policy.Treated > h.Policy.GainNone.N) {
+			t.Fatalf("accepted impossible sums of heterogeneity %+v", h)
+		}
+		if _, err := decodeGlobalHet(e, 100); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("global heterogeneity refused without ErrProtocol: %v", err)
 		}
 	})
 }

@@ -96,6 +96,9 @@ type Result struct {
 	// GATE are the global effects of CoordinatorConfig.Subgroups, by
 	// index; nil for a subgroup no site evaluated.
 	GATE []*GlobalGATE
+	// Heterogeneity are the pooled tests of heterogeneity (each nil: not
+	// pooled).
+	Heterogeneity GlobalHeterogeneity
 	// PrivateSites counts the sites whose answers carried differential
 	// privacy noise. The AIPW intervals cover the noise of their ATE sums,
 	// not the training noise's effect on the models.

@@ -62,6 +62,17 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 		return nil, err
 	}
 	res.GATE = globalGATEs(c.cfg.Subgroups, f.Gates)
+	res.Heterogeneity = globalHeterogeneity(f.Het)
+	if res.Selection != nil && (res.Heterogeneity.BLP == nil || res.Heterogeneity.Policy == nil) {
+		var absent []string
+		for s, h := range f.Het {
+			if h == nil || h.BLP == nil || h.Policy == nil {
+				absent = append(absent, c.cfg.Sites[s])
+			}
+		}
+		c.log.Info("global heterogeneity tests not pooled: some sites sent no sums (private, no held-out rows, or a small cell of the policy)",
+			slog.String(wire.LogKeyRun, c.st.RunID), slog.Any(LogKeySites, absent))
+	}
 	for i, g := range c.cfg.Subgroups {
 		var absent []string
 		for s, name := range c.cfg.Sites {
@@ -82,6 +93,7 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 		}
 		ts := append(globalTensors(global), wire.Scalar(tPrivateSites, float64(c.st.Private)))
 		ts = append(ts, globalGateTensors(res.GATE, s)...)
+		ts = append(ts, globalHetTensors(res.Heterogeneity)...)
 		if c.st.Balance != nil {
 			ts = append(ts, wire.Vector(tBalanceGlobal, c.st.Balance))
 		}
@@ -199,6 +211,12 @@ func (c *coordinator) gatherATEs(ctx context.Context) (*FinishState, error) {
 				f.Gates = make([][]*GateSums, m)
 			}
 			f.Gates[s], err = decodeGateSums(got[s][wire.KindATE], len(c.cfg.Subgroups), c.siteRows(s))
+		}
+		if err == nil {
+			if f.Het == nil {
+				f.Het = make([]*HetSums, m)
+			}
+			f.Het[s], err = decodeHetSums(got[s][wire.KindATE], c.siteRows(s))
 		}
 		if err != nil {
 			return nil, &SitesError{Sites: []string{name}, Err: fmt.Errorf("site %s: %w", name, err)}

@@ -250,7 +250,17 @@ func privateSitesSelectAModel(t *testing.T, bySite bool) {
 			if v, err := noiseVariances(e, tLossNoise, 4); err != nil || len(v) != 4 || !(v[0] > 0) {
 				t.Errorf("site1's losses carry noise variances %v (%v)", v, err)
 			}
+		case wire.KindATE:
+			// No mechanism noises the sums of heterogeneity yet.
+			for _, name := range []string{tHetBLP, tHetPolicy} {
+				if _, ok := e.Tensor(name); ok {
+					t.Errorf("private site1 sent %s", name)
+				}
+			}
 		}
+	}
+	if h := res.Heterogeneity; h.BLP != nil || h.Policy != nil {
+		t.Errorf("global heterogeneity %+v pooled over private sites", h)
 	}
 	if stats != 1 || losses != 1 {
 		t.Errorf("site1 sent %d stats and %d losses, want one each", stats, losses)

@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/heterogeneity"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/selection"
 )
 
@@ -506,4 +510,93 @@ func TestHeldOutRowsLeaveTheScaler(t *testing.T) {
 	if sa, sb := a.Setup.Scaler, b.Setup.Scaler; sa.YMean != sb.YMean || sa.YSD != sb.YSD {
 		t.Errorf("held-out outcomes moved the scaler: y mean %v → %v, sd %v → %v", sa.YMean, sb.YMean, sa.YSD, sb.YSD)
 	}
+}
+
+// TestGlobalHeterogeneity: the global BLP and policy value a federation
+// returns to every site equal, to 1e-9, those of the sites' held-out rows
+// pooled: ψ, Γ0 and τ̂ of every site's held-out rows taken together, and
+// the rule read from each site's own calibration. A site whose rule
+// treats too few of its held-out rows (1 to 2·min_arm_rows − 1) keeps the
+// rule's sums, and the run then pools no policy value.
+func TestGlobalHeterogeneity(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(minArm int) (*Result, []*SiteResult, *fed) {
+		// The effect x₃/3 (x₃ ~ N(0, 9)) is below 0 for half the rows, so
+		// that the rule treats some of each site's held-out rows and not
+		// others.
+		f := newFed(200, 200, 200)
+		for s, d := range f.data {
+			for i, w := range d.W {
+				d.Y[i] -= 2 * w
+			}
+			f.cfgs[s].MinArmRows = minArm
+		}
+		_, res, sites, _ := selectionRunOn(ctx, t, Selection{Share: 0.3, Z: 1, Kernel: "gaussian"}, f)
+		return res, sites, f
+	}
+	// By default site 3's rule treats 7 of its 60 held-out rows, fewer
+	// than 2·5.
+	res, _, _ := run(0)
+	if res.Heterogeneity.BLP == nil || res.Heterogeneity.Policy != nil {
+		t.Errorf("min_arm_rows 5: global heterogeneity %+v; want the BLP alone", res.Heterogeneity)
+	}
+	res, sites, f := run(3)
+	var psi, gamma0, cate []float64
+	var treat []bool
+	for s, r := range sites {
+		d := f.data[s]
+		_, dx := d.X.Dims()
+		var c []float64
+		x := mat.NewDense(len(r.Held), dx, nil)
+		for j, p := range r.Held {
+			k := r.Kept[p]
+			psi, gamma0, c = append(psi, r.Scores[k]), append(gamma0, r.Control[k]), append(c, r.CATE[k])
+			x.SetRow(j, d.X.RawRowView(k))
+		}
+		_, _, lower, _, err := r.Calibration.Interval(c, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		for _, l := range lower {
+			treat = append(treat, l > 0)
+			if l > 0 {
+				k++
+			}
+		}
+		t.Logf("site %d: the rule treats %d of %d held-out rows", s+1, k, len(lower))
+		cate = append(cate, c...)
+	}
+	sums, err := heterogeneity.NewBLPSums(psi, cate, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blp, err := sums.BLP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := heterogeneity.NewPolicy(gamma0, psi, treat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(who string, g GlobalHeterogeneity) {
+		if g.BLP == nil || g.Policy == nil {
+			t.Fatalf("%s: global heterogeneity %+v; want both pooled", who, g)
+		}
+		for i, p := range [][2]inference.Estimate{{g.BLP.ATE, blp.ATE}, {g.BLP.Het, blp.Het}, {g.Policy.Value, pol.Value},
+			{g.Policy.GainOverNone, pol.GainOverNone}, {g.Policy.GainOverAll, pol.GainOverAll}} {
+			if math.Abs(p[0].Estimate-p[1].Estimate) > 1e-9 || math.Abs(p[0].SE-p[1].SE) > 1e-9 || p[0].N != p[1].N || p[0].N != len(psi) {
+				t.Errorf("%s: statistic %d is %+v, from the pooled rows %+v", who, i, p[0], p[1])
+			}
+		}
+		if math.Abs(g.BLP.HetP-blp.HetP) > 1e-9 || g.Policy.Share != pol.Share {
+			t.Errorf("%s: p-value %v and share %v, from the pooled rows %v and %v", who, g.BLP.HetP, g.Policy.Share, blp.HetP, pol.Share)
+		}
+	}
+	same("coordinator", res.Heterogeneity)
+	for s, r := range sites {
+		same(fmt.Sprintf("site %d", s+1), r.GlobalHeterogeneity)
+	}
+	t.Logf("global BLP loading %.3f ± %.3f (p %.2g) on %d held-out rows; the rule treats %.2f", blp.Het.Estimate, blp.Het.SE, blp.HetP, len(psi), pol.Share)
 }

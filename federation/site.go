@@ -139,6 +139,9 @@ type SiteResult struct {
 	// GlobalGATE their global effects by index (nil: none).
 	Subgroups  []Subgroup
 	GlobalGATE []*GlobalGATE
+	// GlobalHeterogeneity are the run's pooled tests of heterogeneity
+	// (each nil: not pooled).
+	GlobalHeterogeneity GlobalHeterogeneity
 
 	RunID        string
 	Index, Sites int

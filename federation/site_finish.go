@@ -152,6 +152,11 @@ func (s *site) score(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 		return nil, err
 	}
 	ts = append(ts, gates...)
+	het, err := s.hetTensors(an.Scores, an.Control, cate)
+	if err != nil {
+		return nil, fmt.Errorf("heterogeneity: %w", err)
+	}
+	ts = append(ts, het...)
 	a, err := s.reply(e, wire.KindATE, ts)
 	if err != nil {
 		return nil, err
@@ -177,6 +182,9 @@ func (s *site) global(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		return nil, err
 	}
 	if s.res.GlobalGATE, err = decodeGlobalGATEs(e, s.res.Subgroups, s.res.Sites); err != nil {
+		return nil, err
+	}
+	if s.res.GlobalHeterogeneity, err = decodeGlobalHet(e, g.AIPW.N); err != nil {
 		return nil, err
 	}
 	if s.cfg.Publish != nil {

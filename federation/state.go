@@ -89,6 +89,8 @@ type FinishState struct {
 	// Gates are, per site, its sums of each of the run's subgroups (nil:
 	// not sent).
 	Gates [][]*GateSums `json:",omitempty"`
+	// Het are, per site, its sums of heterogeneity (nil: not sent).
+	Het []*HetSums `json:",omitempty"`
 	// Done marks the sites that confirmed the run. A site started with
 	// --once leaves once it has, so a resumed coordinator must neither
 	// send to it nor wait for it.
@@ -106,6 +108,9 @@ func (f *FinishState) check(m int) error {
 		if a.N < 0 || f.Clipped[s] < 0 || f.Clipped[s] > a.N {
 			return fmt.Errorf("finish phase has site %d with AIPW sums over %d rows and %d clipped", s, a.N, f.Clipped[s])
 		}
+	}
+	if len(f.Het) != 0 && len(f.Het) != m {
+		return fmt.Errorf("finish phase of %d sites has heterogeneity sums of %d", m, len(f.Het))
 	}
 	if len(f.Gates) != 0 && len(f.Gates) != m {
 		return fmt.Errorf("finish phase of %d sites has subgroup sums of %d", m, len(f.Gates))

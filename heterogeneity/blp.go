@@ -53,6 +53,58 @@ func NewBLPSums(psi, cate []float64, shift float64) (BLPSums, error) {
 	return s, nil
 }
 
+// About returns the sums of the rows of s taken about shift instead:
+// with δ = s.Shift − shift, Σ(d + δ)^k expands into the sums of s.
+func (s BLPSums) About(shift float64) BLPSums {
+	out := BLPSums{N: s.N, Shift: shift}
+	delta := s.Shift - shift
+	// binom[k][j] = C(k, j) δ^(k−j).
+	var pow [5]float64
+	pow[0] = 1
+	for k := 1; k < 5; k++ {
+		pow[k] = pow[k-1] * delta
+	}
+	choose := [5][5]float64{{1}, {1, 1}, {1, 2, 1}, {1, 3, 3, 1}, {1, 4, 6, 4, 1}}
+	for k := range 5 {
+		for j := 0; j <= k; j++ {
+			c := choose[k][j] * pow[k-j]
+			out.D[k] += c * s.D[j]
+			if k < 4 {
+				out.PD[k] += c * s.PD[j]
+			}
+			if k < 3 {
+				out.P2D[k] += c * s.P2D[j]
+			}
+		}
+	}
+	return out
+}
+
+// Pool returns the sums of the rows of every one of sums, taken about
+// the row-weighted mean of their shifts (About): sites' sums, each about
+// its own mean τ̂, pool into sums about one near the pooled mean.
+func Pool(sums []BLPSums) (BLPSums, error) {
+	var n int
+	var shift float64
+	for _, s := range sums {
+		n += s.N
+	}
+	if n == 0 {
+		return BLPSums{}, fmt.Errorf("%w: no rows", ErrInput)
+	}
+	for _, s := range sums {
+		shift += float64(s.N) / float64(n) * s.Shift
+	}
+	out := BLPSums{Shift: shift}
+	for _, s := range sums {
+		var err error
+		if out, err = out.Add(s.About(shift)); err != nil {
+			return BLPSums{}, err
+		}
+	}
+	return out, nil
+}
+
 // Add returns the sums of the rows of s and t, which must share a shift.
 func (s BLPSums) Add(t BLPSums) (BLPSums, error) {
 	if s.N == 0 {
@@ -135,12 +187,6 @@ func (s BLPSums) BLP() (BLP, error) {
 	return out, nil
 }
 
-func estimate(mean, se float64, n int) inference.Estimate {
-	h := z * se
-	return inference.Estimate{Estimate: mean, SE: se, Lower: mean - h, Upper: mean + h, N: n}
-}
-
-// z is the normal quantile of the inference.Level interval.
-var z = distuv.UnitNormal.Quantile(0.5 + inference.Level/2)
+func estimate(mean, se float64, n int) inference.Estimate { return inference.NewEstimate(mean, se, n) }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

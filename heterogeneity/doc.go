@@ -31,8 +31,10 @@
 // enter (held out or cross-fitted); on the rows τ̂ was trained on, τ̂ and
 // ψ share noise and every statistic overstates heterogeneity.
 //
-// BLPSums are sums that add over sites, so that a federation's BLP equals
-// that of its pooled rows. GATES, CLAN and the RATE rank rows by τ̂, and
-// here take the ranks of one set of rows; pooled over sites they would
-// need cut points of τ̂ common to the sites.
+// BLPSums and PolicySums are sums that add over sites (Pool re-centres
+// each site's BLPSums, taken about its own mean τ̂, on a common one), so
+// that a federation's BLP and policy value equal those of its pooled
+// rows. GATES, CLAN and the RATE rank rows by τ̂, and here take the ranks
+// of one set of rows; pooled over sites they would need cut points of τ̂
+// common to the sites.
 package heterogeneity

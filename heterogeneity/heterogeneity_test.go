@@ -100,6 +100,83 @@ func TestBLPSumsAreTheRegression(t *testing.T) {
 	}
 }
 
+// TestPoolSitesSums: sums of three sets of rows, each about its own mean
+// τ̂ and one far from the others', pool (Pool) into the BLP of the rows
+// taken together, and the policy sums add into the pooled rows' Policy.
+func TestPoolSitesSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var all [2][]float64 // ψ, τ̂
+	var parts []BLPSums
+	var pol PolicySums
+	var gamma0 []float64
+	for s, off := range []float64{0, 40, -3} {
+		_, _, cate, psi := draw(r, 150+50*s, func(x float64) float64 { return off + 2 + x }, 0.5, 2)
+		var mean float64
+		for _, c := range cate {
+			mean += c / float64(len(cate))
+		}
+		sums, err := NewBLPSums(psi, cate, mean)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g0 := make([]float64, len(psi))
+		treat := make([]bool, len(psi))
+		for i := range g0 {
+			g0[i], treat[i] = r.NormFloat64(), cate[i] > 2
+		}
+		ps, err := NewPolicySums(g0, psi, treat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, pol = append(parts, sums), pol.Add(ps)
+		all[0], all[1], gamma0 = append(all[0], psi...), append(all[1], cate...), append(gamma0, g0...)
+	}
+	pooled, err := Pool(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pooled.BLP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := NewBLPSums(all[0], all[1], 12)
+	want, err := whole.BLP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pair := range [][2]float64{{got.ATE.Estimate, want.ATE.Estimate}, {got.ATE.SE, want.ATE.SE}, {got.Het.Estimate, want.Het.Estimate}, {got.Het.SE, want.Het.SE}, {got.HetP, want.HetP}} {
+		if math.Abs(pair[0]-pair[1]) > 1e-9 {
+			t.Errorf("entry %d: %v pooled from the parts' sums, %v from the rows", i, pair[0], pair[1])
+		}
+	}
+	treat := make([]bool, len(all[0]))
+	for i, c := range all[1] {
+		treat[i] = c > 2
+	}
+	wp, err := NewPolicy(gamma0, all[0], treat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp, err := pol.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pair := range [][2]inference.Estimate{{gp.Value, wp.Value}, {gp.GainOverNone, wp.GainOverNone}, {gp.GainOverAll, wp.GainOverAll}} {
+		if math.Abs(pair[0].Estimate-pair[1].Estimate) > 1e-9 || math.Abs(pair[0].SE-pair[1].SE) > 1e-9 || pair[0].N != pair[1].N {
+			t.Errorf("policy figure %d: %+v from the parts' sums, %+v from the rows", i, pair[0], pair[1])
+		}
+	}
+	if gp.Share != wp.Share {
+		t.Errorf("policy share %v from the parts' sums, %v from the rows", gp.Share, wp.Share)
+	}
+	if _, err := Pool(nil); !errors.Is(err, ErrInput) {
+		t.Errorf("pool of no sums: %v", err)
+	}
+	if _, err := (PolicySums{}).Policy(); !errors.Is(err, ErrInput) {
+		t.Errorf("policy of no rows: %v", err)
+	}
+}
+
 // TestBLPTest measures the BLP heterogeneity test over replicates of 400
 // held-out rows: with a constant effect it rejects at the 5% level about
 // 5% of the time, and with τ = 2 + x (one standard deviation of x per unit

@@ -201,7 +201,7 @@ func (s Sums) Estimate() (Estimate, error) {
 	mean := s.Sum / n
 	v := max(0, (s.SumSq-n*mean*mean)/(n-1))
 	noise := s.NoiseVar / (n * n)
-	e := newEstimate(mean, math.Sqrt(v/n+noise), s.N)
+	e := NewEstimate(mean, math.Sqrt(v/n+noise), s.N)
 	e.NoiseSE = math.Sqrt(noise)
 	return e, nil
 }
@@ -239,7 +239,7 @@ func Stratified(strata []Sums) (Estimate, error) {
 	}
 	n := float64(total.N)
 	noise := total.NoiseVar / (n * n)
-	e := newEstimate(total.Sum/n, math.Sqrt(within/(n*(n-float64(k)))+noise), total.N)
+	e := NewEstimate(total.Sum/n, math.Sqrt(within/(n*(n-float64(k)))+noise), total.N)
 	e.NoiseSE = math.Sqrt(noise)
 	return e, nil
 }
@@ -247,7 +247,9 @@ func Stratified(strata []Sums) (Estimate, error) {
 // z is the normal quantile of the Level interval.
 var z = distuv.UnitNormal.Quantile(0.5 + Level/2)
 
-func newEstimate(mean, se float64, n int) Estimate {
+// NewEstimate returns the estimate mean with standard error se over n
+// rows and its normal Level interval.
+func NewEstimate(mean, se float64, n int) Estimate {
 	return Estimate{Estimate: mean, SE: se, Lower: mean - z*se, Upper: mean + z*se, N: n}
 }
 

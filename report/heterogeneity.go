@@ -63,7 +63,7 @@ func heterogeneitySection(ctx context.Context, s *store.Site) (*heteroSection, e
 		if st.PValue >= 0 {
 			extra = fmt.Sprintf("p = %.3g", st.PValue)
 		}
-		out.Stats = append(out.Stats, heteroRow{Name: st.Statistic, Estimate: fmt.Sprintf("%.4g ± %.3g", e.Estimate, e.SE), Interval: interval(e.Lower, e.Upper), Extra: extra})
+		out.Stats = append(out.Stats, heteroRow{Name: scoped(st.Statistic, st.Scope), Estimate: fmt.Sprintf("%.4g ± %.3g", e.Estimate, e.SE), Interval: interval(e.Lower, e.Upper), Extra: extra})
 	}
 	if len(gates) > 0 {
 		f, err := forestPlot(gates, "GATES: the AIPW effect in each fifth of the CATE (1: lowest)", func(g store.GATE) string {
@@ -86,12 +86,21 @@ func heterogeneitySection(ctx context.Context, s *store.Site) (*heteroSection, e
 			Interval: interval(c.Spread.Lower, c.Spread.Upper)})
 	}
 	for _, p := range h.Policy {
-		out.Policy = append(out.Policy, heteroRow{Name: p.Policy, Estimate: fmt.Sprintf("%.4g ± %.3g", p.Value.Estimate, p.Value.SE),
+		out.Policy = append(out.Policy, heteroRow{Name: scoped(p.Policy, p.Scope), Estimate: fmt.Sprintf("%.4g ± %.3g", p.Value.Estimate, p.Value.SE),
 			Interval: interval(p.Value.Lower, p.Value.Upper),
 			Extra: fmt.Sprintf("treats %.0f%%; gain over none %.4g %s, over all %.4g %s", 100*p.Treats, p.GainNone.Estimate,
 				interval(p.GainNone.Lower, p.GainNone.Upper), p.GainAll.Estimate, interval(p.GainAll.Lower, p.GainAll.Upper))})
 	}
 	return out, nil
+}
+
+// scoped names a statistic of scope: its name, and for the federation's
+// pooled figures, "(all sites)" after it.
+func scoped(name string, scope store.Scope) string {
+	if scope == store.ScopeGlobal {
+		return name + " (all sites)"
+	}
+	return name
 }
 
 // tocPlot draws the TOC curve with its pointwise 95% intervals.

@@ -416,7 +416,8 @@ func TestSiteHeterogeneity(t *testing.T) {
 	defer db.Close()
 	const at = `'run-1', '2026-11-28T00:00:00Z'`
 	ins := `INSERT INTO crff_heterogeneity (scope, statistic, estimate, se, lower, upper, p_value, n, run, computed_at) VALUES
-		('local', 'blp_het', 0.9, 0.2, 0.508, 1.292, 0.00001, 200, ` + at + `)`
+		('local', 'blp_het', 0.9, 0.2, 0.508, 1.292, 0.00001, 200, ` + at + `),
+		('global', 'blp_het', 1.1, 0.1, 0.904, 1.296, 0, 600, ` + at + `)`
 	for k := 1; k <= 5; k++ {
 		ins += fmt.Sprintf(`, ('local', 'gates_%d', %d, 0.5, %v, %v, NULL, 40, %s)`, k, k, float64(k)-0.98, float64(k)+0.98, at)
 	}
@@ -438,6 +439,7 @@ func TestSiteHeterogeneity(t *testing.T) {
 	checkPage(t, page, 6) // the site's four, the GATES and the TOC
 	for _, want := range []string{
 		`<td class="l">blp_het</td><td>0.9 ± 0.2</td><td>[0.508, 1.292]</td><td class="l">p = 1e-05</td>`,
+		`<td class="l">blp_het (all sites)</td><td>1.1 ± 0.1</td><td>[0.904, 1.296]</td><td class="l">p = 0</td>`,
 		`alt="Forest plot of 5 group effects; the first, gates_1, is 1 with 95% interval [0.02, 1.98]."`,
 		`alt="TOC curve at 9 shares; at q = 0.1 it is 0.9."`,
 		`<td class="l">age</td><td>60 − 40 = 20</td><td>[17.26, 22.74]</td>`,

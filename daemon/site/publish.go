@@ -87,7 +87,31 @@ func heterogeneity(recs *store.Records, r *federation.SiteResult) (*store.Hetero
 	}
 	h, _, err := pipeline.Heterogeneity(pipeline.HeterogeneityInput{Held: held, PSI: r.Scores, Control: r.Control, CATE: r.CATE,
 		Calibration: r.Calibration, X: recs.Data.X, Columns: recs.Layout.Covariates, Thresholds: []float64{0}})
-	return h, err
+	if err != nil {
+		return nil, err
+	}
+	return withGlobal(h, r.GlobalHeterogeneity), nil
+}
+
+// withGlobal returns h with the run's global tests of heterogeneity g
+// added (scope global): the BLP and the value of federation.PolicyRule
+// over every site's held-out rows.
+func withGlobal(h *store.Heterogeneity, g federation.GlobalHeterogeneity) *store.Heterogeneity {
+	if g.BLP == nil && g.Policy == nil {
+		return h
+	}
+	if h == nil {
+		h = &store.Heterogeneity{}
+	}
+	if b := g.BLP; b != nil {
+		h.Stats = append(h.Stats, store.HetStat{Scope: store.ScopeGlobal, Statistic: "blp_ate", Estimate: b.ATE, PValue: -1},
+			store.HetStat{Scope: store.ScopeGlobal, Statistic: "blp_het", Estimate: b.Het, PValue: b.HetP})
+	}
+	if p := g.Policy; p != nil {
+		h.Policy = append(h.Policy, store.Policy{Scope: store.ScopeGlobal, Policy: federation.PolicyRule, Treats: p.Share,
+			Value: p.Value, GainNone: p.GainOverNone, GainAll: p.GainOverAll})
+	}
+	return h
 }
 
 // keptFitted returns the models of run r that the site keeps: its own

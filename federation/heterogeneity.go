@@ -1,0 +1,297 @@
+package federation
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/heterogeneity"
+	"github.com/crffd/crffd/inference"
+)
+
+// The global tests of heterogeneity (package heterogeneity) that a
+// federation computes from sums: the BLP of ψ on [1, τ̂ − τ̄] and the
+// value of the rule "treat where the calibrated CATE's lower bound is
+// above 0", over every site's rows held out of the CATE's training. A
+// site sends its sums in its ate envelope, and the coordinator returns
+// the pooled statistics in global-ate, when every site sent them: a
+// statistic over some sites only would be none of the named ones. GATES,
+// CLAN and the RATE rank rows by τ̂ against cut points common to the
+// sites, which the sites cannot agree on without sending quantiles of τ̂,
+// each one row's value; they stay local.
+const (
+	tHetBLP          = "het.blp"           // a site's heterogeneity.BLPSums: N, Shift, D[0..4], PD[0..3], P2D[0..2]
+	tHetPolicy       = "het.policy"        // a site's heterogeneity.PolicySums: Treated, then N, Σ, Σ² of Value, GainNone, GainAll
+	tHetGlobalBLP    = "het.global.blp"    // N, then estimate and se of β1 and β2, then β2's p-value
+	tHetGlobalPolicy = "het.global.policy" // N, Share, then estimate and se of Value, GainNone, GainAll
+	blpSumsLen       = 14
+	policySumsLen    = 10
+)
+
+// PolicyRule is the rule whose value a federation pools: treat where the
+// calibrated CATE's lower bound is above 0 (crff_policy).
+const PolicyRule = "cate_lower_above_0"
+
+// HetSums are a site's sums of heterogeneity over its held-out rows (nil:
+// not sent).
+type HetSums struct {
+	BLP    *heterogeneity.BLPSums    `json:",omitempty"`
+	Policy *heterogeneity.PolicySums `json:",omitempty"`
+}
+
+// GlobalHeterogeneity are a run's pooled tests of heterogeneity: each nil
+// when some site did not send its sums.
+type GlobalHeterogeneity struct {
+	BLP    *heterogeneity.BLP
+	Policy *heterogeneity.Policy
+}
+
+// hetTensors are the sums of heterogeneity of the site's held-out rows,
+// whose scores are psi and control-arm scores gamma0, and whose CATEs
+// before calibration are cate, all by kept row: none at a private site
+// (no mechanism noises them yet) or one that held no rows out. The rule's
+// sums go only when the rows it treats, and those it does not, are none
+// or at least twice federation.min_arm_rows, as many as the site holds
+// out at the least: with the BLP's Σψ, the one would give the other away.
+func (s *site) hetTensors(psi, gamma0, cate []float64) ([]wire.Tensor, error) {
+	held := s.res.Held
+	if s.cfg.Privacy != nil || len(held) == 0 {
+		return nil, nil
+	}
+	n := len(held)
+	p, g0, c := make([]float64, n), make([]float64, n), make([]float64, n)
+	_, d := s.kept.X.Dims()
+	x := mat.NewDense(n, d, nil)
+	var mean float64
+	for j, k := range held {
+		p[j], g0[j], c[j] = psi[k], gamma0[k], cate[k]
+		mean += c[j] / float64(n)
+		for i := range d {
+			x.Set(j, i, s.kept.X.At(k, i))
+		}
+	}
+	blp, err := heterogeneity.NewBLPSums(p, c, mean)
+	if err != nil {
+		return nil, err
+	}
+	ts := []wire.Tensor{wire.Vector(tHetBLP, blpVector(blp))}
+	lower := c
+	if s.res.Calibration != nil {
+		if _, _, lower, _, err = s.res.Calibration.Interval(c, x); err != nil {
+			return nil, err
+		}
+	}
+	treat := make([]bool, n)
+	treated := 0
+	for j, l := range lower {
+		if treat[j] = l > 0; treat[j] {
+			treated++
+		}
+	}
+	if small := func(k int) bool { return k > 0 && k < 2*s.cfg.minArmRows() }; small(treated) || small(n-treated) {
+		s.log.Info("the policy's sums not sent", slog.String(LogKeyReason, fmt.Sprintf("it treats %d of %d held-out rows; each part needs none or at least %d (twice federation.min_arm_rows)", treated, n, 2*s.cfg.minArmRows())))
+		return ts, nil
+	}
+	pol, err := heterogeneity.NewPolicySums(g0, p, treat)
+	if err != nil {
+		return nil, err
+	}
+	return append(ts, wire.Vector(tHetPolicy, policyVector(pol))), nil
+}
+
+func blpVector(b heterogeneity.BLPSums) []float64 {
+	v := append([]float64{float64(b.N), b.Shift}, b.D[:]...)
+	v = append(v, b.PD[:]...)
+	return append(v, b.P2D[:]...)
+}
+
+func policyVector(p heterogeneity.PolicySums) []float64 {
+	v := []float64{float64(p.Treated)}
+	for _, s := range []inference.Sums{p.Value, p.GainNone, p.GainAll} {
+		v = append(v, float64(s.N), s.Sum, s.SumSq)
+	}
+	return v
+}
+
+// decodeHetSums reads a site's sums of heterogeneity from its ate
+// envelope; rows bounds its row count.
+func decodeHetSums(e *wire.Envelope, rows int) (*HetSums, error) {
+	var out HetSums
+	count := func(name string, x float64) error {
+		if x != math.Trunc(x) || x < 0 || x > float64(rows) {
+			return fmt.Errorf("%w: %s counts %v rows of the site's %d", ErrProtocol, name, x, rows)
+		}
+		return nil
+	}
+	if _, ok := e.Tensor(tHetBLP); ok {
+		v, err := finiteVector(e, tHetBLP, blpSumsLen)
+		if err != nil {
+			return nil, err
+		}
+		if err := count(tHetBLP, v[0]); err != nil {
+			return nil, err
+		}
+		b := heterogeneity.BLPSums{N: int(v[0]), Shift: v[1]}
+		copy(b.D[:], v[2:7])
+		copy(b.PD[:], v[7:11])
+		copy(b.P2D[:], v[11:14])
+		if b.D[0] != v[0] || b.D[2] < 0 || b.D[4] < 0 || b.P2D[0] < 0 || b.P2D[2] < 0 {
+			return nil, fmt.Errorf("%w: %s are not sums of rows", ErrProtocol, tHetBLP)
+		}
+		out.BLP = &b
+	}
+	if _, ok := e.Tensor(tHetPolicy); ok {
+		v, err := finiteVector(e, tHetPolicy, policySumsLen)
+		if err != nil {
+			return nil, err
+		}
+		p := heterogeneity.PolicySums{}
+		sums := []*inference.Sums{&p.Value, &p.GainNone, &p.GainAll}
+		for i, s := range sums {
+			if err := count(tHetPolicy, v[1+3*i]); err != nil {
+				return nil, err
+			}
+			if v[3+3*i] < 0 {
+				return nil, fmt.Errorf("%w: %s: a sum of squares %v", ErrProtocol, tHetPolicy, v[3+3*i])
+			}
+			*s = inference.Sums{N: int(v[1+3*i]), Sum: v[2+3*i], SumSq: v[3+3*i]}
+		}
+		if err := count(tHetPolicy, v[0]); err != nil {
+			return nil, err
+		}
+		if p.Treated = int(v[0]); p.Treated > p.GainNone.N || p.GainAll.N != p.GainNone.N || p.Value.N != p.GainNone.N {
+			return nil, fmt.Errorf("%w: %s: %d treated of %d, %d and %d rows", ErrProtocol, tHetPolicy, p.Treated, p.GainNone.N, p.GainAll.N, p.Value.N)
+		}
+		out.Policy = &p
+	}
+	if out.BLP == nil && out.Policy == nil {
+		return nil, nil
+	}
+	return &out, nil
+}
+
+// finiteVector reads the vector tensor name of length n, every entry
+// finite.
+func finiteVector(e *wire.Envelope, name string, n int) ([]float64, error) {
+	v, err := vector(e, name, n)
+	if err != nil {
+		return nil, err
+	}
+	for j, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%w: %s: entry %d is %v", ErrProtocol, name, j, x)
+		}
+	}
+	return v, nil
+}
+
+// globalHeterogeneity pools the sites' sums into the run's global tests;
+// each statistic is nil unless every site sent its sums, or when they do
+// not determine it (τ̂ that does not vary, too few rows).
+func globalHeterogeneity(sums []*HetSums) GlobalHeterogeneity {
+	var out GlobalHeterogeneity
+	var blps []heterogeneity.BLPSums
+	var pol heterogeneity.PolicySums
+	policies := 0
+	for _, h := range sums {
+		if h == nil {
+			return out
+		}
+		if h.BLP != nil {
+			blps = append(blps, *h.BLP)
+		}
+		if h.Policy != nil {
+			pol = pol.Add(*h.Policy)
+			policies++
+		}
+	}
+	if len(blps) == len(sums) {
+		if pooled, err := heterogeneity.Pool(blps); err == nil {
+			if b, err := pooled.BLP(); err == nil {
+				out.BLP = &b
+			}
+		}
+	}
+	if policies == len(sums) {
+		if p, err := pol.Policy(); err == nil {
+			out.Policy = p
+		}
+	}
+	return out
+}
+
+// globalHetTensors are g as global-ate carries it.
+func globalHetTensors(g GlobalHeterogeneity) []wire.Tensor {
+	var ts []wire.Tensor
+	if b := g.BLP; b != nil {
+		ts = append(ts, wire.Vector(tHetGlobalBLP, []float64{float64(b.Het.N), b.ATE.Estimate, b.ATE.SE, b.Het.Estimate, b.Het.SE, b.HetP}))
+	}
+	if p := g.Policy; p != nil {
+		ts = append(ts, wire.Vector(tHetGlobalPolicy, []float64{float64(p.GainOverNone.N), p.Share, p.Value.Estimate, p.Value.SE,
+			p.GainOverNone.Estimate, p.GainOverNone.SE, p.GainOverAll.Estimate, p.GainOverAll.SE}))
+	}
+	return ts
+}
+
+// decodeGlobalHet reads the global tests of heterogeneity of a global-ate
+// envelope; rows bounds the run's row count.
+func decodeGlobalHet(e *wire.Envelope, rows int) (GlobalHeterogeneity, error) {
+	var g GlobalHeterogeneity
+	est := func(name string, n int, mean, se float64) (inference.Estimate, error) {
+		if se < 0 {
+			return inference.Estimate{}, fmt.Errorf("%w: %s: a standard error %v", ErrProtocol, name, se)
+		}
+		return inference.NewEstimate(mean, se, n), nil
+	}
+	n := func(name string, x float64) (int, error) {
+		if x != math.Trunc(x) || x < 0 || x > float64(rows) {
+			return 0, fmt.Errorf("%w: %s over %v rows", ErrProtocol, name, x)
+		}
+		return int(x), nil
+	}
+	if _, ok := e.Tensor(tHetGlobalBLP); ok {
+		v, err := finiteVector(e, tHetGlobalBLP, 6)
+		if err != nil {
+			return g, err
+		}
+		k, err := n(tHetGlobalBLP, v[0])
+		if err != nil {
+			return g, err
+		}
+		var b heterogeneity.BLP
+		if b.ATE, err = est(tHetGlobalBLP, k, v[1], v[2]); err != nil {
+			return g, err
+		}
+		if b.Het, err = est(tHetGlobalBLP, k, v[3], v[4]); err != nil {
+			return g, err
+		}
+		if b.HetP = v[5]; b.HetP < 0 || b.HetP > 1 {
+			return g, fmt.Errorf("%w: %s: a p-value %v", ErrProtocol, tHetGlobalBLP, b.HetP)
+		}
+		g.BLP = &b
+	}
+	if _, ok := e.Tensor(tHetGlobalPolicy); ok {
+		v, err := finiteVector(e, tHetGlobalPolicy, 8)
+		if err != nil {
+			return g, err
+		}
+		k, err := n(tHetGlobalPolicy, v[0])
+		if err != nil {
+			return g, err
+		}
+		p := &heterogeneity.Policy{Share: v[1]}
+		if p.Share < 0 || p.Share > 1 {
+			return g, fmt.Errorf("%w: %s: a share %v", ErrProtocol, tHetGlobalPolicy, p.Share)
+		}
+		for i, dst := range []*inference.Estimate{&p.Value, &p.GainOverNone, &p.GainOverAll} {
+			if *dst, err = est(tHetGlobalPolicy, k, v[2+2*i], v[3+2*i]); err != nil {
+				return g, err
+			}
+		}
+		g.Policy = p
+	}
+	return g, nil
+}
