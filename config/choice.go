@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/pipeline"
@@ -69,16 +70,17 @@ func (r Reader) Grid() ([]selection.GridPoint, error) {
 		case err != nil:
 			return nil, fmt.Errorf("kernel.grid %q: %w", item, err)
 		case len(rest) > 0:
-			return nil, fmt.Errorf("kernel.grid %q: %q is not features=N or linear=G", item, rest[0])
+			return nil, fmt.Errorf("kernel.grid %q: %q is not features=N, linear=G or transfer=T", item, rest[0])
 		case g == selection.GridPoint{}:
-			return nil, fmt.Errorf("kernel.grid %q: a point sets features=N, linear=G or both", item)
+			return nil, fmt.Errorf("kernel.grid %q: a point sets features=N, linear=G, transfer=T or several", item)
 		}
 		out = append(out, g)
 	}
 	return out, nil
 }
 
-// ParseGridPoint takes the grid settings features=N and linear=G out of
+// ParseGridPoint takes the grid settings features=N, linear=G and
+// transfer=T (learned, none or full) out of
 // the NAME=VALUE fields of a kernel item and returns them, and the other
 // fields, the kernel's own parameters.
 func ParseGridPoint(fields []string) (selection.GridPoint, []string, error) {
@@ -99,6 +101,11 @@ func ParseGridPoint(fields []string) (selection.GridPoint, []string, error) {
 				return k, nil, fmt.Errorf("linear=%q: want a weight γ ≥ 0", val)
 			}
 			k.Linear = &g
+		case "transfer":
+			if _, err := estimator.ParseTransfer(val); err != nil {
+				return k, nil, fmt.Errorf("transfer=%q: want learned, none or full", val)
+			}
+			k.Transfer = val
 		default:
 			rest = append(rest, f)
 		}

@@ -63,7 +63,7 @@ var ModelSettings = func() []Setting {
 	return []Setting{
 		{"kernel.name", "gaussian", "kernel plugin: crff-kernel-<name> in plugin_dir, or auto: choose among every installed kernel on held-out rows, the Gaussian the reference (crffd fit; at a coordinator, every site trains each kernel's models; at a site, it trains the kernels a coordinator chooses among, up to limits.kernels)"},
 		{"kernel.params", map[string]float64{}, "kernel parameters, e.g. nu: 2.5 for matern"},
-		{"kernel.grid", []string{}, "crffd fit only: further candidates of the first kernel (the Gaussian with kernel.name auto) at other settings, each features=N (D) and/or linear=G (γ) joined by ':', e.g. [features=100:linear=0]; none by default (on IHDP they did not help)"},
+		{"kernel.grid", []string{}, "crffd fit only: further candidates of the first kernel (the Gaussian with kernel.name auto) at other settings, each features=N (D), linear=G (γ) and transfer=T (learned, none or full; none fits CausalRFF at each site on its own rows) joined by ':', e.g. [features=100:linear=0]; none by default (on IHDP they did not help)"},
 		{"model.features", d.Features, "random frequencies D per feature map"},
 		{"model.latent", d.Latent, "latent dimension dz"},
 		{"model.rounds", d.Rounds, "maximum training rounds per model (with mini-batches, at least model.epochs passes over the largest site's rows)"},

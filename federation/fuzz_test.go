@@ -597,7 +597,8 @@ func fuzzSeeds() map[string]map[string][]byte {
 		"run":                   {0},
 		"selection-run":         {1, 1},
 		"kernels-run":           {2},
-		"moments-n-2e40":        {0, 0, 12, 5, 2, 20, 0},
+		"moments-n-2e40":        {0, 0, 12, 5, 3, 20, 0},
+		"hello-rows-2e40":       {0, 0, 12, 5, 2, 20, 0},
 		"refusal-at-hello":      {0, 1, 14, 0, 21},
 		"covariates-4097":       {0, 0, 14, 5, 0},
 		"fingerprints-of-three": {2, 0, 14, 4, 3},
@@ -655,7 +656,8 @@ func TestFuzzSeedsReachTheirStates(t *testing.T) {
 		"FuzzCoordinator": {
 			"run": "", "selection-run": "", "kernels-run": "", "lost-and-repeated": "",
 			"gradient-nan":          "", // package wire refuses the NaN: the gradient arrives as it was
-			"moments-n-2e40":        "", // a site may claim any row count (see TestCoordinatorRefusesSitesBeyondTheProtocol)
+			"hello-rows-2e40":       "", // a site may claim any row count (see TestCoordinatorRefusesSitesBeyondTheProtocol)
+			"moments-n-2e40":        "hello has the moments of 1099511627776 rows of 40",
 			"covariates-4097":       "hello of 4097 covariates, more than the protocol's 4096",
 			"fingerprints-of-three": "kernel frequencies differ",
 			"gradient-wrong-shape":  "block \"psi\" is 21×1, want 20×1",

@@ -386,17 +386,17 @@ func privateMoments(p *SitePrivacy, d *estimator.Data, columns []string, schema 
 // Moments, or those privateMoments releases for a private site, which logs
 // how many values each bound clipped (counts, never values).
 func (s *site) helloMoments() (estimator.Moments, error) {
-	d := s.cfg.Data
+	d, mo := s.cfg.Data, s.cfg.Data.Moments()
 	if s.heldAll != nil {
 		train, err := selection.TrainingRows(d.Rows(), s.heldAll)
 		if err != nil {
 			return estimator.Moments{}, err
 		}
-		d = d.Subset(train)
+		d, mo = d.Subset(train), d.MomentsOf(train)
 	}
 	p := s.cfg.Privacy
 	if p == nil {
-		return d.Moments(), nil
+		return mo, nil
 	}
 	mo, cols, clipped, err := privateMoments(p, d, s.cfg.Columns, s.cfg.Schema, s.noiseFor(StepMoments))
 	if err != nil {
@@ -407,6 +407,12 @@ func (s *site) helloMoments() (estimator.Moments, error) {
 			s.log.Warn("values outside their public bound were clipped to it in the moments released with noise", slog.String(LogKeyColumn, c.name),
 				slog.Int("rows_clipped", clipped[k]), slog.Int("rows", mo.N))
 		}
+	}
+	if s.heldAll != nil && p.IsExact(ExactMoments) && !s.cfg.Data.Positive() {
+		// A held-out outcome the log transform cannot take (MomentsOf).
+		// Noised moments decide the transform on the outcome's public
+		// bound instead, never on the rows.
+		mo.Positive, mo.LogSum, mo.LogSumSq = 0, 0, 0
 	}
 	return mo, nil
 }

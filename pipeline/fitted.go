@@ -87,6 +87,9 @@ func KernelLabel(k modelstore.Kernel) string {
 	if k.Linear != nil {
 		parts = append(parts, fmt.Sprintf("linear=%g", *k.Linear))
 	}
+	if k.Transfer != "" {
+		parts = append(parts, "transfer="+k.Transfer)
+	}
 	if len(parts) == 0 {
 		return k.Name
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -97,6 +98,24 @@ func (d *Data) Moments() Moments {
 		}
 	}
 	return m
+}
+
+// MomentsOf returns the Moments of the rows of d at positions rows. Their
+// log moments are left zero, which disables the log transform, unless
+// every row of d, among rows or not, has y > 0: models standardised on
+// some rows score all of them.
+func (d *Data) MomentsOf(rows []int) Moments {
+	m := d.Subset(rows).Moments()
+	if !d.Positive() {
+		m.Positive, m.LogSum, m.LogSumSq = 0, 0, 0
+	}
+	return m
+}
+
+// Positive reports whether every outcome of d is above 0, as the log
+// transform of outcomes needs.
+func (d *Data) Positive() bool {
+	return !slices.ContainsFunc(d.Y, func(y float64) bool { return !(y > 0) })
 }
 
 // Subset returns the rows idx of d, in that order, as new Data.

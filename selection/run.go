@@ -39,15 +39,34 @@ type Kernel struct {
 type GridPoint struct {
 	Features int      `json:"features,omitempty"` // D, the random frequencies per feature map; 0: the configuration's
 	Linear   *float64 `json:"linear,omitempty"`   // γ, the weight of the linear part; nil: the configuration's
+	// Transfer is the transfer mode's name (estimator.ParseTransfer); ""
+	// is the configuration's. "none" makes the kernel's latent and outcome
+	// CATEs CausalRFF fitted at each site on its own rows, a site-local
+	// candidate beside the learned transfer's.
+	Transfer string `json:"transfer,omitempty"`
 }
 
-// Config returns cfg with the point's Features and Linear in place.
+// Check returns an error when the point names no transfer mode that
+// estimator.ParseTransfer knows.
+func (g GridPoint) Check() error {
+	if g.Transfer == "" {
+		return nil
+	}
+	_, err := estimator.ParseTransfer(g.Transfer)
+	return err
+}
+
+// Config returns cfg with the point's Features, Linear and Transfer in
+// place; a Transfer that Check refuses is left out.
 func (g GridPoint) Config(cfg estimator.Config) estimator.Config {
 	if g.Features > 0 {
 		cfg.Features = g.Features
 	}
 	if g.Linear != nil {
 		cfg.Linear = *g.Linear
+	}
+	if t, err := estimator.ParseTransfer(g.Transfer); g.Transfer != "" && err == nil {
+		cfg.Transfer = t
 	}
 	return cfg
 }
@@ -200,7 +219,13 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	if len(opt.Kernels) == 0 {
 		return nil, fmt.Errorf("%w: no kernel", ErrInput)
 	}
+	for _, kn := range opt.Kernels {
+		if err := kn.Check(); err != nil {
+			return nil, fmt.Errorf("%w: kernel %s: %w", ErrInput, kn.Name, err)
+		}
+	}
 	train := make([]*estimator.Data, k)
+	trainRows := make([][]int, k)
 	for s, d := range sites {
 		if d == nil {
 			return nil, fmt.Errorf("%w: site %d has no rows", ErrInput, s)
@@ -209,7 +234,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
-		train[s] = d.Subset(rows)
+		train[s], trainRows[s] = d.Subset(rows), rows
 	}
 	// One site's own choice is the federation's, and its own rows' ridge
 	// candidates are the pooled ones.
@@ -217,7 +242,11 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	ridge := Penalties(opt.Ridge)
 	// The standardisation sees training rows only: the held-out rows'
 	// outcomes are what the candidates are scored on.
-	scaler, err := estimator.PooledScaler(train, schema)
+	moments := make([]estimator.Moments, k)
+	for s, d := range sites {
+		moments[s] = d.MomentsOf(trainRows[s])
+	}
+	scaler, err := estimator.NewScaler(schema, moments)
 	if err != nil {
 		return nil, err
 	}

@@ -226,6 +226,39 @@ func TestRunGridPoint(t *testing.T) {
 	}
 }
 
+// TestRunNoTransferCandidate: a grid point of transfer none fits its
+// kernel's models with λ ≡ 0 (each site on its own rows), beside the
+// learned transfer's, and a transfer mode nobody knows is refused.
+func TestRunNoTransferCandidate(t *testing.T) {
+	ctx := context.Background()
+	data, val := linearSites(4, 2, 100)
+	opt := Options{Kernels: []Kernel{
+		{Name: "gaussian", Spectral: estimator.GaussianSpectral{}},
+		{Name: "gaussian(transfer=none)", Spectral: estimator.GaussianSpectral{}, GridPoint: GridPoint{Transfer: "none"}},
+	}, Kinds: []string{KindLatent, KindOutcome}, Z: DefaultZ}
+	res, err := Run(ctx, data, val, schema2, smallConfig(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []estimator.Transfer{estimator.Learned, estimator.NoTransfer} {
+		m := res.Models[i]
+		if m.Setup.Config.Transfer != want {
+			t.Errorf("kernel %d: transfer %v, want %v", i, m.Setup.Config.Transfer, want)
+		}
+		lam := m.Trained(estimator.Latent).LambdaRows()
+		if off := lam[0][1]; (want == estimator.NoTransfer) != (off == 0) {
+			t.Errorf("kernel %d (%v): λ from site 2 to site 1 is %v", i, want, off)
+		}
+	}
+	if got := res.Candidates[2].Name; got != "latent/gaussian(transfer=none)" {
+		t.Errorf("candidate 2 is %s", got)
+	}
+	opt.Kernels[1].Transfer = "some"
+	if _, err := Run(ctx, data, val, schema2, smallConfig(), opt); !errors.Is(err, ErrInput) {
+		t.Errorf("transfer some: %v, want ErrInput", err)
+	}
+}
+
 func TestRunErrors(t *testing.T) {
 	ctx := context.Background()
 	data, val := linearSites(3, 2, 40)
@@ -426,5 +459,33 @@ func TestHeldOutRowsDoNotReachTheModels(t *testing.T) {
 	}
 	if a.Candidates[1].Loss == b.Candidates[1].Loss {
 		t.Errorf("the held-out outcomes did not move the validation loss (%v)", a.Candidates[1].Loss)
+	}
+}
+
+// TestHeldOutOutcomeBelowZero: the log transform of outcomes is chosen
+// only when every row, held out or not, has y > 0: a held-out row at or
+// below 0 turns it off, where the training rows alone would have chosen it
+// and the row's pseudo-outcome could not be computed.
+func TestHeldOutOutcomeBelowZero(t *testing.T) {
+	data, val := linearSites(6, 2, 120)
+	for _, d := range data {
+		for i := range d.Y {
+			d.Y[i] = math.Exp(d.Y[i] / 4)
+		}
+	}
+	opt := Options{Kernels: []Kernel{{Name: "gaussian", Spectral: estimator.GaussianSpectral{}}}, Kinds: []string{KindOutcome}, Z: DefaultZ}
+	res, err := Run(context.Background(), data, val, schema2, smallConfig(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Models[0].Setup.Scaler.LogYValid {
+		t.Fatal("positive outcomes without the log transform: the test needs one")
+	}
+	data[1].Y[val[1][0]] = -0.5
+	if res, err = Run(context.Background(), data, val, schema2, smallConfig(), opt); err != nil {
+		t.Fatalf("a held-out outcome below 0: %v", err)
+	}
+	if res.Models[0].Setup.Scaler.LogYValid {
+		t.Error("the log transform chosen although a held-out outcome is below 0")
 	}
 }

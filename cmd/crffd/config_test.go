@@ -226,9 +226,10 @@ func TestFederatedSelection(t *testing.T) {
 		{"model:\n  selection_by_site: false\n", "{Share:0.2 Kinds:[] Ridge:[] Z:1 BySite:false Kernel:gaussian}", ""},
 		{"kernel:\n  name: matern\n  params:\n    nu: 0.5\nmodel:\n  estimator: latent\n", "{Share:0 Kinds:[] Ridge:[] Z:0 BySite:false Kernel:}", ""},
 		{"kernel:\n  grid: [features=10]\n", "", "kernel.grid runs in crffd fit only"},
-		{"kernel:\n  grid: [features=10:nu=2]\n", "", `kernel.grid "features=10:nu=2": "nu=2" is not features=N or linear=G`},
+		{"kernel:\n  grid: [features=10:nu=2]\n", "", `kernel.grid "features=10:nu=2": "nu=2" is not features=N, linear=G or transfer=T`},
+		{"kernel:\n  grid: [transfer=some]\n", "", `kernel.grid "transfer=some": transfer="some": want learned, none or full`},
 		{"kernel:\n  grid: [features=0]\n", "", `kernel.grid "features=0": features="0"`},
-		{"kernel:\n  grid: [\"\"]\n", "", "a point sets features=N, linear=G or both"},
+		{"kernel:\n  grid: [\"\"]\n", "", "a point sets features=N, linear=G, transfer=T or several"},
 		{"plugin_dir: " + t.TempDir() + "\nkernel:\n  name: auto\n", "", "kernel.name auto: no kernel plugins"},
 	} {
 		a, err := execute(t, "version", "--config", writeConfig(t, tc.file))
