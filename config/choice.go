@@ -123,8 +123,8 @@ func ParseGridPoint(fields []string) (selection.GridPoint, []string, error) {
 // trains too.
 func FederatedSelection(c Choice) (federation.Selection, error) {
 	for _, k := range c.Kernels {
-		if k.GridPoint != (selection.GridPoint{}) {
-			return federation.Selection{}, errors.New("kernel.grid runs in crffd fit only: a federation trains every kernel with the run's model.features and model.linear")
+		if k.GridPoint != (selection.GridPoint{Transfer: k.Transfer}) {
+			return federation.Selection{}, errors.New("kernel.grid points of features or linear run in crffd fit only: a federation trains every kernel with the run's model.features and model.linear (transfer=T runs in both)")
 		}
 	}
 	if len(c.Kernels) == 1 && len(c.Kinds) == 1 && c.Kinds[0] == selection.KindLatent {

@@ -299,6 +299,26 @@ func TestFederatedModelSelectionBySite(t *testing.T) {
 	checkFederatedSelection(t, dir, sites, nil, selection.DefaultZ, []modelstore.Kernel{{Name: "gaussian"}}, true, federation.DefaultMinArmRows)
 }
 
+// TestFederatedNoTransferCandidate: with kernel.grid [transfer=none] at
+// the coordinator, every site also trains its kernel's models with no
+// transfer (each site on its own rows), and their CATEs are candidates:
+// the run chooses as selection.Run does with that grid point, bit for
+// bit, and the sites, which have the Gaussian alone, keep and reload the
+// models their members need.
+func TestFederatedNoTransferCandidate(t *testing.T) {
+	const sites, rows = 3, 120
+	dir := sandbox(t, sites, rows, "grpc")
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "model:\n", "model:\n  estimator: auto\n  validation: 0.25\n  selection_z: 100\n  selection_by_site: false\n")
+	editFile(t, filepath.Join(dir, "coordinator.yaml"), "kernel:\n  name: gaussian\n", "kernel:\n  name: gaussian\n  grid: [transfer=none]\n")
+	for k := 1; k <= sites; k++ {
+		plant(t, dir, k)
+	}
+	none := modelstore.Kernel{Name: "gaussian", GridPoint: selection.GridPoint{Transfer: "none"}}
+	if saved := checkFederatedSelection(t, dir, sites, nil, 100, []modelstore.Kernel{{Name: "gaussian"}, none}, false, federation.DefaultMinArmRows); saved != 2 {
+		t.Errorf("the sites saved the models of %d kernels: want both, each a member's", saved)
+	}
+}
+
 // TestFederatedKernelChoice: with kernel.name auto at the coordinator and
 // the sites, every site trains every installed kernel's models, and the
 // run chooses among all their candidates as selection.Run does over the
@@ -413,7 +433,7 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 		if err != nil {
 			t.Fatal(err)
 		}
-		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: label(k), Spectral: sp})
+		opt.Kernels = append(opt.Kernels, selection.Kernel{Name: label(k), Spectral: sp, GridPoint: k.GridPoint})
 	}
 	var data []*estimator.Data
 	var held [][]int
@@ -549,10 +569,17 @@ func checkFederatedSelection(t *testing.T, dir string, sites int, kinds []string
 
 // label names a kernel as crffd's candidate names do: matern(nu=0.5).
 func label(k modelstore.Kernel) string {
-	if len(k.Params) == 0 {
+	var parts []string
+	if len(k.Params) > 0 {
+		parts = append(parts, kernels.Params(k.Params).String())
+	}
+	if k.Transfer != "" {
+		parts = append(parts, "transfer="+k.Transfer)
+	}
+	if len(parts) == 0 {
 		return k.Name
 	}
-	return fmt.Sprintf("%s(%s)", k.Name, kernels.Params(k.Params).String())
+	return fmt.Sprintf("%s(%s)", k.Name, strings.Join(parts, ","))
 }
 
 // kernelOpener opens kernel plugins for modelstore, each closed at the

@@ -430,7 +430,7 @@ func (c *coordinator) run(ctx context.Context) (*Result, error) {
 		c.step = c.st.Step + c.st.roundsBetweenSaves() + resumeGap
 		c.tracker = wire.NewTracker(c.st.RunID, c.step)
 		var err error
-		if c.setups, err = setupsFor(ctx, c.st.Schema, c.spectra(), c.st.Config, c.st.Scaler); err != nil {
+		if c.setups, err = setupsFor(ctx, c.st.Schema, c.spectra(), c.st.Config, c.points(), c.st.Scaler); err != nil {
 			return nil, err
 		}
 	}
@@ -451,6 +451,16 @@ func (c *coordinator) spectra() []estimator.Spectral {
 	out := []estimator.Spectral{c.cfg.Spectral}
 	for _, k := range c.cfg.Extra {
 		out = append(out, k.Spectral)
+	}
+	return out
+}
+
+// points are the grid points of the run's further kernels, in order (a
+// transfer mode at most: checkExtra).
+func (c *coordinator) points() []selection.GridPoint {
+	out := make([]selection.GridPoint, len(c.cfg.Extra))
+	for k, e := range c.cfg.Extra {
+		out[k] = e.GridPoint
 	}
 	return out
 }

@@ -80,7 +80,7 @@ func (c *coordinator) handshake(ctx context.Context) error {
 		return err
 	}
 	c.st.Scaler = scaler
-	if c.setups, err = setupsFor(ctx, c.st.Schema, c.spectra(), c.st.Config, scaler); err != nil {
+	if c.setups, err = setupsFor(ctx, c.st.Schema, c.spectra(), c.st.Config, c.points(), scaler); err != nil {
 		return err
 	}
 	if !slices.Equal(digests(c.setups), fp) {

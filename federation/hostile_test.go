@@ -95,7 +95,7 @@ func newMockCoordinator(ctx context.Context, cfg estimator.Config, sites []strin
 	c := &coordinator{cfg: CoordinatorConfig{Name: "coord", RunID: "run-1", Sites: sites, Config: cfg, Spectral: estimator.GaussianSpectral{},
 		KernelName: sel.Kernel, Selection: sel, Extra: extra}, index: map[string]int{}}
 	c.st = &State{RunID: "run-1", Sites: sites, Config: cfg, Schema: testSchema, Scaler: scaler, Select: sel, Kernels: extraNames(extra)}
-	if c.setups, err = setupsFor(ctx, testSchema, c.spectra(), cfg, scaler); err != nil {
+	if c.setups, err = setupsFor(ctx, testSchema, c.spectra(), cfg, c.points(), scaler); err != nil {
 		return nil, err
 	}
 	for _, setup := range c.setups {

@@ -79,12 +79,30 @@ func checkExtra(sel Selection, extra []selection.Kernel) error {
 			return fmt.Errorf("federation: a further kernel needs a name and a plugin (%q)", k.Name)
 		case slices.Contains(seen, k.Name):
 			return fmt.Errorf("federation: kernel %q listed twice", k.Name)
-		case k.GridPoint != (selection.GridPoint{}):
-			return fmt.Errorf("federation: kernel %q at a grid point: a federation trains every kernel with the run's configuration", k.Name)
+		case k.GridPoint != (selection.GridPoint{Transfer: k.Transfer}):
+			return fmt.Errorf("federation: kernel %q at a grid point of D or γ: a federation trains every kernel with the run's model.features and model.linear", k.Name)
+		case k.Check() != nil:
+			return fmt.Errorf("federation: kernel %q: %w", k.Name, k.Check())
+		case k.Transfer != "" && k.Name != transferLabel(k.Name, k.Transfer):
+			return fmt.Errorf("federation: kernel %q at transfer %s must be named for it, as %q", k.Name, k.Transfer, transferLabel(k.Name, k.Transfer))
 		}
 		seen = append(seen, k.Name)
 	}
 	return nil
+}
+
+// transferLabel is the name of the kernel name at transfer mode t: name
+// itself when it already says so (selection.SplitTransfer), and
+// otherwise name with ",transfer=t" in its parentheses, or
+// "(transfer=t)" after it.
+func transferLabel(name, t string) string {
+	if _, has := selection.SplitTransfer(name); has != "" {
+		return name
+	}
+	if strings.HasSuffix(name, ")") {
+		return name[:len(name)-1] + ",transfer=" + t + ")"
+	}
+	return name + "(transfer=" + t + ")"
 }
 
 // kernelTensors name the run's kernel (none when run is "") and the
@@ -176,15 +194,32 @@ func (s *site) openKernels(ctx context.Context, run string, names []string) ([]e
 	if most := s.cfg.Limits.orDefault().Kernels; len(names)+1 > most {
 		return nil, nil, overLimit("kernel count", len(names)+1, most, "kernels")
 	}
-	if s.cfg.Kernels == nil {
-		return nil, nil, fmt.Errorf("%w: the run chooses among the kernels %s and %s, and site %s trains its own alone (kernel.name auto at the site trains the kernels it has)",
-			ErrNoKernel, all[0], strings.Join(names, ", "), s.cfg.Name)
-	}
 	for _, name := range names {
 		if slices.Contains(all, name) {
 			return nil, nil, fmt.Errorf("%w: kernel %q named twice", ErrProtocol, name)
 		}
-		sp, err := s.cfg.Kernels(ctx, name)
+		// A kernel at a transfer grid point is trained with its base
+		// kernel's plugin; the coordinator alone applies the transfer.
+		base, transfer := selection.SplitTransfer(name)
+		if transfer != "" {
+			t, err := estimator.ParseTransfer(transfer)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: kernel %q: %w", ErrProtocol, name, err)
+			}
+			if l := s.cfg.Limits.orDefault(); len(l.Transfers) > 0 && !slices.Contains(l.Transfers, t) {
+				return nil, nil, fmt.Errorf("%w: kernel %q: transfer %v not allowed (limits.transfers)", ErrLimit, name, t)
+			}
+		}
+		var sp estimator.Spectral
+		var err error
+		if base == all[0] {
+			sp = spectra[0]
+		} else if s.cfg.Kernels == nil {
+			err = fmt.Errorf("the run chooses among the kernels %s and %s, and site %s trains its own alone (kernel.name auto at the site trains the kernels it has)",
+				all[0], strings.Join(names, ", "), s.cfg.Name)
+		} else {
+			sp, err = s.cfg.Kernels(ctx, base)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: kernel %q: %w", ErrNoKernel, name, err)
 		}
@@ -193,12 +228,17 @@ func (s *site) openKernels(ctx context.Context, run string, names []string) ([]e
 	return spectra, all, nil
 }
 
-// setupsFor returns the setup of each of spectra under cfg and scaler.
-func setupsFor(ctx context.Context, schema estimator.Schema, spectra []estimator.Spectral, cfg estimator.Config, scaler estimator.Scaler) ([]*estimator.Setup, error) {
+// setupsFor returns the setup of each of spectra under cfg, at grid
+// point points[k-1] for k ≥ 1 (nil: none), and scaler.
+func setupsFor(ctx context.Context, schema estimator.Schema, spectra []estimator.Spectral, cfg estimator.Config, points []selection.GridPoint, scaler estimator.Scaler) ([]*estimator.Setup, error) {
 	out := make([]*estimator.Setup, len(spectra))
 	for k, sp := range spectra {
+		c := cfg
+		if k > 0 && k <= len(points) {
+			c = points[k-1].Config(cfg)
+		}
 		var err error
-		if out[k], err = estimator.NewSetup(ctx, schema, sp, cfg, scaler); err != nil {
+		if out[k], err = estimator.NewSetup(ctx, schema, sp, c, scaler); err != nil {
 			return nil, fmt.Errorf("kernel %d: %w", k, err)
 		}
 	}

@@ -306,3 +306,77 @@ func TestRunKernelNamed(t *testing.T) {
 		t.Errorf("sites of the Gaussian alone in a run of another kernel: %v, want ErrFrequencies", err)
 	}
 }
+
+// TestSelectionNoTransferKernel: the run's own kernel at transfer none is
+// a further kernel whose models the coordinator trains with λ ≡ 0, as
+// selection.Run fits them, bit for bit; a site trains it with its own
+// kernel's plugin (its SiteConfig.Kernels knows no "gaussian").
+func TestSelectionNoTransferKernel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sel := Selection{Share: 0.25, Z: 3, Kernel: "gaussian"}
+	extra := []selection.Kernel{{Name: "gaussian(transfer=none)", Spectral: estimator.GaussianSpectral{}, GridPoint: selection.GridPoint{Transfer: "none"}}}
+	_, res, sites, want := selectionRunKernels(ctx, t, sel, extra, newFed(90, 120, 70))
+	if len(res.ExtraModels) != 1 {
+		t.Fatalf("%d further kernels' models, want 1", len(res.ExtraModels))
+	}
+	for _, kind := range estimator.Kinds {
+		if d := maxDiff(t, res.ExtraModels[0][kind], want.Models[1].Trained(kind)); d != 0 {
+			t.Errorf("%s at transfer none: max abs difference %g, want bit-identical", kind, d)
+		}
+		lam := res.ExtraModels[0][kind].LambdaRows()
+		if lam[0][1] != 0 || res.Models[kind].LambdaRows()[0][1] == 0 {
+			t.Errorf("%s: λ from site 2 to site 1 is %v at transfer none and %v learned", kind, lam[0][1], res.Models[kind].LambdaRows()[0][1])
+		}
+	}
+	for c, cand := range res.Selection.Candidates {
+		if fmt.Sprintf("%+v", cand) != fmt.Sprintf("%+v", want.Candidates[c]) {
+			t.Errorf("candidate %d: federated %+v\nsimulated %+v", c, cand, want.Candidates[c])
+		}
+	}
+	if !slices.Equal(sites[0].Kernels, []string{"gaussian", "gaussian(transfer=none)"}) {
+		t.Errorf("site 1 trained kernels %v", sites[0].Kernels)
+	}
+}
+
+// TestCheckExtraGridPoints: a further kernel may sit at a transfer grid
+// point, named for it, but not at one of D or γ, nor at a transfer mode
+// nobody knows.
+func TestCheckExtraGridPoints(t *testing.T) {
+	sel := Selection{Share: 0.2, Z: 1, Kernel: "gaussian"}
+	g := estimator.GaussianSpectral{}
+	for _, tc := range []struct {
+		k    selection.Kernel
+		want string
+	}{
+		{selection.Kernel{Name: "gaussian(transfer=none)", Spectral: g, GridPoint: selection.GridPoint{Transfer: "none"}}, ""},
+		{selection.Kernel{Name: "matern(nu=0.5,transfer=full)", Spectral: g, GridPoint: selection.GridPoint{Transfer: "full"}}, ""},
+		{selection.Kernel{Name: "gaussian(features=10)", Spectral: g, GridPoint: selection.GridPoint{Features: 10}}, "grid point of D or γ"},
+		{selection.Kernel{Name: "local", Spectral: g, GridPoint: selection.GridPoint{Transfer: "none"}}, `must be named for it, as "local(transfer=none)"`},
+		{selection.Kernel{Name: "gaussian(transfer=some)", Spectral: g, GridPoint: selection.GridPoint{Transfer: "some"}}, "unknown transfer mode"},
+	} {
+		err := checkExtra(sel, []selection.Kernel{tc.k})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.k.Name, err, tc.want)
+		}
+	}
+}
+
+// TestSiteRefusesTransferOutsideItsLimits: a site whose limits.transfers
+// leave out none refuses a further kernel at transfer none, as it
+// refuses a run of that transfer mode.
+func TestSiteRefusesTransferOutsideItsLimits(t *testing.T) {
+	s := &site{cfg: SiteConfig{Name: "site1", Spectral: estimator.GaussianSpectral{}, KernelName: "gaussian",
+		Limits: Limits{Transfers: []estimator.Transfer{estimator.Learned}}}, share: 0.2}
+	if _, _, err := s.openKernels(context.Background(), "", []string{"gaussian(transfer=none)"}); !errors.Is(err, ErrLimit) {
+		t.Errorf("transfer none outside limits.transfers: %v, want ErrLimit", err)
+	}
+	s.cfg.Limits.Transfers = nil
+	sp, names, err := s.openKernels(context.Background(), "", []string{"gaussian(transfer=none)"})
+	if err != nil || len(sp) != 2 || sp[1] != sp[0] || !slices.Equal(names, []string{"gaussian", "gaussian(transfer=none)"}) {
+		t.Errorf("transfer none of the site's own kernel: %v, %v, %v", sp, names, err)
+	}
+	if _, _, err := s.openKernels(context.Background(), "", []string{"laplacian(transfer=none)"}); !errors.Is(err, ErrNoKernel) {
+		t.Errorf("transfer none of a kernel the site does not train: %v, want ErrNoKernel", err)
+	}
+}

@@ -122,7 +122,7 @@ func (s *site) hello(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, e
 	if err != nil {
 		return nil, err
 	}
-	setups, err := setupsFor(ctx, s.cfg.Schema, spectra, cfg, placeholder)
+	setups, err := setupsFor(ctx, s.cfg.Schema, spectra, cfg, nil, placeholder)
 	if err != nil {
 		return nil, fmt.Errorf("configuration from the coordinator: %w", err)
 	}
@@ -232,7 +232,7 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 	if err := s.cfg.checkArms(s.kept, "after de-duplication"); err != nil {
 		return err
 	}
-	setups, err := setupsFor(ctx, s.cfg.Schema, s.spectra, s.cfgE, scaler)
+	setups, err := setupsFor(ctx, s.cfg.Schema, s.spectra, s.cfgE, nil, scaler)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/crffd/crffd/estimator"
@@ -44,6 +45,29 @@ type GridPoint struct {
 	// CATEs CausalRFF fitted at each site on its own rows, a site-local
 	// candidate beside the learned transfer's.
 	Transfer string `json:"transfer,omitempty"`
+}
+
+// SplitTransfer returns the label of a kernel without its transfer grid
+// setting, and that setting ("" when it has none): "gaussian" and "none"
+// for "gaussian(transfer=none)", "matern(nu=0.5)" and "none" for
+// "matern(nu=0.5,transfer=none)". A federation names a kernel at a
+// transfer grid point so, and a site trains it with its base kernel's
+// plugin.
+func SplitTransfer(label string) (base, transfer string) {
+	open := strings.LastIndexByte(label, '(')
+	if open < 0 || !strings.HasSuffix(label, ")") {
+		return label, ""
+	}
+	inner := label[open+1 : len(label)-1]
+	cut := strings.LastIndexByte(inner, ',')
+	t, ok := strings.CutPrefix(inner[cut+1:], "transfer=")
+	if !ok {
+		return label, ""
+	}
+	if cut < 0 {
+		return label[:open], t
+	}
+	return label[:open+1] + inner[:cut] + ")", t
 }
 
 // Check returns an error when the point names no transfer mode that

@@ -489,3 +489,18 @@ func TestHeldOutOutcomeBelowZero(t *testing.T) {
 		t.Error("the log transform chosen although a held-out outcome is below 0")
 	}
 }
+
+func TestSplitTransfer(t *testing.T) {
+	for _, tc := range []struct{ label, base, transfer string }{
+		{"gaussian", "gaussian", ""},
+		{"gaussian(transfer=none)", "gaussian", "none"},
+		{"matern(nu=0.5,transfer=none)", "matern(nu=0.5)", "none"},
+		{"gaussian(features=10,linear=0,transfer=full)", "gaussian(features=10,linear=0)", "full"},
+		{"matern(nu=0.5)", "matern(nu=0.5)", ""},
+		{"gaussian(features=10)", "gaussian(features=10)", ""},
+	} {
+		if b, tr := SplitTransfer(tc.label); b != tc.base || tr != tc.transfer {
+			t.Errorf("SplitTransfer(%q) = %q, %q; want %q, %q", tc.label, b, tr, tc.base, tc.transfer)
+		}
+	}
+}

@@ -251,8 +251,12 @@ func runSites(r *federation.SiteResult) []string {
 
 // runKernel returns the kernel of kernels whose label is name.
 func runKernel(kernels []modelstore.Kernel, name string) (modelstore.Kernel, error) {
+	// A kernel at a transfer grid point was trained with its base
+	// kernel's plugin (federation's openKernels).
+	base, transfer := selection.SplitTransfer(name)
 	for _, k := range kernels {
-		if pipeline.KernelLabel(k) == name {
+		if pipeline.KernelLabel(k) == base {
+			k.Transfer = transfer
 			return k, nil
 		}
 	}
