@@ -44,6 +44,9 @@ func (r Reader) Choice(kernels func() ([]modelstore.Kernel, error)) (Choice, err
 		return c, fmt.Errorf("model.selection_z %v: want a number of standard errors ≥ 0", c.Z)
 	}
 	var err error
+	if c.Thresholds, err = r.PolicyThresholds(); err != nil {
+		return c, err
+	}
 	if c.Kernels, err = kernels(); err != nil {
 		return c, err
 	}
@@ -54,6 +57,30 @@ func (r Reader) Choice(kernels func() ([]modelstore.Kernel, error)) (Choice, err
 		c.Kernels = append(c.Kernels, k)
 	}
 	return c, err
+}
+
+// MaxPolicyThresholds is the most thresholds site.policy_thresholds may
+// list: each is a rule of crff_policy.
+const MaxPolicyThresholds = 16
+
+// PolicyThresholds reads site.policy_thresholds: distinct finite
+// numbers, at most MaxPolicyThresholds.
+func (r Reader) PolicyThresholds() ([]float64, error) {
+	var out []float64
+	for _, f := range r.StringList("site.policy_thresholds") {
+		v, err := strconv.ParseFloat(f, 64)
+		switch {
+		case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
+			return nil, fmt.Errorf("site.policy_thresholds: %q is not a number", f)
+		case slices.Contains(out, v):
+			return nil, fmt.Errorf("site.policy_thresholds: %v listed twice", v)
+		}
+		out = append(out, v)
+	}
+	if len(out) > MaxPolicyThresholds {
+		return nil, fmt.Errorf("site.policy_thresholds: %d thresholds, at most %d", len(out), MaxPolicyThresholds)
+	}
+	return out, nil
 }
 
 // Grid reads kernel.grid: points of D and γ, each NAME=VALUE fields

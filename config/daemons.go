@@ -97,8 +97,12 @@ func (r Reader) FederatedSite(src store.Source, log *slog.Logger) (site.Config, 
 	if err != nil {
 		return site.Config{}, err
 	}
+	thresholds, err := r.PolicyThresholds()
+	if err != nil {
+		return site.Config{}, err
+	}
 	f := &site.Federation{Name: name, Coordinator: r.V.GetString("federation.coordinator"), Secret: []byte(secret),
-		MinArmRows: minArm, Limits: limits, Privacy: priv, Subgroups: groups,
+		MinArmRows: minArm, Limits: limits, Privacy: priv, Subgroups: groups, PolicyThresholds: thresholds,
 		// With kernel.name auto the site trains any installed kernel a
 		// run names, the Gaussian when it names none; otherwise its one
 		// kernel alone.

@@ -54,6 +54,7 @@ var SiteSettings = []Setting{
 	{"site.on_invalid", "refuse", "refuse: stop and name the offending rows; skip: leave them out and list them in crff_rejected"},
 	{"site.busy_timeout", "5s", "how long to wait for a lock on the SQLite file"},
 	{"site.poll_interval", "5s", "how often crffd site looks for new rows to score"},
+	{"site.policy_thresholds", []string{"0"}, "the CATE thresholds T of the treatment rules cate_above_T that crff_policy evaluates on the held-out rows (treat where the uncalibrated CATE is above T, in the outcome's units), beside cate_lower_above_0, which is always there; at most 16, e.g. [0, 1.5]"},
 	{"site.subgroups", "deny", "which of the coordinator's subgroups (coordinator.subgroups) the site evaluates and sends sums of: deny (none), allow (any), or a list of their names, each evaluated only with the predicate the site's own crff_subgroup holds under that name (a coordinator's other predicate is refused); two predicates that differ by one row reveal that row's score from their sums' difference, so allow trusts the coordinator with that; a differentially private site evaluates none"},
 }
 

@@ -32,7 +32,7 @@ func TestFitModelSelection(t *testing.T) {
 	const small = "  features: 20\n  latent: 3\n  rounds: 30\n  samples: 20\n"
 	dir, cfg := simulateSite(t, 300, "model:\n  estimator: auto\n"+small)
 	db := openDB(t, filepath.Join(dir, "site1.sqlite"))
-	r := crffd(t, []string{"CRFFD_KERNEL_NAME=auto"}, "fit", "--config", cfg).mustSucceed(t)
+	r := crffd(t, []string{"CRFFD_KERNEL_NAME=auto", "CRFFD_SITE_POLICY_THRESHOLDS=0,1.5"}, "fit", "--config", cfg).mustSucceed(t)
 	if !strings.Contains(r.stdout, "model selection: the mean of ") || !strings.Contains(r.stdout, " of 16 candidates on ") ||
 		!strings.Contains(r.stdout, "towards the doubly robust ATE") {
 		t.Errorf("fit does not say what model selection chose:\n%s", r.stdout)
@@ -72,9 +72,13 @@ func TestFitModelSelection(t *testing.T) {
 	if n, m := queryFloat(t, db, "SELECT count(*) FROM crff_clan"), queryFloat(t, db, "SELECT count(*) FROM pragma_table_info('records')"); n < 1 || n > m {
 		t.Errorf("crff_clan has %v rows for a table of %v columns", n, m)
 	}
-	if n := queryFloat(t, db, "SELECT count(*) FROM crff_policy WHERE policy IN ('cate_lower_above_0', 'cate_above_0') AND treats BETWEEN 0 AND 1"); n != 2 {
-		t.Errorf("crff_policy has %v of the two default rules", n)
+	if n := queryFloat(t, db, "SELECT count(*) FROM crff_policy WHERE policy IN ('cate_lower_above_0', 'cate_above_0', 'cate_above_1.5') AND treats BETWEEN 0 AND 1"); n != 3 {
+		t.Errorf("crff_policy has %v of the three rules (site.policy_thresholds 0 and 1.5)", n)
 	}
+	if a, b := queryFloat(t, db, "SELECT treats FROM crff_policy WHERE policy = 'cate_above_0'"), queryFloat(t, db, "SELECT treats FROM crff_policy WHERE policy = 'cate_above_1.5'"); b > a {
+		t.Errorf("the rule of threshold 1.5 treats %v of the rows, more than that of 0 (%v)", b, a)
+	}
+	crffd(t, []string{"CRFFD_SITE_POLICY_THRESHOLDS=0,x"}, "fit", "--config", cfg).mustFail(t, `site.policy_thresholds: "x" is not a number`)
 	// The losses of the chosen candidate's kernel fit: each of the three
 	// models once, rounds 1 to at most model.rounds, not five fits mixed.
 	if n := queryFloat(t, db, "SELECT count(*) FROM (SELECT model FROM crff_loss GROUP BY model HAVING min(round) = 1 AND max(round) <= 30 AND count(*) = max(round))"); n != 3 {

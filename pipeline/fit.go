@@ -205,7 +205,7 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 func testHeterogeneity(c SiteFit, f *Fit, cate []float64, an *inference.Analysis) error {
 	start := time.Now()
 	h, why, err := Heterogeneity(HeterogeneityInput{Held: f.Selected.Held, PSI: an.Scores, Control: an.Control, CATE: cate,
-		Calibration: an.Calibration, X: c.Records.Data.X, Columns: c.Records.Layout.Covariates, Thresholds: []float64{0}})
+		Calibration: an.Calibration, X: c.Records.Data.X, Columns: c.Records.Layout.Covariates, Thresholds: c.Choice.Thresholds})
 	if err != nil {
 		return err
 	}

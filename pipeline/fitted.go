@@ -129,6 +129,9 @@ type Selection struct {
 	Share      float64 // the share of each arm's rows held out
 	Z          float64 // selection.Options.Z
 	BySite     bool    // selection.Options.BySite: one site's own choice is the federation's
+	// Thresholds are the τ̂ thresholds T of the rules cate_above_T of
+	// crff_policy (HeterogeneityInput.Thresholds).
+	Thresholds []float64
 	// OnFitted, when not nil, is told as each kernel's models are fitted.
 	OnFitted func(done, total int)
 }

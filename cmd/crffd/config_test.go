@@ -550,6 +550,53 @@ func TestPrivacyAndLimitsSettings(t *testing.T) {
 	}
 }
 
+// TestPolicyThresholds: site.policy_thresholds reads as distinct finite
+// numbers, at most config.MaxPolicyThresholds, from the file or the
+// environment.
+func TestPolicyThresholds(t *testing.T) {
+	read := func(t *testing.T, file string, env ...string) ([]float64, error) {
+		for i := 0; i < len(env); i += 2 {
+			t.Setenv(env[i], env[i+1])
+		}
+		a, err := execute(t, "version", "--config", writeConfig(t, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.conf().PolicyThresholds()
+	}
+	many := strings.Repeat("1,", 16) + "1"
+	for _, tc := range []struct {
+		file, env, want, err string
+	}{
+		{"", "", "[0]", ""},
+		{"site:\n  policy_thresholds: [0, 1.5, -2]\n", "", "[0 1.5 -2]", ""},
+		{"site:\n  policy_thresholds: []\n", "", "[]", ""},
+		{"", "0.5,2", "[0.5 2]", ""},
+		{"site:\n  policy_thresholds: [0, one]\n", "", "", `site.policy_thresholds: "one" is not a number`},
+		{"site:\n  policy_thresholds: [1, 1]\n", "", "", "site.policy_thresholds: 1 listed twice"},
+		{"", "NaN", "", `"NaN" is not a number`},
+		{"", many, "", "listed twice"},
+	} {
+		t.Run("", func(t *testing.T) {
+			var env []string
+			if tc.env != "" {
+				env = []string{"CRFFD_SITE_POLICY_THRESHOLDS", tc.env}
+			}
+			got, err := read(t, tc.file, env...)
+			if tc.err == "" && (err != nil || fmt.Sprint(got) != tc.want) || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("%q, env %q: %v, %v; want %s %q", tc.file, tc.env, got, err, tc.want, tc.err)
+			}
+		})
+	}
+	var distinct []string
+	for i := range 17 {
+		distinct = append(distinct, fmt.Sprint(i))
+	}
+	if _, err := read(t, "", "CRFFD_SITE_POLICY_THRESHOLDS", strings.Join(distinct, ",")); err == nil || !strings.Contains(err.Error(), "17 thresholds, at most 16") {
+		t.Errorf("17 thresholds: %v", err)
+	}
+}
+
 // TestNewSwitchesFromFileAndEnvironment: model.selection_by_site and
 // privacy.nuisance_statistics (no flag sets either) are read from the
 // file, and the environment overrides the file.

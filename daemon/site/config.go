@@ -46,6 +46,9 @@ type Federation struct {
 	// Subgroups is the site's policy on the coordinator's subgroups
 	// (site.subgroups), which it evaluates on its own table.
 	Subgroups federation.SubgroupPolicy
+	// PolicyThresholds are the τ̂ thresholds T of the rules cate_above_T
+	// the site's crff_policy evaluates (site.policy_thresholds).
+	PolicyThresholds []float64
 	// Privacy, when not nil, makes the site's answers differentially
 	// private. Run sets its ledger, the site file's crff_privacy, and its
 	// outcome's bound, the entry of Bounds for the outcome column; a

@@ -57,7 +57,7 @@ func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) er
 		return err
 	}
 	results := s.results(r)
-	if results.Heterogeneity, err = heterogeneity(recs, r); err != nil {
+	if results.Heterogeneity, err = heterogeneity(recs, r, s.f.PolicyThresholds); err != nil {
 		return fmt.Errorf("heterogeneity: %w", err)
 	}
 	run := pipeline.Run{ID: r.RunID, Records: recs, Fitted: fitted,
@@ -77,7 +77,7 @@ func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) er
 // heterogeneity returns the local heterogeneity tests of run r on the
 // rows its model selection held out of training (pipeline.Heterogeneity),
 // or nil for a run without model selection or with too few of them.
-func heterogeneity(recs *store.Records, r *federation.SiteResult) (*store.Heterogeneity, error) {
+func heterogeneity(recs *store.Records, r *federation.SiteResult, thresholds []float64) (*store.Heterogeneity, error) {
 	if r.Selection == nil || len(r.Held) == 0 || r.Control == nil {
 		return nil, nil
 	}
@@ -86,7 +86,7 @@ func heterogeneity(recs *store.Records, r *federation.SiteResult) (*store.Hetero
 		held[i] = r.Kept[p]
 	}
 	h, _, err := pipeline.Heterogeneity(pipeline.HeterogeneityInput{Held: held, PSI: r.Scores, Control: r.Control, CATE: r.CATE,
-		Calibration: r.Calibration, X: recs.Data.X, Columns: recs.Layout.Covariates, Thresholds: []float64{0}})
+		Calibration: r.Calibration, X: recs.Data.X, Columns: recs.Layout.Covariates, Thresholds: thresholds})
 	if err != nil {
 		return nil, err
 	}
