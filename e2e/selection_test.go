@@ -651,6 +651,32 @@ func checkGlobalHeterogeneity(t *testing.T, dir string, held [][]int, minArm int
 	if err != nil {
 		t.Fatal(err)
 	}
+	// GATES, the RATE and the TOC of the sites' buckets: the same rows at
+	// every site, the fifths over every held-out row (their equality with
+	// the pooled buckets' is TestGlobalHeterogeneity's).
+	// With few buckets a fifth may hold none, and the run then pools
+	// none of these (two sites of 30 held-out rows, in buckets of 10).
+	var ranked string
+	for k := range held {
+		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k+1)))
+		var rows string
+		if err := db.QueryRow(`SELECT COALESCE(group_concat(statistic || '=' || estimate || '±' || se, ' '), '') FROM (SELECT * FROM crff_heterogeneity
+			WHERE scope = 'global' AND statistic NOT LIKE 'blp%' ORDER BY statistic)`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(rows, "="); n != 17 && n != 0 || k > 0 && rows != ranked {
+			t.Errorf("site%d: global ranked statistics %s; site1's %s", k+1, rows, ranked)
+		}
+		if rows != "" {
+			if n := queryFloat(t, db, "SELECT sum(n) FROM crff_heterogeneity WHERE scope = 'global' AND statistic IN ('gates_1', 'gates_2', 'gates_3', 'gates_4', 'gates_5')"); int(n) != len(psi) {
+				t.Errorf("site%d: the global fifths hold %v rows, want the %d held out", k+1, n, len(psi))
+			}
+		}
+		ranked = rows
+	}
+	if len(held) >= 3 && ranked == "" {
+		t.Errorf("three sites pooled no GATES, RATE or TOC")
+	}
 	for k := range held {
 		db := openDB(t, filepath.Join(dir, fmt.Sprintf("site%d.sqlite", k+1)))
 		for _, w := range []struct {

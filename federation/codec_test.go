@@ -148,10 +148,11 @@ func TestDecodeHeterogeneity(t *testing.T) {
 	psi, cate := []float64{1, 3, 2, 5, 0, 4}, []float64{1, 2, 1.5, 3, 0.5, 2}
 	blp, _ := heterogeneity.NewBLPSums(psi, cate, 1.5)
 	pol, _ := heterogeneity.NewPolicySums([]float64{0, 1, 0, 2, 1, 1}, psi, []bool{false, true, false, true, false, true})
-	good := []wire.Tensor{wire.Vector(tHetBLP, blpVector(blp)), wire.Vector(tHetPolicy, policyVector(pol))}
+	bs, _ := heterogeneity.NewBuckets(psi, cate, nil, 0.5, 3)
+	good := []wire.Tensor{wire.Vector(tHetBLP, blpVector(blp)), wire.Vector(tHetPolicy, policyVector(pol)), wire.Vector(tHetBuckets, bucketVector(bs))}
 	got, err := decodeHetSums(envelope(wire.KindATE, good...), 6)
-	if err != nil || got == nil || *got.BLP != blp || *got.Policy != pol {
-		t.Errorf("decodeHetSums: %+v, %v; want %+v and %+v", got, err, blp, pol)
+	if err != nil || got == nil || *got.BLP != blp || *got.Policy != pol || fmt.Sprint(got.Buckets) != fmt.Sprint(bs) {
+		t.Errorf("decodeHetSums: %+v, %v; want %+v, %+v and %+v", got, err, blp, pol, bs)
 	}
 	if got, err := decodeHetSums(envelope(wire.KindATE), 6); got != nil || err != nil {
 		t.Errorf("decodeHetSums of none: %+v, %v", got, err)
@@ -174,6 +175,10 @@ func TestDecodeHeterogeneity(t *testing.T) {
 		{"more treated than rows", edit(tHetPolicy, policyVector(pol), 0, 7)},
 		{"parts of other counts", edit(tHetPolicy, policyVector(pol), 4, 5)},
 		{"a negative sum of squares", edit(tHetPolicy, policyVector(pol), 6, -2)},
+		{"a bucket's values not four", wire.Vector(tHetBuckets, bucketVector(bs)[:7])},
+		{"an empty bucket", edit(tHetBuckets, bucketVector(bs), 1, 0)},
+		{"buckets of more rows than the site's", edit(tHetBuckets, bucketVector(bs), 1, 6)},
+		{"a bucket's negative Σψ²", edit(tHetBuckets, bucketVector(bs), 3, -1)},
 	} {
 		if _, err := decodeHetSums(envelope(wire.KindATE, tc.t), 6); !errors.Is(err, ErrProtocol) {
 			t.Errorf("%s: %v, want ErrProtocol", tc.why, err)
@@ -181,15 +186,21 @@ func TestDecodeHeterogeneity(t *testing.T) {
 	}
 	b, _ := blp.BLP()
 	p, _ := pol.Policy()
-	g := GlobalHeterogeneity{BLP: &b, Policy: p}
-	back, err := decodeGlobalHet(envelope(wire.KindGlobalATE, globalHetTensors(g)...), 6)
-	if err != nil || fmt.Sprint(*back.BLP, *back.Policy) != fmt.Sprint(b, *p) {
+	more, _ := heterogeneity.NewBuckets(psi, cate, nil, 0.5, 2)
+	r, err := heterogeneity.NewRanked(append(bs, append(more, more...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := GlobalHeterogeneity{BLP: &b, Policy: p, Ranked: r}
+	back, err := decodeGlobalHet(envelope(wire.KindGlobalATE, globalHetTensors(g)...), 18)
+	if err != nil || fmt.Sprint(*back.BLP, *back.Policy, *back.Ranked) != fmt.Sprint(b, *p, *r) {
 		t.Errorf("decodeGlobalHet: %+v, %v; want %+v", back, err, g)
 	}
 	ts := globalHetTensors(g)
 	for _, bad := range []wire.Tensor{edit(tHetGlobalBLP, ts[0].Values, 5, 1.5), edit(tHetGlobalBLP, ts[0].Values, 2, -1),
-		edit(tHetGlobalBLP, ts[0].Values, 0, 7), edit(tHetGlobalPolicy, ts[1].Values, 1, 2), edit(tHetGlobalPolicy, ts[1].Values, 3, -0.5)} {
-		if _, err := decodeGlobalHet(envelope(wire.KindGlobalATE, bad), 6); !errors.Is(err, ErrProtocol) {
+		edit(tHetGlobalBLP, ts[0].Values, 0, 19), edit(tHetGlobalPolicy, ts[1].Values, 1, 2), edit(tHetGlobalPolicy, ts[1].Values, 3, -0.5),
+		edit(tHetGlobalRanked, ts[2].Values, 0, 19), edit(tHetGlobalRanked, ts[2].Values, 5, -1), wire.Vector(tHetGlobalRanked, ts[2].Values[:50])} {
+		if _, err := decodeGlobalHet(envelope(wire.KindGlobalATE, bad), 18); !errors.Is(err, ErrProtocol) {
 			t.Errorf("decodeGlobalHet of %s %v: %v, want ErrProtocol", bad.Name, bad.Values, err)
 		}
 	}

@@ -63,10 +63,10 @@ func (c *coordinator) finish(ctx context.Context, setup *estimator.Setup) (*Resu
 	}
 	res.GATE = globalGATEs(c.cfg.Subgroups, f.Gates)
 	res.Heterogeneity = globalHeterogeneity(f.Het)
-	if res.Selection != nil && (res.Heterogeneity.BLP == nil || res.Heterogeneity.Policy == nil) {
+	if h := res.Heterogeneity; res.Selection != nil && (h.BLP == nil || h.Policy == nil || h.Ranked == nil) {
 		var absent []string
 		for s, h := range f.Het {
-			if h == nil || h.BLP == nil || h.Policy == nil {
+			if h == nil || h.BLP == nil || h.Policy == nil || h.Buckets == nil {
 				absent = append(absent, c.cfg.Sites[s])
 			}
 		}

@@ -13,20 +13,25 @@ import (
 )
 
 // The global tests of heterogeneity (package heterogeneity) that a
-// federation computes from sums: the BLP of ψ on [1, τ̂ − τ̄] and the
-// value of the rule "treat where the calibrated CATE's lower bound is
-// above 0", over every site's rows held out of the CATE's training. A
-// site sends its sums in its ate envelope, and the coordinator returns
-// the pooled statistics in global-ate, when every site sent them: a
-// statistic over some sites only would be none of the named ones. GATES,
-// CLAN and the RATE rank rows by τ̂ against cut points common to the
-// sites, which the sites cannot agree on without sending quantiles of τ̂,
-// each one row's value; they stay local.
+// federation computes from sums: the BLP of ψ on [1, τ̂ − τ̄], the value
+// of the rule "treat where the calibrated CATE's lower bound is above 0",
+// and GATES, the RATE and the TOC of buckets of rows ranked as ties
+// (heterogeneity.NewBuckets), over every site's rows held out of the
+// CATE's training. A site sends its sums in its ate envelope, and the
+// coordinator returns the pooled statistics in global-ate, when every
+// site sent them: a statistic over some sites only would be none of the
+// named ones. A bucket holds at least 2·MinArmRows rows, in bins of τ̂
+// a 32nd of the pooled outcome's standard deviation wide, so that no
+// cut point of τ̂ is one row's value; CLAN, means of covariates, stays
+// local.
 const (
 	tHetBLP          = "het.blp"           // a site's heterogeneity.BLPSums: N, Shift, D[0..4], PD[0..3], P2D[0..2]
 	tHetPolicy       = "het.policy"        // a site's heterogeneity.PolicySums: Treated, then N, Σ, Σ² of Value, GainNone, GainAll
 	tHetGlobalBLP    = "het.global.blp"    // N, then estimate and se of β1 and β2, then β2's p-value
 	tHetGlobalPolicy = "het.global.policy" // N, Share, then estimate and se of Value, GainNone, GainAll
+	tHetBuckets      = "het.buckets"       // a site's heterogeneity.Buckets: Key, N, Σψ, Σψ² of each
+	tHetGlobalRanked = "het.global.ranked" // N, estimate and se of each fifth's GATES, the top minus the bottom, AUTOC, Qini and TOC at 10%, …, 90%
+	bucketBinsPerSD  = 32                  // the bins of τ̂ per pooled outcome standard deviation
 	blpSumsLen       = 14
 	policySumsLen    = 10
 )
@@ -38,8 +43,9 @@ const PolicyRule = "cate_lower_above_0"
 // HetSums are a site's sums of heterogeneity over its held-out rows (nil:
 // not sent).
 type HetSums struct {
-	BLP    *heterogeneity.BLPSums    `json:",omitempty"`
-	Policy *heterogeneity.PolicySums `json:",omitempty"`
+	BLP     *heterogeneity.BLPSums    `json:",omitempty"`
+	Policy  *heterogeneity.PolicySums `json:",omitempty"`
+	Buckets []heterogeneity.Bucket    `json:",omitempty"`
 }
 
 // GlobalHeterogeneity are a run's pooled tests of heterogeneity: each nil
@@ -47,6 +53,7 @@ type HetSums struct {
 type GlobalHeterogeneity struct {
 	BLP    *heterogeneity.BLP
 	Policy *heterogeneity.Policy
+	Ranked *heterogeneity.Ranked
 }
 
 // hetTensors are the sums of heterogeneity of the site's held-out rows,
@@ -58,7 +65,7 @@ type GlobalHeterogeneity struct {
 // out at the least: with the BLP's Σψ, the one would give the other away.
 func (s *site) hetTensors(psi, gamma0, cate []float64) ([]wire.Tensor, error) {
 	held := s.res.Held
-	if s.cfg.Privacy != nil || len(held) == 0 {
+	if s.cfg.Privacy != nil || len(held) < 2*s.cfg.minArmRows() {
 		return nil, nil
 	}
 	n := len(held)
@@ -91,15 +98,37 @@ func (s *site) hetTensors(psi, gamma0, cate []float64) ([]wire.Tensor, error) {
 			treated++
 		}
 	}
-	if small := func(k int) bool { return k > 0 && k < 2*s.cfg.minArmRows() }; small(treated) || small(n-treated) {
-		s.log.Info("the policy's sums not sent", slog.String(LogKeyReason, fmt.Sprintf("it treats %d of %d held-out rows; each part needs none or at least %d (twice federation.min_arm_rows)", treated, n, 2*s.cfg.minArmRows())))
-		return ts, nil
+	least := 2 * s.cfg.minArmRows()
+	width := s.res.Setup.Scaler.YSD / bucketBinsPerSD
+	if small := func(k int) bool { return k > 0 && k < least }; small(treated) || small(n-treated) {
+		s.log.Info("the policy's sums not sent", slog.String(LogKeyReason, fmt.Sprintf("it treats %d of %d held-out rows; each part needs none or at least %d (twice federation.min_arm_rows)", treated, n, least)))
+		// One part: the rule's parts are not sums of buckets.
+		b, err := heterogeneity.NewBuckets(p, c, nil, width, least)
+		if err != nil {
+			return nil, err
+		}
+		return append(ts, wire.Vector(tHetBuckets, bucketVector(b))), nil
 	}
 	pol, err := heterogeneity.NewPolicySums(g0, p, treat)
 	if err != nil {
 		return nil, err
 	}
-	return append(ts, wire.Vector(tHetPolicy, policyVector(pol))), nil
+	// The buckets of each of the rule's parts apart: any sum over a part
+	// is then a sum of buckets, and a difference of the two isolates no
+	// row.
+	b, err := heterogeneity.NewBuckets(p, c, treat, width, least)
+	if err != nil {
+		return nil, err
+	}
+	return append(ts, wire.Vector(tHetPolicy, policyVector(pol)), wire.Vector(tHetBuckets, bucketVector(b))), nil
+}
+
+func bucketVector(bs []heterogeneity.Bucket) []float64 {
+	v := make([]float64, 0, 4*len(bs))
+	for _, b := range bs {
+		v = append(v, b.Key, float64(b.N), b.Sum, b.SumSq)
+	}
+	return v
 }
 
 func blpVector(b heterogeneity.BLPSums) []float64 {
@@ -167,7 +196,31 @@ func decodeHetSums(e *wire.Envelope, rows int) (*HetSums, error) {
 		}
 		out.Policy = &p
 	}
-	if out.BLP == nil && out.Policy == nil {
+	if _, ok := e.Tensor(tHetBuckets); ok {
+		v, err := finiteVector(e, tHetBuckets, -1)
+		if err != nil {
+			return nil, err
+		}
+		if len(v)%4 != 0 || len(v) > 4*rows {
+			return nil, fmt.Errorf("%w: %s of %d values, not 4 per bucket of at most %d", ErrProtocol, tHetBuckets, len(v), rows)
+		}
+		total := 0
+		for j := 0; j < len(v); j += 4 {
+			if err := count(tHetBuckets, v[j+1]); err != nil {
+				return nil, err
+			}
+			b := heterogeneity.Bucket{Key: v[j], Sums: inference.Sums{N: int(v[j+1]), Sum: v[j+2], SumSq: v[j+3]}}
+			if b.N < 1 || b.SumSq < 0 {
+				return nil, fmt.Errorf("%w: %s: bucket %d of %d rows and Σψ² %v", ErrProtocol, tHetBuckets, j/4, b.N, b.SumSq)
+			}
+			total += b.N
+			out.Buckets = append(out.Buckets, b)
+		}
+		if total > rows {
+			return nil, fmt.Errorf("%w: %s over %d rows, more than the site's %d", ErrProtocol, tHetBuckets, total, rows)
+		}
+	}
+	if out.BLP == nil && out.Policy == nil && out.Buckets == nil {
 		return nil, nil
 	}
 	return &out, nil
@@ -220,6 +273,16 @@ func globalHeterogeneity(sums []*HetSums) GlobalHeterogeneity {
 			out.Policy = p
 		}
 	}
+	var buckets []heterogeneity.Bucket
+	for _, h := range sums {
+		if h.Buckets == nil {
+			return out
+		}
+		buckets = append(buckets, h.Buckets...)
+	}
+	if r, err := heterogeneity.NewRanked(buckets); err == nil {
+		out.Ranked = r
+	}
 	return out
 }
 
@@ -233,7 +296,33 @@ func globalHetTensors(g GlobalHeterogeneity) []wire.Tensor {
 		ts = append(ts, wire.Vector(tHetGlobalPolicy, []float64{float64(p.GainOverNone.N), p.Share, p.Value.Estimate, p.Value.SE,
 			p.GainOverNone.Estimate, p.GainOverNone.SE, p.GainOverAll.Estimate, p.GainOverAll.SE}))
 	}
+	if r := g.Ranked; r != nil {
+		var v []float64
+		for _, e := range rankedEstimates(r) {
+			v = append(v, float64(e.N), e.Estimate, e.SE)
+		}
+		ts = append(ts, wire.Vector(tHetGlobalRanked, v))
+	}
 	return ts
+}
+
+// rankedLen is the length of het.global.ranked: the rows, the estimate
+// and its standard error of each of rankedEstimates.
+const rankedLen = 3 * (heterogeneity.Fifths + 1 + 2 + 9)
+
+// rankedEstimates are r's estimates in the order het.global.ranked
+// carries them: the fifths, the top minus the bottom, AUTOC, Qini and the
+// nine TOC points.
+func rankedEstimates(r *heterogeneity.Ranked) []*inference.Estimate {
+	var out []*inference.Estimate
+	for k := range r.GATES {
+		out = append(out, &r.GATES[k])
+	}
+	out = append(out, &r.TopMinusLow, &r.AUTOC, &r.Qini)
+	for k := range r.TOC {
+		out = append(out, &r.TOC[k].TOC)
+	}
+	return out
 }
 
 // decodeGlobalHet reads the global tests of heterogeneity of a global-ate
@@ -292,6 +381,26 @@ func decodeGlobalHet(e *wire.Envelope, rows int) (GlobalHeterogeneity, error) {
 			}
 		}
 		g.Policy = p
+	}
+	if _, ok := e.Tensor(tHetGlobalRanked); ok {
+		v, err := finiteVector(e, tHetGlobalRanked, rankedLen)
+		if err != nil {
+			return g, err
+		}
+		r := &heterogeneity.Ranked{GATES: make([]inference.Estimate, heterogeneity.Fifths)}
+		for t := 1; t <= 9; t++ {
+			r.TOC = append(r.TOC, heterogeneity.TOCPoint{Q: float64(t) / 10})
+		}
+		for i, dst := range rankedEstimates(r) {
+			k, err := n(tHetGlobalRanked, v[3*i])
+			if err != nil {
+				return g, err
+			}
+			if *dst, err = est(tHetGlobalRanked, k, v[3*i+1], v[3*i+2]); err != nil {
+				return g, err
+			}
+		}
+		g.Ranked = r
 	}
 	return g, nil
 }

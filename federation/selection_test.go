@@ -472,9 +472,10 @@ func TestKeptHeld(t *testing.T) {
 		minArm int
 		want   bool
 	}{
-		{[]int{0, 3}, 2, true},
-		{[]int{0, 3}, 3, false}, // two rows of each arm left to train on
-		{[]int{0}, 1, false},    // one held row leaves no choice
+		{[]int{0, 3}, 1, true},
+		{[]int{0, 3}, 2, false},       // fewer than 2·minArm held
+		{[]int{0, 1, 3, 4}, 2, false}, // one row of each arm left to train on
+		{[]int{0}, 1, false},          // one held row leaves no choice
 		{[]int{0, 1, 2, 3, 4}, 0, false},
 		{[]int{}, 0, false},
 	} {
@@ -538,12 +539,13 @@ func TestGlobalHeterogeneity(t *testing.T) {
 	// By default site 3's rule treats 7 of its 60 held-out rows, fewer
 	// than 2·5.
 	res, _, _ := run(0)
-	if res.Heterogeneity.BLP == nil || res.Heterogeneity.Policy != nil {
-		t.Errorf("min_arm_rows 5: global heterogeneity %+v; want the BLP alone", res.Heterogeneity)
+	if h := res.Heterogeneity; h.BLP == nil || h.Policy != nil || h.Ranked == nil {
+		t.Errorf("min_arm_rows 5: global heterogeneity %+v; want the BLP and the ranked statistics", h)
 	}
 	res, sites, f := run(3)
 	var psi, gamma0, cate []float64
 	var treat []bool
+	var buckets []heterogeneity.Bucket
 	for s, r := range sites {
 		d := f.data[s]
 		_, dx := d.X.Dims()
@@ -566,7 +568,16 @@ func TestGlobalHeterogeneity(t *testing.T) {
 			}
 		}
 		t.Logf("site %d: the rule treats %d of %d held-out rows", s+1, k, len(lower))
+		b, err := heterogeneity.NewBuckets(psi[len(cate):], c, treat[len(cate):], r.Setup.Scaler.YSD/bucketBinsPerSD, 2*3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buckets = append(buckets, b...)
 		cate = append(cate, c...)
+	}
+	ranked, err := heterogeneity.NewRanked(buckets)
+	if err != nil {
+		t.Fatal(err)
 	}
 	sums, err := heterogeneity.NewBLPSums(psi, cate, 0)
 	if err != nil {
@@ -592,6 +603,15 @@ func TestGlobalHeterogeneity(t *testing.T) {
 		}
 		if math.Abs(g.BLP.HetP-blp.HetP) > 1e-9 || g.Policy.Share != pol.Share {
 			t.Errorf("%s: p-value %v and share %v, from the pooled rows %v and %v", who, g.BLP.HetP, g.Policy.Share, blp.HetP, pol.Share)
+		}
+		if g.Ranked == nil {
+			t.Fatalf("%s: no ranked statistics", who)
+		}
+		want := rankedEstimates(ranked)
+		for i, e := range rankedEstimates(g.Ranked) {
+			if math.Abs(e.Estimate-want[i].Estimate) > 1e-9 || math.Abs(e.SE-want[i].SE) > 1e-9 || e.N != want[i].N {
+				t.Errorf("%s: ranked statistic %d is %+v, from the pooled buckets %+v", who, i, *e, *want[i])
+			}
 		}
 	}
 	same("coordinator", res.Heterogeneity)

@@ -316,10 +316,10 @@ func keptHeld(kept, held []int) []int {
 }
 
 // enoughHeld reports whether the rows held at positions held of arms w
-// still leave a choice to make after de-duplication: at least two held,
-// and minArm training rows in each arm.
+// still make a holdout after de-duplication: at least 2·minArm held (and
+// two), as SiteHoldout draws them, and minArm training rows in each arm.
 func enoughHeld(w []float64, held []int, minArm int) bool {
-	if len(held) < 2 || len(held) > len(w)-2 {
+	if len(held) < max(2, 2*minArm) || len(held) > len(w)-2 {
 		return false
 	}
 	var arms [2]int

@@ -35,6 +35,7 @@
 // each site's BLPSums, taken about its own mean τ̂, on a common one), so
 // that a federation's BLP and policy value equal those of its pooled
 // rows. GATES, CLAN and the RATE rank rows by τ̂, and here take the ranks
-// of one set of rows; pooled over sites they would need cut points of τ̂
-// common to the sites.
+// of one set of rows. Over sites, which share no cut point of τ̂, each
+// site's rows go into Buckets of at least a few rows close in τ̂, and
+// NewRanked ranks the pooled buckets, each bucket's rows tied.
 package heterogeneity

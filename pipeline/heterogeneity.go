@@ -82,19 +82,11 @@ func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) 
 	if err != nil {
 		return nil, "", err
 	}
-	for k, e := range g.Groups {
-		stat(fmt.Sprintf("gates_%d", k+1), e, -1)
-	}
-	stat("gates_top_minus_bottom", g.TopMinusLow, -1)
 	rate, err := heterogeneity.NewRATE(psi, cate)
 	if err != nil {
 		return nil, "", err
 	}
-	stat("autoc", rate.AUTOC, -1)
-	stat("qini", rate.Qini, -1)
-	for _, p := range rate.TOC {
-		stat(fmt.Sprintf("toc_%d", int(p.Q*100+0.5)), p.TOC, -1)
-	}
+	out.Stats = append(out.Stats, RankedStats(store.ScopeLocal, g.Groups, g.TopMinusLow, *rate)...)
 	clan, err := heterogeneity.NewCLAN(g, x)
 	if err != nil {
 		return nil, "", err
@@ -123,6 +115,26 @@ func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) 
 		}
 	}
 	return out, "", nil
+}
+
+// RankedStats are the rows of crff_heterogeneity of scope that rank rows
+// by τ̂: the GATES of each fifth (gates_1, …), the top minus the bottom,
+// the AUTOC, the Qini and the TOC (toc_10, …, toc_90).
+func RankedStats(scope store.Scope, gates []inference.Estimate, topMinusLow inference.Estimate, rate heterogeneity.RATE) []store.HetStat {
+	var out []store.HetStat
+	stat := func(name string, e inference.Estimate) {
+		out = append(out, store.HetStat{Scope: scope, Statistic: name, Estimate: e, PValue: -1})
+	}
+	for k, e := range gates {
+		stat(fmt.Sprintf("gates_%d", k+1), e)
+	}
+	stat("gates_top_minus_bottom", topMinusLow)
+	stat("autoc", rate.AUTOC)
+	stat("qini", rate.Qini)
+	for _, p := range rate.TOC {
+		stat(fmt.Sprintf("toc_%d", int(p.Q*100+0.5)), p.TOC)
+	}
+	return out
 }
 
 // WriteHeterogeneity writes one line of h's main figures, as crffd fit

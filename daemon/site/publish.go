@@ -97,7 +97,7 @@ func heterogeneity(recs *store.Records, r *federation.SiteResult, thresholds []f
 // added (scope global): the BLP and the value of federation.PolicyRule
 // over every site's held-out rows.
 func withGlobal(h *store.Heterogeneity, g federation.GlobalHeterogeneity) *store.Heterogeneity {
-	if g.BLP == nil && g.Policy == nil {
+	if g.BLP == nil && g.Policy == nil && g.Ranked == nil {
 		return h
 	}
 	if h == nil {
@@ -110,6 +110,9 @@ func withGlobal(h *store.Heterogeneity, g federation.GlobalHeterogeneity) *store
 	if p := g.Policy; p != nil {
 		h.Policy = append(h.Policy, store.Policy{Scope: store.ScopeGlobal, Policy: federation.PolicyRule, Treats: p.Share,
 			Value: p.Value, GainNone: p.GainOverNone, GainAll: p.GainOverAll})
+	}
+	if r := g.Ranked; r != nil {
+		h.Stats = append(h.Stats, pipeline.RankedStats(store.ScopeGlobal, r.GATES, r.TopMinusLow, r.RATE)...)
 	}
 	return h
 }
