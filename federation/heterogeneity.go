@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"math"
 
-	"gonum.org/v1/gonum/mat"
-
 	"github.com/crffd/crffd/federation/wire"
 	"github.com/crffd/crffd/heterogeneity"
 	"github.com/crffd/crffd/inference"
@@ -36,10 +34,6 @@ const (
 	policySumsLen    = 10
 )
 
-// PolicyRule is the rule whose value a federation pools: treat where the
-// calibrated CATE's lower bound is above 0 (crff_policy).
-const PolicyRule = "cate_lower_above_0"
-
 // HetSums are a site's sums of heterogeneity over its held-out rows (nil:
 // not sent).
 type HetSums struct {
@@ -59,68 +53,51 @@ type GlobalHeterogeneity struct {
 // hetTensors are the sums of heterogeneity of the site's held-out rows,
 // whose scores are psi and control-arm scores gamma0, and whose CATEs
 // before calibration are cate, all by kept row: none at a private site
-// (no mechanism noises them yet) or one that held no rows out. The rule's
+// (no mechanism noises them yet) or one that held fewer than
+// 2·min_arm_rows out (none at all, or a holdout thinned). The rule's
 // sums go only when the rows it treats, and those it does not, are none
 // or at least twice federation.min_arm_rows, as many as the site holds
 // out at the least: with the BLP's Σψ, the one would give the other away.
 func (s *site) hetTensors(psi, gamma0, cate []float64) ([]wire.Tensor, error) {
-	held := s.res.Held
-	if s.cfg.Privacy != nil || len(held) < 2*s.cfg.minArmRows() {
+	least := 2 * s.cfg.minArmRows()
+	if s.cfg.Privacy != nil || len(s.res.Held) < least {
 		return nil, nil
 	}
-	n := len(held)
-	p, g0, c := make([]float64, n), make([]float64, n), make([]float64, n)
-	_, d := s.kept.X.Dims()
-	x := mat.NewDense(n, d, nil)
-	var mean float64
-	for j, k := range held {
-		p[j], g0[j], c[j] = psi[k], gamma0[k], cate[k]
-		mean += c[j] / float64(n)
-		for i := range d {
-			x.Set(j, i, s.kept.X.At(k, i))
-		}
+	h, err := heterogeneity.PickHeld(s.res.Held, psi, gamma0, cate, s.kept.X, s.res.Calibration)
+	if err != nil {
+		return nil, err
 	}
-	blp, err := heterogeneity.NewBLPSums(p, c, mean)
+	blp, err := h.BLPSums()
 	if err != nil {
 		return nil, err
 	}
 	ts := []wire.Tensor{wire.Vector(tHetBLP, blpVector(blp))}
-	lower := c
-	if s.res.Calibration != nil {
-		if _, _, lower, _, err = s.res.Calibration.Interval(c, x); err != nil {
-			return nil, err
-		}
-	}
-	treat := make([]bool, n)
+	// The buckets of each of the rule's parts apart: any sum over a part
+	// is then a sum of buckets, and a difference of the two isolates no
+	// row. A part too small to send makes one part of all the rows.
+	parts := h.LowerAbove0()
 	treated := 0
-	for j, l := range lower {
-		if treat[j] = l > 0; treat[j] {
+	for _, t := range parts {
+		if t {
 			treated++
 		}
 	}
-	least := 2 * s.cfg.minArmRows()
-	width := s.res.Setup.Scaler.YSD / bucketBinsPerSD
+	n := len(parts)
 	if small := func(k int) bool { return k > 0 && k < least }; small(treated) || small(n-treated) {
 		s.log.Info("the policy's sums not sent", slog.String(LogKeyReason, fmt.Sprintf("it treats %d of %d held-out rows; each part needs none or at least %d (twice federation.min_arm_rows)", treated, n, least)))
-		// One part: the rule's parts are not sums of buckets.
-		b, err := heterogeneity.NewBuckets(p, c, nil, width, least)
+		parts = nil
+	} else {
+		pol, err := heterogeneity.NewPolicySums(h.Control, h.PSI, parts)
 		if err != nil {
 			return nil, err
 		}
-		return append(ts, wire.Vector(tHetBuckets, bucketVector(b))), nil
+		ts = append(ts, wire.Vector(tHetPolicy, policyVector(pol)))
 	}
-	pol, err := heterogeneity.NewPolicySums(g0, p, treat)
+	b, err := heterogeneity.NewBuckets(h.PSI, h.CATE, parts, s.res.Setup.Scaler.YSD/bucketBinsPerSD, least)
 	if err != nil {
 		return nil, err
 	}
-	// The buckets of each of the rule's parts apart: any sum over a part
-	// is then a sum of buckets, and a difference of the two isolates no
-	// row.
-	b, err := heterogeneity.NewBuckets(p, c, treat, width, least)
-	if err != nil {
-		return nil, err
-	}
-	return append(ts, wire.Vector(tHetPolicy, policyVector(pol)), wire.Vector(tHetBuckets, bucketVector(b))), nil
+	return append(ts, wire.Vector(tHetBuckets, bucketVector(b))), nil
 }
 
 func bucketVector(bs []heterogeneity.Bucket) []float64 {
@@ -156,7 +133,7 @@ func decodeHetSums(e *wire.Envelope, rows int) (*HetSums, error) {
 		return nil
 	}
 	if _, ok := e.Tensor(tHetBLP); ok {
-		v, err := finiteVector(e, tHetBLP, blpSumsLen)
+		v, err := vector(e, tHetBLP, blpSumsLen)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +150,7 @@ func decodeHetSums(e *wire.Envelope, rows int) (*HetSums, error) {
 		out.BLP = &b
 	}
 	if _, ok := e.Tensor(tHetPolicy); ok {
-		v, err := finiteVector(e, tHetPolicy, policySumsLen)
+		v, err := vector(e, tHetPolicy, policySumsLen)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +174,7 @@ func decodeHetSums(e *wire.Envelope, rows int) (*HetSums, error) {
 		out.Policy = &p
 	}
 	if _, ok := e.Tensor(tHetBuckets); ok {
-		v, err := finiteVector(e, tHetBuckets, -1)
+		v, err := vector(e, tHetBuckets, -1)
 		if err != nil {
 			return nil, err
 		}
@@ -224,21 +201,6 @@ func decodeHetSums(e *wire.Envelope, rows int) (*HetSums, error) {
 		return nil, nil
 	}
 	return &out, nil
-}
-
-// finiteVector reads the vector tensor name of length n, every entry
-// finite.
-func finiteVector(e *wire.Envelope, name string, n int) ([]float64, error) {
-	v, err := vector(e, name, n)
-	if err != nil {
-		return nil, err
-	}
-	for j, x := range v {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil, fmt.Errorf("%w: %s: entry %d is %v", ErrProtocol, name, j, x)
-		}
-	}
-	return v, nil
 }
 
 // globalHeterogeneity pools the sites' sums into the run's global tests;
@@ -342,7 +304,7 @@ func decodeGlobalHet(e *wire.Envelope, rows int) (GlobalHeterogeneity, error) {
 		return int(x), nil
 	}
 	if _, ok := e.Tensor(tHetGlobalBLP); ok {
-		v, err := finiteVector(e, tHetGlobalBLP, 6)
+		v, err := vector(e, tHetGlobalBLP, 6)
 		if err != nil {
 			return g, err
 		}
@@ -363,7 +325,7 @@ func decodeGlobalHet(e *wire.Envelope, rows int) (GlobalHeterogeneity, error) {
 		g.BLP = &b
 	}
 	if _, ok := e.Tensor(tHetGlobalPolicy); ok {
-		v, err := finiteVector(e, tHetGlobalPolicy, 8)
+		v, err := vector(e, tHetGlobalPolicy, 8)
 		if err != nil {
 			return g, err
 		}
@@ -383,7 +345,7 @@ func decodeGlobalHet(e *wire.Envelope, rows int) (GlobalHeterogeneity, error) {
 		g.Policy = p
 	}
 	if _, ok := e.Tensor(tHetGlobalRanked); ok {
-		v, err := finiteVector(e, tHetGlobalRanked, rankedLen)
+		v, err := vector(e, tHetGlobalRanked, rankedLen)
 		if err != nil {
 			return g, err
 		}

@@ -138,54 +138,10 @@ func NewRanked(bs []Bucket) (*Ranked, error) {
 	top, low := out.GATES[Fifths-1], out.GATES[0]
 	out.TopMinusLow = estimate(top.Estimate-low.Estimate, math.Hypot(top.SE, low.SE), top.N+low.N)
 
-	// The weights of the RATE by position j = 1..n from the largest τ̂
-	// (NewRATE), averaged over each bucket's positions.
-	fn := float64(n)
-	h := make([]float64, n+1)
-	for k := 1; k <= n; k++ {
-		h[k] = h[k-1] + 1/float64(k)
-	}
-	// Buckets of equal Key are one tie, whose rows share one weight.
-	weighted := func(w func(j int) float64) (inference.Estimate, error) {
-		var s inference.Sums
-		j := 1 // the position of the largest tie's first row
-		for hi := len(bs); hi > 0; {
-			lo, rows := hi-1, bs[hi-1].N
-			for lo > 0 && bs[lo-1].Key == bs[hi-1].Key {
-				lo--
-				rows += bs[lo].N
-			}
-			var m float64
-			for p := j; p < j+rows; p++ {
-				m += w(p)
-			}
-			m /= float64(rows)
-			for _, b := range bs[lo:hi] {
-				s = s.Add(inference.Sums{N: b.N, Sum: m * b.Sum, SumSq: m * m * b.SumSq})
-			}
-			j, hi = j+rows, lo
-		}
-		return s.Estimate()
-	}
-	if out.AUTOC, err = weighted(func(j int) float64 { return h[n] - h[j-1] - 1 }); err != nil {
+	rate, err := rankedRATE(bs)
+	if err != nil {
 		return nil, err
 	}
-	if out.Qini, err = weighted(func(j int) float64 { return (fn-float64(j)+1)/fn - (fn+1)/(2*fn) }); err != nil {
-		return nil, err
-	}
-	for t := 1; t <= 9; t++ {
-		q := float64(t) / 10
-		k := max(2, int(math.Round(q*fn)))
-		e, err := weighted(func(j int) float64 {
-			if j <= k {
-				return fn/float64(k) - 1
-			}
-			return -1
-		})
-		if err != nil {
-			return nil, err
-		}
-		out.TOC = append(out.TOC, TOCPoint{Q: q, TOC: e})
-	}
+	out.RATE = *rate
 	return out, nil
 }

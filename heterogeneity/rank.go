@@ -107,7 +107,8 @@ type TOCPoint struct {
 //	Qini  = (1/n) Σ_j ψ_(j) ((n − j + 1)/n − (n + 1)/(2n)),
 //
 // which are ∫TOC and ∫q·TOC over q = k/n. Rows with equal τ̂ share their
-// weights' mean, so that the order of ties does not matter. Each is the
+// weights' mean, the TOC's too, so that the order of ties does not
+// matter. Each is the
 // mean of the scores a_j·ψ_(j), whose standard error sd/√n holds the
 // ranking fixed.
 func NewRATE(psi, cate []float64) (*RATE, error) {
@@ -115,49 +116,61 @@ func NewRATE(psi, cate []float64) (*RATE, error) {
 	if len(cate) != n || n < 3 {
 		return nil, fmt.Errorf("%w: %d scores and %d estimates; want at least 3 of each", ErrInput, n, len(cate))
 	}
-	order, err := ranking(psi, cate, true)
+	order, err := ranking(psi, cate, false)
 	if err != nil {
 		return nil, err
 	}
-	autoc, qini := make([]float64, n), make([]float64, n)
+	// Each row is a bucket of its own, ranked by its τ̂ (ties share one
+	// weight, as the pooled buckets of sites do: rankedRATE).
+	bs := make([]Bucket, n)
+	for j, i := range order {
+		bs[j] = Bucket{Key: cate[i], Sums: inference.Sums{N: 1, Sum: psi[i], SumSq: psi[i] * psi[i]}}
+	}
+	return rankedRATE(bs)
+}
+
+// rankedRATE returns the RATE and the TOC of buckets bs ordered by Key,
+// lowest first, ranked from the largest: each row's weight (NewRATE) is
+// the mean of the weights of its tie's positions, buckets of equal Key
+// one tie. Each figure is then the mean of the rows' a·ψ, whose sums
+// follow from each bucket's Σψ and Σψ².
+func rankedRATE(bs []Bucket) (*RATE, error) {
+	n := 0
+	for _, b := range bs {
+		n += b.N
+	}
+	fn := float64(n)
 	h := make([]float64, n+1) // h[k] = H_k
 	for k := 1; k <= n; k++ {
 		h[k] = h[k-1] + 1/float64(k)
 	}
-	fn := float64(n)
-	for j := 1; j <= n; j++ {
-		autoc[j-1] = h[n] - h[j-1] - 1
-		qini[j-1] = (fn-float64(j)+1)/fn - (fn+1)/(2*fn)
-	}
-	for lo := 0; lo < n; {
-		hi := lo + 1
-		for hi < n && cate[order[hi]] == cate[order[lo]] {
-			hi++
-		}
-		for _, w := range [][]float64{autoc, qini} {
+	weighted := func(w func(j int) float64) (inference.Estimate, error) {
+		var s inference.Sums
+		j := 1 // the position of the largest tie's first row
+		for hi := len(bs); hi > 0; {
+			lo, rows := hi-1, bs[hi-1].N
+			for lo > 0 && bs[lo-1].Key == bs[hi-1].Key {
+				lo--
+				rows += bs[lo].N
+			}
 			var m float64
-			for j := lo; j < hi; j++ {
-				m += w[j]
+			for p := j; p < j+rows; p++ {
+				m += w(p)
 			}
-			m /= float64(hi - lo)
-			for j := lo; j < hi; j++ {
-				w[j] = m
+			m /= float64(rows)
+			for _, b := range bs[lo:hi] {
+				s = s.Add(inference.Sums{N: b.N, Sum: m * b.Sum, SumSq: m * m * b.SumSq})
 			}
+			j, hi = j+rows, lo
 		}
-		lo = hi
-	}
-	weighted := func(w []float64) (inference.Estimate, error) {
-		v := make([]float64, n)
-		for j, i := range order {
-			v[j] = w[j] * psi[i]
-		}
-		return inference.Accumulate(v).Estimate()
+		return s.Estimate()
 	}
 	r := &RATE{}
-	if r.AUTOC, err = weighted(autoc); err != nil {
+	var err error
+	if r.AUTOC, err = weighted(func(j int) float64 { return h[n] - h[j-1] - 1 }); err != nil {
 		return nil, err
 	}
-	if r.Qini, err = weighted(qini); err != nil {
+	if r.Qini, err = weighted(func(j int) float64 { return (fn-float64(j)+1)/fn - (fn+1)/(2*fn) }); err != nil {
 		return nil, err
 	}
 	for t := 1; t <= 9; t++ { // TOC(1) is 0 by definition
@@ -165,14 +178,12 @@ func NewRATE(psi, cate []float64) (*RATE, error) {
 		k := max(2, int(math.Round(q*fn)))
 		// TOC(q) = mean of the top k − mean of all = (1/k − 1/n)·Σtop − (1/n)·Σrest,
 		// a weighted mean of the scores.
-		w := make([]float64, n)
-		for j := range w {
-			w[j] = -1
-			if j < k {
-				w[j] = fn/float64(k) - 1
+		e, err := weighted(func(j int) float64 {
+			if j <= k {
+				return fn/float64(k) - 1
 			}
-		}
-		e, err := weighted(w)
+			return -1
+		})
 		if err != nil {
 			return nil, err
 		}

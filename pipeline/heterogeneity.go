@@ -40,37 +40,16 @@ func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) 
 	if least := heterogeneity.Fifths * minHeldPerFifth; n < least {
 		return nil, fmt.Sprintf("%d rows held out of the CATE's training; the tests need %d", n, least), nil
 	}
-	pick := func(v []float64) []float64 {
-		out := make([]float64, n)
-		for j, i := range in.Held {
-			out[j] = v[i]
-		}
-		return out
+	h, err := heterogeneity.PickHeld(in.Held, in.PSI, in.Control, in.CATE, in.X, in.Calibration)
+	if err != nil {
+		return nil, "", err
 	}
-	psi, gamma0, cate := pick(in.PSI), pick(in.Control), pick(in.CATE)
-	_, d := in.X.Dims()
-	x := mat.NewDense(n, d, nil)
-	for j, i := range in.Held {
-		for k := range d {
-			x.Set(j, k, in.X.At(i, k))
-		}
-	}
-	lower := cate
-	if in.Calibration != nil {
-		var err error
-		if _, _, lower, _, err = in.Calibration.Interval(cate, x); err != nil {
-			return nil, "", err
-		}
-	}
+	psi, gamma0, cate := h.PSI, h.Control, h.CATE
 	out := &store.Heterogeneity{}
 	stat := func(name string, e inference.Estimate, p float64) {
 		out.Stats = append(out.Stats, store.HetStat{Scope: store.ScopeLocal, Statistic: name, Estimate: e, PValue: p})
 	}
-	var mean float64
-	for _, c := range cate {
-		mean += c / float64(n)
-	}
-	sums, err := heterogeneity.NewBLPSums(psi, cate, mean)
+	sums, err := h.BLPSums()
 	if err != nil {
 		return nil, "", err
 	}
@@ -87,18 +66,14 @@ func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) 
 		return nil, "", err
 	}
 	out.Stats = append(out.Stats, RankedStats(store.ScopeLocal, g.Groups, g.TopMinusLow, *rate)...)
-	clan, err := heterogeneity.NewCLAN(g, x)
+	clan, err := heterogeneity.NewCLAN(g, h.X)
 	if err != nil {
 		return nil, "", err
 	}
 	for _, c := range clan {
 		out.CLAN = append(out.CLAN, store.CLAN{Scope: store.ScopeLocal, Covariate: in.Columns[c.Column], Top: c.Top, Bottom: c.Low, Spread: c.Spread})
 	}
-	rule := func(name string, treat func(j int) bool) error {
-		pi := make([]bool, n)
-		for j := range pi {
-			pi[j] = treat(j)
-		}
+	rule := func(name string, pi []bool) error {
 		p, err := heterogeneity.NewPolicy(gamma0, psi, pi)
 		if err != nil {
 			return err
@@ -106,11 +81,15 @@ func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) 
 		out.Policy = append(out.Policy, store.Policy{Scope: store.ScopeLocal, Policy: name, Treats: p.Share, Value: p.Value, GainNone: p.GainOverNone, GainAll: p.GainOverAll})
 		return nil
 	}
-	if err := rule("cate_lower_above_0", func(j int) bool { return lower[j] > 0 }); err != nil {
+	if err := rule(heterogeneity.RuleLowerAbove0, h.LowerAbove0()); err != nil {
 		return nil, "", err
 	}
 	for _, t := range in.Thresholds {
-		if err := rule(fmt.Sprintf("cate_above_%g", t), func(j int) bool { return cate[j] > t }); err != nil {
+		pi := make([]bool, n)
+		for j, c := range cate {
+			pi[j] = c > t
+		}
+		if err := rule(fmt.Sprintf("cate_above_%g", t), pi); err != nil {
 			return nil, "", err
 		}
 	}

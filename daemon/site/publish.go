@@ -10,6 +10,7 @@ import (
 	"github.com/crffd/crffd/balance"
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation"
+	"github.com/crffd/crffd/heterogeneity"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/selection"
@@ -57,7 +58,7 @@ func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) er
 		return err
 	}
 	results := s.results(r)
-	if results.Heterogeneity, err = heterogeneity(recs, r, s.f.PolicyThresholds); err != nil {
+	if results.Heterogeneity, err = heterogeneityTests(recs, r, s.f.PolicyThresholds); err != nil {
 		return fmt.Errorf("heterogeneity: %w", err)
 	}
 	run := pipeline.Run{ID: r.RunID, Records: recs, Fitted: fitted,
@@ -74,10 +75,10 @@ func (s *federated) publishRun(ctx context.Context, r *federation.SiteResult) er
 	return nil
 }
 
-// heterogeneity returns the local heterogeneity tests of run r on the
+// heterogeneityTests returns the local heterogeneity tests of run r on the
 // rows its model selection held out of training (pipeline.Heterogeneity),
 // or nil for a run without model selection or with too few of them.
-func heterogeneity(recs *store.Records, r *federation.SiteResult, thresholds []float64) (*store.Heterogeneity, error) {
+func heterogeneityTests(recs *store.Records, r *federation.SiteResult, thresholds []float64) (*store.Heterogeneity, error) {
 	if r.Selection == nil || len(r.Held) == 0 || r.Control == nil {
 		return nil, nil
 	}
@@ -94,7 +95,7 @@ func heterogeneity(recs *store.Records, r *federation.SiteResult, thresholds []f
 }
 
 // withGlobal returns h with the run's global tests of heterogeneity g
-// added (scope global): the BLP and the value of federation.PolicyRule
+// added (scope global): the BLP and the value of heterogeneity.RuleLowerAbove0
 // over every site's held-out rows.
 func withGlobal(h *store.Heterogeneity, g federation.GlobalHeterogeneity) *store.Heterogeneity {
 	if g.BLP == nil && g.Policy == nil && g.Ranked == nil {
@@ -108,7 +109,7 @@ func withGlobal(h *store.Heterogeneity, g federation.GlobalHeterogeneity) *store
 			store.HetStat{Scope: store.ScopeGlobal, Statistic: "blp_het", Estimate: b.Het, PValue: b.HetP})
 	}
 	if p := g.Policy; p != nil {
-		h.Policy = append(h.Policy, store.Policy{Scope: store.ScopeGlobal, Policy: federation.PolicyRule, Treats: p.Share,
+		h.Policy = append(h.Policy, store.Policy{Scope: store.ScopeGlobal, Policy: heterogeneity.RuleLowerAbove0, Treats: p.Share,
 			Value: p.Value, GainNone: p.GainOverNone, GainAll: p.GainOverAll})
 	}
 	if r := g.Ranked; r != nil {
