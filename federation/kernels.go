@@ -83,26 +83,15 @@ func checkExtra(sel Selection, extra []selection.Kernel) error {
 			return fmt.Errorf("federation: kernel %q at a grid point of D or γ: a federation trains every kernel with the run's model.features and model.linear", k.Name)
 		case k.Check() != nil:
 			return fmt.Errorf("federation: kernel %q: %w", k.Name, k.Check())
-		case k.Transfer != "" && k.Name != transferLabel(k.Name, k.Transfer):
-			return fmt.Errorf("federation: kernel %q at transfer %s must be named for it, as %q", k.Name, k.Transfer, transferLabel(k.Name, k.Transfer))
+		}
+		// The sites read the transfer from the name (openKernels): the
+		// two must agree.
+		if _, t := selection.SplitTransfer(k.Name); t != k.Transfer {
+			return fmt.Errorf("federation: kernel %q at transfer %q: its name must end in transfer=%s, as pipeline.KernelLabel writes it", k.Name, k.Transfer, k.Transfer)
 		}
 		seen = append(seen, k.Name)
 	}
 	return nil
-}
-
-// transferLabel is the name of the kernel name at transfer mode t: name
-// itself when it already says so (selection.SplitTransfer), and
-// otherwise name with ",transfer=t" in its parentheses, or
-// "(transfer=t)" after it.
-func transferLabel(name, t string) string {
-	if _, has := selection.SplitTransfer(name); has != "" {
-		return name
-	}
-	if strings.HasSuffix(name, ")") {
-		return name[:len(name)-1] + ",transfer=" + t + ")"
-	}
-	return name + "(transfer=" + t + ")"
 }
 
 // kernelTensors name the run's kernel (none when run is "") and the

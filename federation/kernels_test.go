@@ -352,7 +352,11 @@ func TestCheckExtraGridPoints(t *testing.T) {
 		{selection.Kernel{Name: "gaussian(transfer=none)", Spectral: g, GridPoint: selection.GridPoint{Transfer: "none"}}, ""},
 		{selection.Kernel{Name: "matern(nu=0.5,transfer=full)", Spectral: g, GridPoint: selection.GridPoint{Transfer: "full"}}, ""},
 		{selection.Kernel{Name: "gaussian(features=10)", Spectral: g, GridPoint: selection.GridPoint{Features: 10}}, "grid point of D or γ"},
-		{selection.Kernel{Name: "local", Spectral: g, GridPoint: selection.GridPoint{Transfer: "none"}}, `must be named for it, as "local(transfer=none)"`},
+		{selection.Kernel{Name: "local", Spectral: g, GridPoint: selection.GridPoint{Transfer: "none"}}, "its name must end in transfer=none"},
+		// A name that says another transfer than the point's, or one the
+		// point does not set: the sites would train another model.
+		{selection.Kernel{Name: "gaussian(transfer=full)", Spectral: g, GridPoint: selection.GridPoint{Transfer: "none"}}, "its name must end in transfer=none"},
+		{selection.Kernel{Name: "wide(transfer=none)", Spectral: g}, "its name must end in transfer="},
 		{selection.Kernel{Name: "gaussian(transfer=some)", Spectral: g, GridPoint: selection.GridPoint{Transfer: "some"}}, "unknown transfer mode"},
 	} {
 		err := checkExtra(sel, []selection.Kernel{tc.k})
