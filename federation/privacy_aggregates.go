@@ -382,21 +382,24 @@ func privateMoments(p *SitePrivacy, d *estimator.Data, columns []string, schema 
 }
 
 // helloMoments returns the moments the site's hello sends, of the rows
-// not held out for model selection (site.heldAll): their exact
-// Moments, or those privateMoments releases for a private site, which logs
-// how many values each bound clipped (counts, never values).
+// not held out for model selection (site.heldAll): their exact Moments
+// (MomentsWithin: the log moments only when every row's outcome is
+// positive), or those privateMoments releases with noise for a private
+// site, which decides the log transform on the outcome's public bound
+// instead, and logs how many values each bound clipped (counts, never
+// values).
 func (s *site) helloMoments() (estimator.Moments, error) {
-	d, mo := s.cfg.Data, s.cfg.Data.Moments()
+	d := s.cfg.Data
 	if s.heldAll != nil {
 		train, err := selection.TrainingRows(d.Rows(), s.heldAll)
 		if err != nil {
 			return estimator.Moments{}, err
 		}
-		d, mo = d.Subset(train), d.MomentsOf(train)
+		d = d.Subset(train)
 	}
 	p := s.cfg.Privacy
-	if p == nil {
-		return mo, nil
+	if p == nil || p.IsExact(ExactMoments) {
+		return d.MomentsWithin(s.cfg.Data), nil
 	}
 	mo, cols, clipped, err := privateMoments(p, d, s.cfg.Columns, s.cfg.Schema, s.noiseFor(StepMoments))
 	if err != nil {
@@ -407,12 +410,6 @@ func (s *site) helloMoments() (estimator.Moments, error) {
 			s.log.Warn("values outside their public bound were clipped to it in the moments released with noise", slog.String(LogKeyColumn, c.name),
 				slog.Int("rows_clipped", clipped[k]), slog.Int("rows", mo.N))
 		}
-	}
-	if s.heldAll != nil && p.IsExact(ExactMoments) && !s.cfg.Data.Positive() {
-		// A held-out outcome the log transform cannot take (MomentsOf).
-		// Noised moments decide the transform on the outcome's public
-		// bound instead, never on the rows.
-		mo.Positive, mo.LogSum, mo.LogSumSq = 0, 0, 0
 	}
 	return mo, nil
 }

@@ -100,13 +100,13 @@ func (d *Data) Moments() Moments {
 	return m
 }
 
-// MomentsOf returns the Moments of the rows of d at positions rows. Their
-// log moments are left zero, which disables the log transform, unless
-// every row of d, among rows or not, has y > 0: models standardised on
-// some rows score all of them.
-func (d *Data) MomentsOf(rows []int) Moments {
-	m := d.Subset(rows).Moments()
-	if !d.Positive() {
+// MomentsWithin returns the Moments of d, rows of all. Their log moments
+// are left zero, which disables the log transform, unless every row of
+// all, in d or not, has y > 0: models standardised on some rows score all
+// of them.
+func (d *Data) MomentsWithin(all *Data) Moments {
+	m := d.Moments()
+	if !all.Positive() {
 		m.Positive, m.LogSum, m.LogSumSq = 0, 0, 0
 	}
 	return m

@@ -249,7 +249,6 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		}
 	}
 	train := make([]*estimator.Data, k)
-	trainRows := make([][]int, k)
 	for s, d := range sites {
 		if d == nil {
 			return nil, fmt.Errorf("%w: site %d has no rows", ErrInput, s)
@@ -258,7 +257,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
-		train[s], trainRows[s] = d.Subset(rows), rows
+		train[s] = d.Subset(rows)
 	}
 	// One site's own choice is the federation's, and its own rows' ridge
 	// candidates are the pooled ones.
@@ -267,8 +266,8 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	// The standardisation sees training rows only: the held-out rows'
 	// outcomes are what the candidates are scored on.
 	moments := make([]estimator.Moments, k)
-	for s, d := range sites {
-		moments[s] = d.MomentsOf(trainRows[s])
+	for s, d := range train {
+		moments[s] = d.MomentsWithin(sites[s])
 	}
 	scaler, err := estimator.NewScaler(schema, moments)
 	if err != nil {
