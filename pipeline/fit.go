@@ -74,6 +74,7 @@ type SiteFit struct {
 	Open     OpenSpectral
 	Progress Progress     // nil: none shown
 	Logger   *slog.Logger // nil: nothing logged
+	Phases   *Phases      // the steps' times are added here; nil: not timed
 }
 
 // Single reports whether the choice leaves one candidate, which needs no
@@ -129,12 +130,23 @@ func trainSite(ctx context.Context, c SiteFit) (*Fit, error) {
 			return nil, err
 		}
 		ch.Candidates = Candidates(ch.Kernels, spectra)
-		ch.OnFitted = func(done, total int) { c.Progress.Update("fitting the candidates' kernels", done, total, "kernels") }
+		start := time.Now()
+		var trained time.Duration // until the last kernel's models were fitted
+		ch.OnFitted = func(done, total int) {
+			c.Progress.Update("fitting the candidates' kernels", done, total, "kernels")
+			if done == total {
+				trained = time.Since(start)
+			}
+		}
 		sel, err := Select(ctx, recs.Data, recs.Schema, c.Config, ch)
 		c.Progress.Done()
 		if err != nil {
 			return nil, err
 		}
+		// Selection trains its kernels' three models first, all at once,
+		// then fits and scores the other candidates.
+		c.Phases.Add(fmt.Sprintf("train (%d of kernel × model)", 3*len(ch.Kernels)), trained)
+		c.Phases.Add("select", time.Since(start)-trained)
 		return &Fit{Run: Run{Fitted: sel.Fitted}, Selected: sel, Losses: sel.Losses}, nil
 	}
 	spectral, err := c.Open(ctx, ch.Kernels[0])
@@ -142,7 +154,9 @@ func trainSite(ctx context.Context, c SiteFit) (*Fit, error) {
 		return nil, err
 	}
 	f := &Fit{}
+	timed := c.Phases.round(time.Now())
 	tctx := estimator.WithProgress(ctx, func(p estimator.Progress) {
+		timed(p)
 		c.Progress.Update("training "+p.Model.String(), p.Round, p.MaxRounds, fmt.Sprintf("loss %.4g", p.Loss))
 		f.Losses = append(f.Losses, store.Loss{Model: p.Model.String(), Round: p.Round, Loss: p.Loss})
 	})
@@ -159,6 +173,7 @@ func trainSite(ctx context.Context, c SiteFit) (*Fit, error) {
 // ATE, and completes f.Run and f.ATEs.
 func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 	recs, model := c.Records, f.Run.Fitted.Models[0]
+	start := time.Now()
 	sctx := estimator.WithScoringProgress(ctx, func(done, total int) { c.Progress.Update("scoring", done, total, "rows") })
 	eff, err := model.Effects(sctx, 0, recs.Data)
 	c.Progress.Done()
@@ -169,6 +184,7 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 	if err != nil {
 		return fmt.Errorf("score %q: %w", c.DB, err)
 	}
+	start = c.Phases.Since("score", start)
 	var nu *inference.Nuisance
 	if f.Selected != nil && model == f.Selected.Result.Models[0] {
 		// Model selection cross-fitted these rows' nuisances under this
@@ -186,6 +202,7 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 	if err != nil {
 		return fmt.Errorf("nuisance models of %q: %w", c.DB, err)
 	}
+	start = c.Phases.Since("cross-fit", start)
 	fitted := f.Run.Fitted
 	f.Run = Run{ID: c.Run, Records: recs, Fitted: fitted, Setup: modelstore.Setup{Config: c.Config, Scaler: model.Setup.Scaler, Site: 0, Sites: 1},
 		Effects: eff, CATE: cate, Scores: AnalysisScores(an), Calibration: an.Calibration, Nuisance: ns,
@@ -195,6 +212,7 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 		if err := testHeterogeneity(c, f, cate, an); err != nil {
 			return fmt.Errorf("heterogeneity of %q: %w", c.DB, err)
 		}
+		c.Phases.Since("heterogeneity", start)
 	}
 	f.ATEs = local
 	return nil

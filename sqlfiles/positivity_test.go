@@ -31,6 +31,10 @@ func TestPositivityView(t *testing.T) {
 			t.Fatalf("create view: %v\n%s", err, v)
 		}
 	}
+	// crff_cate shows the current run's rows.
+	if _, err := db.ExecContext(ctx, `INSERT INTO crff_run (run, state, layout, started_at) VALUES ('r', 'current', '{}', 't')`); err != nil {
+		t.Fatal(err)
+	}
 	insertCATE := cateInsert(t, db)
 	view, _ := PositivityView(`my "records"`, "patient id", "got 'it'")
 	var stored string
@@ -62,7 +66,7 @@ func TestPositivityView(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback()
-			for _, q := range []string{`DELETE FROM crff_cate`, `DELETE FROM "my ""records"""`} {
+			for _, q := range []string{`DELETE FROM crff_cate_rows`, `DELETE FROM "my ""records"""`} {
 				if _, err := tx.ExecContext(ctx, q); err != nil {
 					t.Fatal(err)
 				}
@@ -140,11 +144,12 @@ func TestPositivityView(t *testing.T) {
 	}
 }
 
-// cateInsert returns an INSERT into crff_cate of a row id and a propensity,
-// every other figure 0, whatever crff_cate's other columns are.
+// cateInsert returns an INSERT into crff_cate_rows of a row id and a
+// propensity under run 'r', every other figure 0, whatever its other
+// columns are.
 func cateInsert(t *testing.T, db *sql.DB) string {
 	t.Helper()
-	rows, err := db.Query(`SELECT name FROM pragma_table_info('crff_cate') ORDER BY cid`)
+	rows, err := db.Query(`SELECT name FROM pragma_table_info('crff_cate_rows') ORDER BY cid`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +178,7 @@ func cateInsert(t *testing.T, db *sql.DB) string {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return "INSERT INTO crff_cate (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ")"
+	return "INSERT INTO crff_cate_rows (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ")"
 }
 
 // TestViewsParseInOldSQLite keeps the views free of SQL that older SQLite

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -287,5 +289,64 @@ func TestCoordinatorMigrations(t *testing.T) {
 	var bad string
 	if err := db.QueryRowContext(ctx, `SELECT coalesce(group_concat(name), '') FROM sqlite_schema WHERE name NOT LIKE 'crff\_%' ESCAPE '\' AND name NOT LIKE 'sqlite\_autoindex\_crff\_%' ESCAPE '\'`).Scan(&bad); err != nil || bad != "" {
 		t.Errorf("objects not named crff_: %q (%v)", bad, err)
+	}
+}
+
+// TestMigrationCATERuns applies 0025 to a file with scored rows of the
+// current run and of a run left over, a user's own view of crff_cate and
+// crff_cate_records: crff_cate then reads the current run's rows, with
+// every value and in the same column order, and both views still read.
+func TestMigrationCATERuns(t *testing.T) {
+	ctx := context.Background()
+	db, ms := migrated(t, 24)
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	exec(`CREATE TABLE visits (id INTEGER PRIMARY KEY, w, y)`)
+	exec(`INSERT INTO visits VALUES (7, 1, 2.5), (8, 0, 1.5)`)
+	exec(`CREATE VIEW crff_cate_records AS SELECT r.*, c.cate, c.run FROM visits AS r LEFT JOIN crff_cate AS c ON c.row_id = +r.id`)
+	exec(`CREATE VIEW my_top AS SELECT row_id, cate FROM crff_cate WHERE cate > 1`)
+	exec(`INSERT INTO crff_run (run, state, layout, started_at) VALUES ('r1', 'current', '{}', 'x')`)
+	exec(`INSERT INTO crff_cate (row_id, cate, latent_sd, latent_q025, latent_q975, y0, y1, propensity, run, scored_at, latent_cate, se, lower, upper, raw_cate, psi, psi_clipped)
+		VALUES (7, 1.5, 0.25, 1.0, 2.0, 3, 4.5, 0.4, 'r1', 'x', 1.4, 0.1, 1.3, 1.7, 1.45, 2.5, 0),
+		       (8, 0.5, 0.25, 0.0, 1.0, 3, 3.5, 0.6, 'r1', 'x', 0.4, 0.1, 0.3, 0.7, 0.45, -1, 1)`)
+	before := func() []string {
+		rows, err := db.QueryContext(ctx, `SELECT * FROM crff_cate ORDER BY row_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		out := []string{strings.Join(cols, ",")}
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprint(vals...))
+		}
+		return out
+	}
+	want := before()
+	apply(t, db, ms[24])
+	if got := before(); !slices.Equal(got, want) {
+		t.Errorf("crff_cate after 0025:\n%q\nwant\n%q", got, want)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM crff_cate_records WHERE run = 'r1') + (SELECT count(*) FROM my_top)`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("the views after 0025: %d rows, %v; want 3", n, err)
+	}
+	// Rows of another run are in crff_cate_rows, not in crff_cate.
+	exec(`INSERT INTO crff_cate_rows (run, row_id, cate, latent_sd, latent_q025, latent_q975, y0, y1, propensity, scored_at)
+		VALUES ('r2', 7, 9, 0, 0, 0, 0, 0, 0.5, 'x')`)
+	if got := before(); !slices.Equal(got, want) {
+		t.Errorf("crff_cate with another run's row written:\n%q\nwant\n%q", got, want)
 	}
 }

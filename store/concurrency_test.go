@@ -3,8 +3,10 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -74,6 +76,9 @@ func checkOneRun(q interface {
 // SQLITE_BUSY) and see exactly one complete run.
 func TestReadersSeeOneRun(t *testing.T) {
 	const n = 2000
+	// Each run's CATEs in 14 transactions, and the old run's deleted in
+	// as many.
+	store.SetCATEChunk(t, 150)
 	ctx := context.Background()
 	path, ids := newBigSite(t, n)
 	s := openSite(t, path)
@@ -161,4 +166,135 @@ func TestReadersSeeOneRun(t *testing.T) {
 		t.Errorf("only %d writes and %d reads: the test proved little", writes.Load(), reads.Load())
 	}
 	t.Logf("%d runs written while %d consistent reads were made", writes.Load(), reads.Load())
+}
+
+// TestUserWritesBetweenChunks: while a run of many CATEs is published,
+// a writer of the user's, with a busy timeout as SQLite's shell sets
+// with .timeout, commits between crffd's transactions, not only before
+// or after all of them: it sees the new run's rows partly written. And
+// once published, the old run's rows are gone from crff_cate_rows.
+func TestUserWritesBetweenChunks(t *testing.T) {
+	const n = 3000
+	store.SetCATEChunk(t, 100)
+	ctx := context.Background()
+	path, ids := newBigSite(t, n)
+	s := openSite(t, path)
+	recs, err := s.ReadRecords(ctx, bigSource(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(ctx, s, recs.Layout, "run-1", ids, 1); err != nil {
+		t.Fatal(err)
+	}
+	user, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer user.Close()
+	user.SetMaxOpenConns(1)
+	if _, err := user.Exec(`CREATE TABLE notes (at INTEGER, seen INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- publish(ctx, s, recs.Layout, "run-2", ids, 2) }()
+	var partial, writes int
+	for published := false; !published; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			published = true
+		default:
+		}
+		// One user transaction: what it saw of run-2 is what was
+		// committed before it took the write lock.
+		var seen int
+		tx, err := user.Begin()
+		if err == nil {
+			_, err = tx.Exec(`INSERT INTO notes VALUES (?, (SELECT count(*) FROM crff_cate_rows WHERE run = 'run-2'))`, writes)
+		}
+		if err == nil {
+			err = tx.QueryRow(`SELECT seen FROM notes WHERE at = ?`, writes).Scan(&seen)
+		}
+		if err == nil {
+			err = tx.Commit()
+		}
+		if err != nil {
+			t.Fatalf("user write %d: %v", writes, err)
+		}
+		writes++
+		if seen > 0 && seen < n {
+			partial++
+		}
+		// A user writes now and then, not without a pause: a writer that
+		// never pauses would keep crffd out instead.
+		time.Sleep(5 * time.Millisecond)
+	}
+	if partial == 0 {
+		t.Errorf("%d user writes, none between crffd's chunks of run-2's CATEs", writes)
+	}
+	var rows, runs int
+	if err := user.QueryRow(`SELECT count(*), count(DISTINCT run) FROM crff_cate_rows`).Scan(&rows, &runs); err != nil || rows != n || runs != 1 {
+		t.Errorf("crff_cate_rows after publishing: %d rows of %d runs, %v; want %d of 1", rows, runs, err, n)
+	}
+	t.Logf("%d user writes, %d of them with run-2 partly written", writes, partial)
+}
+
+// TestInterruptedWrite: CATEs written for a run that is not published
+// (a fit stopped while writing) leave crff_cate the current run's whole;
+// publishing the run again replaces them, and publishing another deletes
+// them. Writing a row twice, or writing to the current run, fails.
+func TestInterruptedWrite(t *testing.T) {
+	const n = 300
+	store.SetCATEChunk(t, 40)
+	ctx := context.Background()
+	path, ids := newBigSite(t, n)
+	s := openSite(t, path)
+	recs, err := s.ReadRecords(ctx, bigSource(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(ctx, s, recs.Layout, "run-1", ids, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginRun(ctx, "run-2", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	cs := fakeResults(ids, 2).CATE
+	if err := s.WriteCATE(ctx, "run-2", cs[:n/2]); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	if err := checkOneRun(db, n); err != nil {
+		t.Errorf("with run-2 half written: %v", err)
+	}
+	if err := s.WriteCATE(ctx, "run-2", cs[n/2-1:n/2]); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("row %s", ids[n/2-1])) {
+		t.Errorf("a row written twice: %v, want an error naming row %s", err, ids[n/2-1])
+	}
+	if err := s.WriteCATE(ctx, "run-1", cs[:1]); !errors.Is(err, store.ErrStaleRun) {
+		t.Errorf("CATEs of the current run: %v, want ErrStaleRun", err)
+	}
+	// Publishing run-2 again writes its every row once.
+	if err := s.WriteResults(ctx, "run-2", fakeResults(ids, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOneRun(db, n); err != nil {
+		t.Errorf("run-2 published: %v", err)
+	}
+	// A run stopped while writing, and then published over.
+	if err := s.BeginRun(ctx, "run-3", recs.Layout); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteCATE(ctx, "run-3", cs[:n/3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(ctx, s, recs.Layout, "run-4", ids, 4); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	var runs string
+	if err := db.QueryRow(`SELECT count(*), group_concat(DISTINCT run) FROM crff_cate_rows`).Scan(&rows, &runs); err != nil || rows != n || runs != "run-4" {
+		t.Errorf("crff_cate_rows: %d rows of runs %q, %v; want %d of run-4", rows, runs, err, n)
+	}
 }

@@ -31,15 +31,22 @@
 //
 // A training run is recorded with [Site.BeginRun], its model state saved
 // with [Site.SaveModel], and its results published with
-// [Site.WriteResults], which replaces the previous run's results in one
-// transaction: a reader in another process sees the old results or the new
-// ones, never a mix, and a crash leaves one or the other. Rows added to the
+// [Site.WriteResults], which replaces the previous run's results: a
+// reader in another process sees the old results or the new ones, never a
+// mix, and a crash leaves one or the other. The CATEs, one row per scored
+// row, are written in transactions of a bounded size under the new run
+// (crff_cate_rows) before one small transaction makes it current, and
+// the old run's deleted the same way after, so that neither crffd nor the
+// user's own writers wait long for the file's write lock. Rows added to the
 // user's table later are read with [Site.UnscoredRows] and their scores
 // added with [Site.AppendScores].
 //
 // The crff_ objects users query:
 //
-//	crff_cate          row_id, cate, sd, lower, upper, y0, y1, propensity, run, scored_at
+//	crff_cate          a view of the current run's rows of crff_cate_rows: row_id, cate,
+//	                   latent_sd, latent_q025, latent_q975, y0, y1, propensity, run,
+//	                   scored_at, latent_cate, se, lower, upper, x_digest, raw_cate, psi,
+//	                   psi_clipped
 //	crff_ate           scope ('local' or 'global'), estimator ('aipw' or 'plugin'), ate, se, lower, upper, n, clipped, run, computed_at, sites, private
 //	crff_transfer      peer, model, lambda, run
 //	crff_rejected      row_id, column_name, reason, run, rejected_at

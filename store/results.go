@@ -149,35 +149,67 @@ type Results struct {
 	Heterogeneity *Heterogeneity
 }
 
-// WriteResults publishes run's results: in one transaction it replaces
-// everything in crff_cate, crff_ate, crff_transfer, crff_rejected,
-// crff_model_selection, crff_nuisance, crff_heterogeneity, crff_clan and
-// crff_policy with
-// res, makes run the current run, deletes every other run together with its
+// cateChunk is the most CATEs one transaction writes or deletes: a
+// transaction of crffd's holds the file's write lock, and the user's own
+// writers wait for it, so none may take long (about 0.1 s on a slow disk).
+// A variable so that tests can write a few rows per transaction.
+var cateChunk = 10000
+
+// WriteResults publishes run's results. First, when res.CATE holds rows,
+// it writes them as run's CATEs (replacing any written before) in
+// transactions of at most cateChunk rows (WriteCATE), which no reader of
+// crff_cate sees while run is not current; a fit that wrote its CATEs
+// with WriteCATE as it scored them passes none. Then, in one small
+// transaction, it replaces everything in crff_ate, crff_transfer,
+// crff_rejected, crff_model_selection, crff_nuisance, crff_heterogeneity,
+// crff_clan and crff_policy with res, makes run the current run (crff_cate
+// is the current run's rows), deletes every other run together with its
 // model state, and (re)creates the crff_cate_records view over the run's
-// table, and the crff_overlap view of its propensities; it logs a warning
-// when some propensities lie outside [0.01, 0.99]. Readers in other
-// connections and processes see either the old results or the new ones,
-// never a mix, and a crash at any moment leaves one or the other. The run must have been recorded with BeginRun (or be the
-// current run, to rewrite its results). WriteResults never touches the
-// user's tables.
+// table, and the crff_overlap view of its propensities. Last it deletes the
+// other runs' CATEs, again cateChunk at a time (DeleteOldCATE), and logs a
+// warning when some propensities lie outside [0.01, 0.99]. Readers in
+// other connections and processes see either the old results or the new
+// ones, never a mix, and a crash at any moment leaves one or the other
+// (and perhaps rows of runs that are not current, which the next
+// publication deletes). The run must have been recorded with BeginRun (or
+// be the current run, to rewrite its results: its CATEs are then replaced
+// in the one transaction). WriteResults never touches the user's tables.
 func (s *Site) WriteResults(ctx context.Context, run string, res Results) error {
 	if err := checkResults(res); err != nil {
 		return fmt.Errorf("write results of run %q to %q: %w", run, s.path, err)
 	}
-	err := s.writeTx(ctx, "write results to", func(tx *sql.Tx) error {
+	cur, err := s.CurrentRun(ctx)
+	if err != nil && !errors.Is(err, ErrNoRun) {
+		return err
+	}
+	rewrite := err == nil && cur.ID == run
+	if !rewrite && len(res.CATE) > 0 {
+		// A CATE written by an earlier attempt to publish run would be
+		// written twice.
+		if _, err := s.deleteCATE(ctx, "write results to", `run = ?`, run); err != nil {
+			return err
+		}
+		if err := s.WriteCATE(ctx, run, res.CATE); err != nil {
+			return err
+		}
+	}
+	err = s.writeTx(ctx, "write results to", func(tx *sql.Tx) error {
 		r, err := scanRun(tx.QueryRowContext(ctx, runColumns+` WHERE run = ?`, run))
 		if err != nil {
 			return fmt.Errorf("run %q: %w", run, err)
 		}
-		for _, t := range []string{"crff_cate", "crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection", "crff_nuisance", "crff_gate",
+		if rewrite != (r.State == RunCurrent) {
+			return fmt.Errorf("%w: run %q was published while its results were written", ErrStaleRun, run)
+		}
+		for _, t := range []string{"crff_ate", "crff_transfer", "crff_rejected", "crff_model_selection", "crff_nuisance", "crff_gate",
 			"crff_heterogeneity", "crff_clan", "crff_policy"} {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 				return err
 			}
 		}
 		// Delete every other run (the old current one included, and with
-		// it its model state), then promote this one.
+		// it its model state), then promote this one. The old run's CATEs
+		// leave crff_cate with it; their rows are deleted after.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM crff_run WHERE run <> ?`, run); err != nil {
 			return err
 		}
@@ -185,8 +217,13 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 			`UPDATE crff_run SET state = 'current', published_at = ? WHERE run = ?`, now(), run); err != nil {
 			return err
 		}
-		if err := insertCATE(ctx, tx, run, res.CATE, false); err != nil {
-			return err
+		if rewrite {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM crff_cate_rows WHERE run = ?`, run); err != nil {
+				return err
+			}
+			if err := insertCATE(ctx, tx, run, res.CATE, false); err != nil {
+				return err
+			}
 		}
 		if err := upsertATE(ctx, tx, run, res.ATE); err != nil {
 			return err
@@ -230,8 +267,92 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 	}
 	s.log.InfoContext(ctx, "run published", "path", s.path, "run", run,
 		"rows", len(res.CATE), "rejected", len(res.Rejected))
+	if _, err := s.DeleteOldCATE(ctx); err != nil {
+		return err
+	}
 	s.warnPositivity(ctx, run)
 	return nil
+}
+
+// WriteCATE adds cs to the CATEs of run, a run begun (BeginRun) and not
+// yet published, in transactions of at most cateChunk rows: so that a
+// fit can write its rows as it scores them, and no writer to the file
+// waits for all of them. No reader of crff_cate sees them before
+// WriteResults publishes run. A row written twice is an error.
+func (s *Site) WriteCATE(ctx context.Context, run string, cs []CATE) error {
+	if err := checkCATE(cs); err != nil {
+		return fmt.Errorf("write CATEs of run %q to %q: %w", run, s.path, err)
+	}
+	for lo := 0; lo < len(cs); lo += cateChunk {
+		chunk := cs[lo:min(lo+cateChunk, len(cs))]
+		err := s.chunkTx(ctx, "write CATEs to", func(tx *sql.Tx) error {
+			st, err := runState(ctx, tx, run)
+			if err != nil {
+				return err
+			}
+			if st != RunTraining {
+				return fmt.Errorf("%w: run %q is %s; CATEs are written before it is published", ErrStaleRun, run, st)
+			}
+			return insertCATE(ctx, tx, run, chunk, false)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunkTx runs fn in a write transaction (writeTx) and then waits half as
+// long as it took, so that crffd holds the write lock at most two thirds
+// of the time while it writes or deletes many chunks. SQLite queues no
+// one: a writer of the user's waits by retrying, in its busy handler, at
+// times that do not know crffd's, and each retry that finds the lock free
+// ends its wait. Two thirds makes a wait of 20 retries (about a second of
+// SQLite's default busy handler) a chance of about one in 3000.
+func (s *Site) chunkTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	start := time.Now()
+	if err := s.writeTx(ctx, op, fn); err != nil {
+		return err
+	}
+	t := time.NewTimer(time.Since(start) / 2)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// DeleteOldCATE deletes the CATEs of every run that is not current, in
+// transactions of at most cateChunk rows, and returns how many it
+// deleted: those of the run published over, and of a run whose
+// publication a crash stopped. A run being written (BeginRun, then
+// WriteCATE) keeps its rows.
+func (s *Site) DeleteOldCATE(ctx context.Context) (int, error) {
+	return s.deleteCATE(ctx, "delete old CATEs from", `run NOT IN (SELECT run FROM crff_run WHERE state IN ('current', 'training'))`)
+}
+
+// deleteCATE deletes the rows of crff_cate_rows where cond holds, with
+// args, in transactions of at most cateChunk rows, and returns how many.
+func (s *Site) deleteCATE(ctx context.Context, op, cond string, args ...any) (int, error) {
+	var total int
+	for {
+		var n int64
+		err := s.chunkTx(ctx, op, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM crff_cate_rows WHERE (run, row_id) IN (
+				SELECT run, row_id FROM crff_cate_rows WHERE `+cond+` LIMIT ?)`, append(args, cateChunk)...)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		total += int(n)
+		if err != nil || n < int64(cateChunk) {
+			return total, err
+		}
+	}
 }
 
 // AppendScores adds the CATE of rows scored after run's results were
@@ -350,10 +471,10 @@ func replaceRejections(ctx context.Context, tx *sql.Tx, run string, rs []Rejecti
 // The ATEs are not recomputed; see UpdateLocalATE.
 func (s *Site) PruneScores(ctx context.Context, run string) (int, error) {
 	return s.deleteScores(ctx, "prune scores in", func(tx *sql.Tx) (func(string) string, error) { return orphanedScores(ctx, tx, run) },
-		"crff_cate", "crff_rejected")
+		"crff_cate_rows", "crff_rejected")
 }
 
-// deleteScores deletes from each of tables (crff_cate first) the rows
+// deleteScores deletes from each of tables (crff_cate_rows first) the rows
 // where returns, within the transaction, for that table, and returns how
 // many CATEs it deleted. It looks first, in a read transaction: most polls
 // find nothing to delete, and the user's own writers to the file should
@@ -385,7 +506,7 @@ func (s *Site) deleteScores(ctx context.Context, op string, where func(tx *sql.T
 			if err != nil {
 				return err
 			}
-			if t == "crff_cate" {
+			if t == "crff_cate_rows" {
 				deleted, _ = res.RowsAffected()
 			}
 		}
@@ -409,7 +530,7 @@ func (s *Site) ForgetEdited(ctx context.Context, run string) (int, error) {
 	return s.deleteScores(ctx, "forget edited rows in", func(tx *sql.Tx) (func(string) string, error) {
 		cond, err := editedScores(ctx, tx, run)
 		return func(string) string { return cond }, err
-	}, "crff_cate")
+	}, "crff_cate_rows")
 }
 
 // editedScores checks that run is the current run and returns the
@@ -434,9 +555,9 @@ func editedScores(ctx context.Context, tx *sql.Tx, run string) (string, error) {
 		}
 		cols = append(cols, "u."+q)
 	}
-	return fmt.Sprintf(`rowid IN (SELECT k.rowid FROM %[1]s AS u JOIN crff_cate AS k ON k.row_id IS +u.%[2]s
+	return fmt.Sprintf(`run = %[5]s AND row_id IN (SELECT k.row_id FROM %[1]s AS u JOIN crff_cate_rows AS k ON k.run = %[5]s AND k.row_id IS +u.%[2]s
 		WHERE k.x_digest IS NOT NULL AND %[3]s(%[4]s) IS NOT k.x_digest)`,
-		qt, qi, digestFunc, strings.Join(cols, ", ")), nil
+		qt, qi, digestFunc, strings.Join(cols, ", "), currentRunSQL), nil
 }
 
 // orphanedScores checks that run is the current run and returns, for a
@@ -449,9 +570,17 @@ func orphanedScores(ctx context.Context, tx *sql.Tx, run string) (func(table str
 		return nil, err
 	}
 	return func(table string) string {
+		if table == "crff_cate_rows" {
+			return fmt.Sprintf(`run = %[3]s AND row_id NOT IN (SELECT k.row_id FROM %[1]s AS u JOIN crff_cate_rows AS k ON k.run = %[3]s AND k.row_id IS +u.%[2]s)`, qt, qi, currentRunSQL)
+		}
 		return fmt.Sprintf(`rowid NOT IN (SELECT k.rowid FROM %[2]s AS u JOIN %[1]s AS k ON k.row_id IS +u.%[3]s)`, table, qt, qi)
 	}, nil
 }
+
+// currentRunSQL is the current run's id, in SQL: the conditions of
+// editedScores and orphanedScores hold in a transaction that checked it
+// is the run they were asked about.
+const currentRunSQL = `(SELECT run FROM crff_run WHERE state = 'current')`
 
 // currentTable checks that run is the current run, as requireCurrent
 // does, and returns its layout with its table and id column quoted.
@@ -521,23 +650,28 @@ func requireCurrent(ctx context.Context, q querier, run string) error {
 	return nil
 }
 
+// cateRowsPerInsert is how many CATEs one INSERT statement writes: a
+// statement per row spends more on the driver's call than on SQLite's
+// insert (BenchmarkWriteResults).
+const cateRowsPerInsert = 32
+
 func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreScored bool) error {
 	if len(cs) == 0 {
 		return nil
 	}
-	q := `INSERT INTO crff_cate (row_id, cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975,
+	const values = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	prepare := func(rows int) (*sql.Stmt, error) {
+		q := `INSERT INTO crff_cate_rows (row_id, cate, se, lower, upper, latent_cate, latent_sd, latent_q025, latent_q975,
 	          y0, y1, propensity, run, scored_at, x_digest, raw_cate, psi, psi_clipped)
-	      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	if ignoreScored {
-		q += ` ON CONFLICT (row_id) DO NOTHING`
+	      VALUES ` + strings.TrimSuffix(strings.Repeat(values+", ", rows), ", ")
+		if ignoreScored {
+			q += ` ON CONFLICT (run, row_id) DO NOTHING`
+		}
+		return tx.PrepareContext(ctx, q)
 	}
-	st, err := tx.PrepareContext(ctx, q)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	at := now()
-	for _, c := range cs {
+	args := make([]any, 0, 18*cateRowsPerInsert)
+	add := func(c CATE) {
 		var digest any
 		if c.XDigest != nil {
 			digest = c.XDigest[:]
@@ -546,13 +680,48 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 		if !math.IsNaN(c.PSI) {
 			clipped = c.PSIClipped
 		}
-		if _, err := st.ExecContext(ctx, c.RowID, c.CATE, nullable(c.SE), nullable(c.Lower), nullable(c.Upper),
+		args = append(args, c.RowID, c.CATE, nullable(c.SE), nullable(c.Lower), nullable(c.Upper),
 			c.Latent, c.LatentSD, c.LatentQ025, c.LatentQ975, c.Y0, c.Y1, c.Propensity, run, at, digest,
-			nullable(c.Raw), nullable(c.PSI), clipped); err != nil {
-			return fmt.Errorf("CATE of row %s: %w", c.RowID, err)
+			nullable(c.Raw), nullable(c.PSI), clipped)
+	}
+	one, err := prepare(1)
+	if err != nil {
+		return err
+	}
+	defer one.Close()
+	// byRow inserts rows one statement each, so that an error names its row.
+	byRow := func(rows []CATE) error {
+		for _, c := range rows {
+			args = args[:0]
+			add(c)
+			if _, err := one.ExecContext(ctx, args...); err != nil {
+				return fmt.Errorf("CATE of row %s: %w", c.RowID, err)
+			}
+		}
+		return nil
+	}
+	full := len(cs) / cateRowsPerInsert * cateRowsPerInsert
+	if full > 0 {
+		many, err := prepare(cateRowsPerInsert)
+		if err != nil {
+			return err
+		}
+		defer many.Close()
+		for lo := 0; lo < full; lo += cateRowsPerInsert {
+			args = args[:0]
+			for _, c := range cs[lo : lo+cateRowsPerInsert] {
+				add(c)
+			}
+			if _, err := many.ExecContext(ctx, args...); err != nil {
+				// A statement fails whole: find the row.
+				if rerr := byRow(cs[lo : lo+cateRowsPerInsert]); rerr != nil {
+					return rerr
+				}
+				return err
+			}
 		}
 	}
-	return nil
+	return byRow(cs[full:])
 }
 
 func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {

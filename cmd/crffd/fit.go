@@ -63,14 +63,18 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err != nil {
 		return err
 	}
+	phases := &pipeline.Phases{}
+	start := time.Now()
 	db, recs, err := a.openRecords(ctx, src)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	start = phases.Since("read", start)
 	if err := a.checkFit(ctx, db, src, recs); err != nil {
 		return err
 	}
+	phases.Since("check", start)
 	ch, err := a.choiceSettings(ctx)
 	if err != nil {
 		return err
@@ -79,20 +83,25 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err := db.BeginRun(ctx, run, recs.Layout); err != nil {
 		return err
 	}
-	start := time.Now()
+	start = time.Now()
 	a.log.Info("training", slog.String(logKeyRun, run), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
 	f, err := pipeline.FitSite(ctx, pipeline.SiteFit{Run: run, DB: src.DB, Records: recs, Config: cfg, Choice: ch,
-		Open: a.openSpectral, Progress: progress.New(os.Stderr, a.log), Logger: a.log})
+		Open: a.openSpectral, Progress: progress.New(os.Stderr, a.log), Logger: a.log, Phases: phases})
 	if err != nil {
 		return err
 	}
 	if err := db.AppendLoss(ctx, run, pipeline.FiniteLosses(f.Losses)...); err != nil {
 		return err
 	}
+	written := time.Now()
 	if err := pipeline.Publish(ctx, db, f.Run); err != nil {
 		return err
 	}
-	return a.reportFit(f.Run, f.Selected, f.ATEs, start)
+	phases.Since("write", written)
+	if err := a.reportFit(f.Run, f.Selected, f.ATEs, start); err != nil {
+		return err
+	}
+	return phases.WriteText(a.stdout)
 }
 
 // checkFit is what crffd fit does between reading the records and
