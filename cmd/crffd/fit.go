@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/progress"
-	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
 )
 
@@ -125,25 +123,11 @@ func (a *app) checkFit(ctx context.Context, db *store.Site, src store.Source, re
 	return nil
 }
 
-// reportFit prints the positivity of published run r, its rows, its
-// model selection sel (nil: none) and its ATEs, and logs that it fitted.
+// reportFit logs that published run r fitted, since start, and prints
+// its report (pipeline.WriteFit).
 func (a *app) reportFit(r pipeline.Run, sel *pipeline.Selected, local inference.ATEs, start time.Time) error {
-	if err := r.Records.WritePositivity(a.stdout, r.Effects.Propensity); err != nil {
-		return err
-	}
 	m := r.Fitted.Models[0]
 	a.log.Info("fitted", slog.String(logKeyRun, r.ID), slog.Float64(logKeySeconds, time.Since(start).Seconds()),
 		slog.Int(logKeyRounds, m.Propensity.Rounds+m.Outcome.Rounds+m.Latent.Rounds))
-	if _, err := fmt.Fprintf(a.stdout, "run %s: %d rows scored, %d rejected\n", r.ID, r.Records.Len(), len(r.Records.Rejected)); err != nil {
-		return err
-	}
-	if sel != nil {
-		if err := selection.WriteText(a.stdout, sel.Result.Candidates, sel.Result.Chosen, sel.Validation, sel.Result.Z, []float64{sel.Estimator.Shift}); err != nil {
-			return err
-		}
-	}
-	if err := local.WriteText(a.stdout, string(store.ScopeLocal)); err != nil {
-		return err
-	}
-	return pipeline.WriteHeterogeneity(a.stdout, r.Results.Heterogeneity)
+	return pipeline.WriteFit(a.stdout, r, sel, local)
 }
