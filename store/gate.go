@@ -154,7 +154,7 @@ func (s *Site) localGATE(ctx context.Context, tx *sql.Tx, l Layout, pred string,
 	query := `SELECT count(*), total(c.psi), total(c.psi * c.psi), count(c.raw_cate), total(c.raw_cate),
 		total(CASE WHEN CAST(g.crff_w AS REAL) = 1 THEN 1 ELSE 0 END)
 		FROM (SELECT ` + id + ` AS crff_id, ` + treat + ` AS crff_w FROM ` + table + ` WHERE (` + pred + `)) AS g
-		JOIN crff_cate AS c ON c.row_id = +g.crff_id WHERE c.psi IS NOT NULL`
+		CROSS JOIN crff_cate AS c ON c.row_id = +g.crff_id WHERE c.psi IS NOT NULL`
 	var psi inference.Sums
 	var raws int
 	var raw, treated float64

@@ -156,8 +156,7 @@ func (s *Site) ReadPropensities(ctx context.Context) (treated, control []float64
 		if err != nil {
 			return fmt.Errorf("%w: run %q: treatment column: %w", ErrCorrupt, r.ID, err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT c.propensity, r.`+w+` = 1, r.`+w+` = 0
-			FROM crff_cate AS c JOIN `+t+` AS r ON c.row_id = +r.`+id+` ORDER BY c.row_id`)
+		rows, err := tx.QueryContext(ctx, propensitiesQuery(t, id, w))
 		if err != nil {
 			return err
 		}
@@ -178,4 +177,14 @@ func (s *Site) ReadPropensities(ctx context.Context) (treated, control []float64
 		return rows.Err()
 	})
 	return treated, control, err
+}
+
+// propensitiesQuery reads the propensity and arm of each scored row of
+// table t (its id and treatment columns quoted), in row id order. The
+// user's table is the outer loop (CROSS JOIN): crff_cate is a view, and
+// SQLite would otherwise take its rows, already in row id order, as the
+// outer loop and scan t once per row, since +r.id uses no index of t.
+func propensitiesQuery(t, id, w string) string {
+	return `SELECT c.propensity, r.` + w + ` = 1, r.` + w + ` = 0
+			FROM ` + t + ` AS r CROSS JOIN crff_cate AS c ON c.row_id = +r.` + id + ` ORDER BY c.row_id`
 }

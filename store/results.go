@@ -555,7 +555,7 @@ func editedScores(ctx context.Context, tx *sql.Tx, run string) (string, error) {
 		}
 		cols = append(cols, "u."+q)
 	}
-	return fmt.Sprintf(`run = %[5]s AND row_id IN (SELECT k.row_id FROM %[1]s AS u JOIN crff_cate_rows AS k ON k.run = %[5]s AND k.row_id IS +u.%[2]s
+	return fmt.Sprintf(`run = %[5]s AND row_id IN (SELECT k.row_id FROM %[1]s AS u CROSS JOIN crff_cate_rows AS k ON k.run = %[5]s AND k.row_id IS +u.%[2]s
 		WHERE k.x_digest IS NOT NULL AND %[3]s(%[4]s) IS NOT k.x_digest)`,
 		qt, qi, digestFunc, strings.Join(cols, ", "), currentRunSQL), nil
 }
@@ -571,7 +571,7 @@ func orphanedScores(ctx context.Context, tx *sql.Tx, run string) (func(table str
 	}
 	return func(table string) string {
 		if table == "crff_cate_rows" {
-			return fmt.Sprintf(`run = %[3]s AND row_id NOT IN (SELECT k.row_id FROM %[1]s AS u JOIN crff_cate_rows AS k ON k.run = %[3]s AND k.row_id IS +u.%[2]s)`, qt, qi, currentRunSQL)
+			return fmt.Sprintf(`run = %[3]s AND row_id NOT IN (SELECT k.row_id FROM %[1]s AS u CROSS JOIN crff_cate_rows AS k ON k.run = %[3]s AND k.row_id IS +u.%[2]s)`, qt, qi, currentRunSQL)
 		}
 		return fmt.Sprintf(`rowid NOT IN (SELECT k.rowid FROM %[2]s AS u JOIN %[1]s AS k ON k.row_id IS +u.%[3]s)`, table, qt, qi)
 	}, nil

@@ -16,8 +16,8 @@ WITH edges (bucket, lower, upper) AS (
 ),
 scored (p, w) AS (
     SELECT c.propensity, r.{{.Treatment}}
-    FROM crff_cate AS c
-    JOIN {{.Table}} AS r ON c.row_id = +r.{{.ID}}
+    FROM {{.Table}} AS r
+    CROSS JOIN crff_cate AS c ON c.row_id = +r.{{.ID}}
 ),
 counted (bucket, lower, upper, treated, control) AS (
     SELECT e.bucket, e.lower, e.upper,

@@ -15,8 +15,8 @@
 CREATE VIEW crff_positivity (treated, control, outside, outside_share, warning) AS
 WITH scored (p, w) AS (
     SELECT c.propensity, r.{{.Treatment}}
-    FROM crff_cate AS c
-    JOIN {{.Table}} AS r ON c.row_id = +r.{{.ID}}
+    FROM {{.Table}} AS r
+    CROSS JOIN crff_cate AS c ON c.row_id = +r.{{.ID}}
 ),
 counts (t, c, o) AS (
     SELECT count(CASE WHEN w = 1 THEN 1 END),
