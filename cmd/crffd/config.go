@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/crffd/crffd/config"
+	"github.com/crffd/crffd/internal/profile"
 )
 
 // app is the state shared by all commands of one invocation.
@@ -22,7 +22,7 @@ type app struct {
 	// configFile is the --config path, against which relative paths in
 	// the configuration are resolved.
 	configFile string
-	profile    *os.File // the --cpu-profile file while the profile runs
+	profile    *profile.Run // --cpu-profile and --mem-profile while the command runs
 }
 
 // load builds the configuration of cmd: defaults, then the YAML file named

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crffd/crffd/internal/profile"
 )
 
 // newRootCmd assembles the command tree. Each subcommand lives in its own
@@ -37,6 +36,7 @@ func rootCmd(a *app) *cobra.Command {
 	pf.String("log-level", "info", "log level: debug, info, warn or error")
 	pf.String("log-format", "text", "log format: text or json")
 	pf.String("cpu-profile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
+	pf.String("mem-profile", "", "write a profile of the memory the command allocated to this file when it ends (go tool pprof reads it)")
 	bindFlag(pf, "plugin-dir", "plugin_dir")
 	bindFlag(pf, "log-level", "log_level")
 	bindFlag(pf, "log-format", "log_format")
@@ -45,31 +45,18 @@ func rootCmd(a *app) *cobra.Command {
 	return root
 }
 
-// startProfile starts the CPU profile --cpu-profile names, if any.
+// startProfile starts the profiles --cpu-profile and --mem-profile name.
 func (a *app) startProfile(cmd *cobra.Command) error {
-	path, _ := cmd.Flags().GetString("cpu-profile")
-	if path == "" {
-		return nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--cpu-profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--cpu-profile %q: %w", path, err)
-	}
-	a.profile = f
-	return nil
+	cpu, _ := cmd.Flags().GetString("cpu-profile")
+	mem, _ := cmd.Flags().GetString("mem-profile")
+	var err error
+	a.profile, err = profile.Start(cpu, mem)
+	return err
 }
 
-// stopProfile ends the CPU profile startProfile began.
+// stopProfile ends the profiles startProfile began.
 func (a *app) stopProfile() error {
-	if a.profile == nil {
-		return nil
-	}
-	pprof.StopCPUProfile()
-	err := a.profile.Close()
+	err := a.profile.Stop()
 	a.profile = nil
 	return err
 }

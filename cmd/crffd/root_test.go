@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestCPUProfile: --cpu-profile writes a profile of the command, and
-// names the file it cannot create.
+// TestCPUProfile: --cpu-profile and --mem-profile write profiles of the
+// command, and name the file they cannot create.
 func TestCPUProfile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cpu.pprof")
 	if _, err := execute(t, "simulate", "--out", t.TempDir(), "--cpu-profile", path); err != nil {
@@ -20,5 +20,17 @@ func TestCPUProfile(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no", "such", "cpu.pprof")
 	if _, err := execute(t, "version", "--cpu-profile", missing); err == nil || !strings.Contains(err.Error(), "--cpu-profile") {
 		t.Errorf("profile in a missing folder: %v", err)
+	}
+	// --mem-profile: the allocations, written at the end; a folder that
+	// is missing is named before the command runs.
+	mem := filepath.Join(t.TempDir(), "mem.pprof")
+	if _, err := execute(t, "simulate", "--out", t.TempDir(), "--mem-profile", mem); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(mem); err != nil || fi.Size() == 0 {
+		t.Errorf("memory profile %s: %v, %v", mem, fi, err)
+	}
+	if _, err := execute(t, "version", "--mem-profile", missing); err == nil || !strings.Contains(err.Error(), "--mem-profile") {
+		t.Errorf("memory profile in a missing folder: %v", err)
 	}
 }
