@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -38,14 +39,11 @@ type Run struct {
 }
 
 // Publish publishes run r in db: it saves its models, so that rows added
-// later can be scored without retraining, and writes its results, which
-// replace those of the current run in one transaction. The run must have
-// begun (store.Site.BeginRun).
+// later can be scored without retraining, writes its rows' CATEs a chunk
+// at a time, and then its other results, which replace those of the
+// current run at once (store.Site.WriteResults). The run must have begun
+// (store.Site.BeginRun).
 func Publish(ctx context.Context, db *store.Site, r Run) error {
-	rows, err := Rows(r.Records, r.Effects, r.CATE, r.Scores, r.Calibration)
-	if err != nil {
-		return fmt.Errorf("CATE of %q: %w", db.Path(), err)
-	}
 	est := r.Fitted.Estimator
 	setup := r.Setup
 	setup.Kernel, setup.Extra, setup.Estimator = r.Fitted.Kernels[0], r.Fitted.Kernels[1:], &est
@@ -54,7 +52,11 @@ func Publish(ctx context.Context, db *store.Site, r Run) error {
 		return err
 	}
 	res := r.Results
-	res.CATE, res.Rejected = rows, r.Records.Rejected
+	res.Rejected = r.Records.Rejected
+	var err error
+	if res.CATE, err = writeRows(ctx, db, r); err != nil {
+		return err
+	}
 	if err := db.WriteResults(ctx, r.ID, res); err != nil {
 		return err
 	}
@@ -72,6 +74,42 @@ func Publish(ctx context.Context, db *store.Site, r Run) error {
 		log.Info("scored what-if rows (crff_whatif_cate)", slog.String("run", r.ID), slog.Int("rows", scored), slog.Int("faults", faults))
 	}
 	return nil
+}
+
+// publishChunk is how many rows' CATEs Publish builds and writes at a
+// time: a run's rows are never all held as crff_cate rows at once.
+const publishChunk = 10000
+
+// writeRows writes the CATEs of r's rows (Rows) as the run's, a chunk at
+// a time (store.Site.WriteCATE), replacing any an earlier attempt wrote,
+// and returns none; or, for the current run, whose rows only
+// WriteResults replaces, returns them all.
+func writeRows(ctx context.Context, db *store.Site, r Run) ([]store.CATE, error) {
+	n := len(r.Records.IDs)
+	cur, err := db.CurrentRun(ctx)
+	if err != nil && !errors.Is(err, store.ErrNoRun) {
+		return nil, err
+	}
+	if err == nil && cur.ID == r.ID {
+		rows, err := Rows(r.Records, r.Effects, r.CATE, r.Scores, r.Calibration)
+		if err != nil {
+			return nil, fmt.Errorf("CATE of %q: %w", db.Path(), err)
+		}
+		return rows, nil
+	}
+	if err := db.DiscardCATE(ctx, r.ID); err != nil {
+		return nil, err
+	}
+	for lo := 0; lo < n; lo += publishChunk {
+		rows, err := RowsRange(r.Records, r.Effects, r.CATE, r.Scores, r.Calibration, lo, min(lo+publishChunk, n))
+		if err != nil {
+			return nil, fmt.Errorf("CATE of %q: %w", db.Path(), err)
+		}
+		if err := db.WriteCATE(ctx, r.ID, rows); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // Analyse returns the AIPW analysis of the rows of d of a site alone,

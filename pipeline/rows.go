@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"github.com/crffd/crffd/estimator"
@@ -55,26 +56,37 @@ func NewScores(d *estimator.Data, nu inference.Nuisance) (Scores, error) {
 // score (sc; the zero Scores gives none), so that the local ATEs can be
 // recomputed as rows come and go (store.Site.UpdateLocalATE).
 func Rows(recs *store.Records, e *estimator.Effects, cate []float64, sc Scores, cal *inference.Calibration) ([]store.CATE, error) {
-	out := make([]store.CATE, len(recs.IDs))
+	return RowsRange(recs, e, cate, sc, cal, 0, len(recs.IDs))
+}
+
+// RowsRange returns Rows of the rows lo..hi−1 alone, so that a run's rows
+// can be written a chunk at a time.
+func RowsRange(recs *store.Records, e *estimator.Effects, cate []float64, sc Scores, cal *inference.Calibration, lo, hi int) ([]store.CATE, error) {
+	if lo < 0 || hi > len(recs.IDs) || lo > hi {
+		return nil, fmt.Errorf("rows %d..%d of %d", lo, hi, len(recs.IDs))
+	}
+	out := make([]store.CATE, hi-lo)
 	nan := math.NaN()
-	for i, id := range recs.IDs {
-		out[i] = store.CATE{RowID: id, CATE: cate[i], SE: nan, Lower: nan, Upper: nan,
+	for j := range out {
+		i := lo + j
+		out[j] = store.CATE{RowID: recs.IDs[i], CATE: cate[i], SE: nan, Lower: nan, Upper: nan,
 			Latent: e.CATE[i], LatentSD: e.SD[i], LatentQ025: e.Lower[i], LatentQ975: e.Upper[i],
 			Y0: e.Y0[i], Y1: e.Y1[i], Propensity: e.Propensity[i], XDigest: &recs.XDigests[i],
 			Raw: cate[i], PSI: nan}
 		if sc.PSI != nil {
-			out[i].PSI, out[i].PSIClipped = sc.PSI[i], sc.Clipped[i]
+			out[j].PSI, out[j].PSIClipped = sc.PSI[i], sc.Clipped[i]
 		}
 	}
 	if cal == nil || len(out) == 0 {
 		return out, nil
 	}
-	tau, se, lo, hi, err := cal.Interval(cate, recs.Data.X)
+	x := recs.Data.X.Slice(lo, hi, 0, recs.Data.X.RawMatrix().Cols)
+	tau, se, l, u, err := cal.Interval(cate[lo:hi], x)
 	if err != nil {
 		return nil, err
 	}
-	for i := range out {
-		out[i].CATE, out[i].SE, out[i].Lower, out[i].Upper = tau[i], se[i], lo[i], hi[i]
+	for j := range out {
+		out[j].CATE, out[j].SE, out[j].Lower, out[j].Upper = tau[j], se[j], l[j], u[j]
 	}
 	return out, nil
 }

@@ -186,7 +186,7 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 	if !rewrite && len(res.CATE) > 0 {
 		// A CATE written by an earlier attempt to publish run would be
 		// written twice.
-		if _, err := s.deleteCATE(ctx, "write results to", `run = ?`, run); err != nil {
+		if err := s.DiscardCATE(ctx, run); err != nil {
 			return err
 		}
 		if err := s.WriteCATE(ctx, run, res.CATE); err != nil {
@@ -322,6 +322,26 @@ func (s *Site) chunkTx(ctx context.Context, op string, fn func(tx *sql.Tx) error
 	case <-t.C:
 		return nil
 	}
+}
+
+// DiscardCATE deletes the CATEs written for run, which is not current,
+// in transactions of at most cateChunk rows: those of an attempt to
+// publish it that stopped, before it is written again.
+func (s *Site) DiscardCATE(ctx context.Context, run string) error {
+	var st RunState
+	err := s.readTx(ctx, "discard CATEs in", func(tx *sql.Tx) error {
+		var err error
+		st, err = runState(ctx, tx, run)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if st == RunCurrent {
+		return fmt.Errorf("discard CATEs of run %q in %q: %w: it is current", run, s.path, ErrStaleRun)
+	}
+	_, err = s.deleteCATE(ctx, "discard CATEs in", `run = ?`, run)
+	return err
 }
 
 // DeleteOldCATE deletes the CATEs of every run that is not current, in
