@@ -80,8 +80,20 @@ type Moments struct {
 
 // Moments returns the site's Moments over all its rows.
 func (d *Data) Moments() Moments {
+	_, dx := d.X.Dims()
+	m := Moments{Sum: make([]float64, dx+1), SumSq: make([]float64, dx+1)}
+	m.Add(d)
+	return m
+}
+
+// Add adds the rows of d to m, whose Sum and SumSq hold one value per
+// covariate of d and one for the outcome. The sums run in row order, so
+// that the Moments of rows added a chunk at a time, in order, are those of
+// all the rows at once, bit for bit: a site that reads its rows in chunks
+// agrees with one that holds them.
+func (m *Moments) Add(d *Data) {
 	n, dx := d.X.Dims()
-	m := Moments{N: n, Sum: make([]float64, dx+1), SumSq: make([]float64, dx+1)}
+	m.N += n
 	for i := range n {
 		for j, v := range d.X.RawRowView(i) {
 			m.Sum[j] += v
@@ -97,7 +109,6 @@ func (d *Data) Moments() Moments {
 			m.LogSumSq += l * l
 		}
 	}
-	return m
 }
 
 // MomentsWithin returns the Moments of d, rows of all. Their log moments

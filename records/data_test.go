@@ -74,3 +74,35 @@ func TestAppendToNoRows(t *testing.T) {
 		t.Errorf("Append of no rows = %v", mat.Formatted(a.X))
 	}
 }
+
+// TestMomentsInChunks: Moments added a chunk at a time, in row order, are
+// those of all the rows at once, bit for bit, whatever the chunks.
+func TestMomentsInChunks(t *testing.T) {
+	const n = 1000
+	d := &records.Data{X: mat.NewDense(n, 3, nil), W: make([]float64, n), Y: make([]float64, n)}
+	for i := range n {
+		for j := range 3 {
+			d.X.Set(i, j, math.Sin(float64(i*3+j))*1e3+0.1)
+		}
+		d.Y[i] = math.Cos(float64(i)) * 7
+	}
+	whole := d.Moments()
+	for _, chunk := range []int{1, 7, 256, n} {
+		m := records.Moments{Sum: make([]float64, 4), SumSq: make([]float64, 4)}
+		for lo := 0; lo < n; lo += chunk {
+			m.Add(d.Subset(seq(lo, min(lo+chunk, n))))
+		}
+		if m.N != whole.N || !slices.Equal(m.Sum, whole.Sum) || !slices.Equal(m.SumSq, whole.SumSq) ||
+			m.Positive != whole.Positive || m.LogSum != whole.LogSum || m.LogSumSq != whole.LogSumSq {
+			t.Errorf("chunks of %d: %+v, want %+v", chunk, m, whole)
+		}
+	}
+}
+
+func seq(lo, hi int) []int {
+	out := make([]int, hi-lo)
+	for k := range out {
+		out[k] = lo + k
+	}
+	return out
+}
