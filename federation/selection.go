@@ -666,7 +666,7 @@ func (s *site) losses(ctx context.Context, e *wire.Envelope) ([]*wire.Envelope, 
 		if err != nil {
 			return nil, fmt.Errorf("validation pseudo-outcomes: %w", err)
 		}
-		if sums, err = selection.SiteLosses(ctx, nu, s.res.Index, s.kept, s.res.Held, ests, models, 0); err != nil {
+		if sums, err = selection.SiteLosses(ctx, nu, s.res.Index, s.kept, s.res.Held, ests, models, 0, selection.Known{}); err != nil {
 			return nil, err
 		}
 		s.pairs = &sums.Pairs

@@ -174,11 +174,19 @@ func trainSite(ctx context.Context, c SiteFit) (*Fit, error) {
 func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 	recs, model := c.Records, f.Run.Fitted.Models[0]
 	start := time.Now()
-	sctx := estimator.WithScoringProgress(ctx, func(done, total int) { c.Progress.Update("scoring", done, total, "rows") })
-	eff, err := model.Effects(sctx, 0, recs.Data)
-	c.Progress.Done()
-	if err != nil {
-		return fmt.Errorf("score %q: %w", c.DB, err)
+	var eff *estimator.Effects
+	if sel := f.Selected; sel != nil && model == sel.Result.Models[0] && sel.Result.Effects != nil {
+		// Model selection scored every row with this model for its latent
+		// candidate: the same effects, bit for bit.
+		eff = sel.Result.Effects[0]
+	} else {
+		sctx := estimator.WithScoringProgress(ctx, func(done, total int) { c.Progress.Update("scoring", done, total, "rows") })
+		var err error
+		eff, err = model.Effects(sctx, 0, recs.Data)
+		c.Progress.Done()
+		if err != nil {
+			return fmt.Errorf("score %q: %w", c.DB, err)
+		}
 	}
 	cate, err := f.Run.Fitted.CATE(ctx, 0, recs.Data, eff.CATE)
 	if err != nil {

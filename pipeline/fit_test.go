@@ -74,3 +74,38 @@ func TestFitSite(t *testing.T) {
 		}
 	}
 }
+
+// TestFitSiteReusesSelectionsEffects: with model selection, the rows'
+// effects are the ones selection computed for its latent candidate (no
+// second scoring pass), and they are the model's effects of the rows, bit
+// for bit.
+func TestFitSiteReusesSelectionsEffects(t *testing.T) {
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 20, 3, 30, 10
+	recs := confounded(300)
+	recs.Layout.Covariates = []string{"a", "b"}
+	open := func(context.Context, modelstore.Kernel) (estimator.Spectral, error) {
+		return estimator.GaussianSpectral{}, nil
+	}
+	ctx := context.Background()
+	f, err := FitSite(ctx, SiteFit{Run: "run-1", DB: "site.sqlite", Records: recs, Config: cfg, Open: open,
+		Choice: Selection{Kinds: []string{selection.KindLatent, selection.KindTLearner}, Kernels: []modelstore.Kernel{{Name: "gaussian"}}, Share: 0.2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Selected == nil || len(f.Selected.Result.Effects) != 1 || f.Run.Effects != f.Selected.Result.Effects[0] {
+		t.Fatalf("the run's effects are not model selection's")
+	}
+	again, err := f.Run.Fitted.Models[0].Effects(ctx, 0, recs.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pair := range map[string][2][]float64{"CATE": {f.Run.Effects.CATE, again.CATE}, "SD": {f.Run.Effects.SD, again.SD},
+		"Y0": {f.Run.Effects.Y0, again.Y0}, "Propensity": {f.Run.Effects.Propensity, again.Propensity}} {
+		for i := range pair[1] {
+			if math.Float64bits(pair[0][i]) != math.Float64bits(pair[1][i]) {
+				t.Fatalf("%s of row %d: %v, scored again %v", name, i, pair[0][i], pair[1][i])
+			}
+		}
+	}
+}

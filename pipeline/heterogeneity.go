@@ -40,6 +40,9 @@ func Heterogeneity(in HeterogeneityInput) (*store.Heterogeneity, string, error) 
 	if least := heterogeneity.Fifths * minHeldPerFifth; n < least {
 		return nil, fmt.Sprintf("%d rows held out of the CATE's training; the tests need %d", n, least), nil
 	}
+	if _, d := in.X.Dims(); len(in.Columns) != d {
+		return nil, "", fmt.Errorf("%d covariate names for %d covariates", len(in.Columns), d)
+	}
 	h, err := heterogeneity.PickHeld(in.Held, in.PSI, in.Control, in.CATE, in.X, in.Calibration)
 	if err != nil {
 		return nil, "", err

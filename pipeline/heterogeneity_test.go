@@ -35,6 +35,11 @@ func TestHeterogeneity(t *testing.T) {
 		}
 	}
 	in := HeterogeneityInput{Held: held, PSI: psi, Control: g0, CATE: cate, X: x, Columns: []string{"age", "noise"}, Thresholds: []float64{0, 2}}
+	short := in
+	short.Columns = short.Columns[:1]
+	if _, _, err := Heterogeneity(short); err == nil || !strings.Contains(err.Error(), "1 covariate names for 2 covariates") {
+		t.Errorf("one covariate name for two covariates: %v", err)
+	}
 	h, why, err := Heterogeneity(in)
 	if err != nil || h == nil {
 		t.Fatalf("%v (%s)", err, why)
