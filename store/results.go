@@ -183,6 +183,7 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		return err
 	}
 	rewrite := err == nil && cur.ID == run
+	var rows int // the run's CATEs, however written
 	if !rewrite && len(res.CATE) > 0 {
 		// A CATE written by an earlier attempt to publish run would be
 		// written twice.
@@ -225,6 +226,9 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 				return err
 			}
 		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM crff_cate_rows WHERE run = ?`, run).Scan(&rows); err != nil {
+			return err
+		}
 		if err := upsertATE(ctx, tx, run, res.ATE); err != nil {
 			return err
 		}
@@ -266,7 +270,7 @@ func (s *Site) WriteResults(ctx context.Context, run string, res Results) error 
 		return err
 	}
 	s.log.InfoContext(ctx, "run published", "path", s.path, "run", run,
-		"rows", len(res.CATE), "rejected", len(res.Rejected))
+		"rows", rows, "rejected", len(res.Rejected))
 	if _, err := s.DeleteOldCATE(ctx); err != nil {
 		return err
 	}
