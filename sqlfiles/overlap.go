@@ -88,7 +88,8 @@ func render(t *template.Template, name string, v viewFields) (string, error) {
 	return strings.TrimSpace(s), nil
 }
 
-// quoteString returns s as an SQL string literal.
+// quoteString returns s as an SQL string literal (QuoteString), for
+// names already checked to hold no NUL byte.
 func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // literal returns f as an SQL real literal that reads back as f exactly.

@@ -99,6 +99,17 @@ func QuoteIdent(name string) (string, error) {
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`, nil
 }
 
+// QuoteString returns s as an SQL string literal in single quotes, with
+// any single quote inside doubled, which SQLite reads back as s exactly
+// (it has no other escapes). It reports an error for a string with a NUL
+// byte, which a literal cannot hold.
+func QuoteString(s string) (string, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", fmt.Errorf("string %q contains a NUL byte", s)
+	}
+	return quoteString(s), nil
+}
+
 var cateRecords = template.Must(template.ParseFS(files, "views/cate_records.sql"))
 
 // CateRecordsView returns the CREATE VIEW statement of crff_cate_records for

@@ -350,3 +350,35 @@ func TestMigrationCATERuns(t *testing.T) {
 		t.Errorf("crff_cate with another run's row written:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// FuzzQuoteString: what QuoteString accepts, SQLite reads back as the
+// same string, whatever quotes, semicolons or comments it holds.
+func FuzzQuoteString(f *testing.F) {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range []string{"", "run-1", "it's", "'; DROP TABLE crff_run; --", "''", "a\nb", "\x00", "é'\"`"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		q, err := QuoteString(s)
+		if strings.IndexByte(s, 0) >= 0 {
+			if err == nil {
+				t.Fatalf("%q with a NUL byte quoted as %s", s, q)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back []byte
+		if err := db.QueryRow(`SELECT CAST(` + q + ` AS BLOB)`).Scan(&back); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if string(back) != s {
+			t.Fatalf("%q read back as %q", s, back)
+		}
+	})
+}

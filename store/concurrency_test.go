@@ -244,7 +244,8 @@ func TestUserWritesBetweenChunks(t *testing.T) {
 // TestInterruptedWrite: CATEs written for a run that is not published
 // (a fit stopped while writing) leave crff_cate the current run's whole;
 // publishing the run again replaces them, and publishing another deletes
-// them. Writing a row twice, or writing to the current run, fails.
+// them. Writing a row twice, or writing to the current run, fails. A run
+// id may hold quotes.
 func TestInterruptedWrite(t *testing.T) {
 	const n = 300
 	store.SetCATEChunk(t, 40)
@@ -289,12 +290,17 @@ func TestInterruptedWrite(t *testing.T) {
 	if err := s.WriteCATE(ctx, "run-3", cs[:n/3]); err != nil {
 		t.Fatal(err)
 	}
-	if err := publish(ctx, s, recs.Layout, "run-4", ids, 4); err != nil {
+	// A run id with a quote (the statements hold it as a literal).
+	const run4 = "run-4 'o''k'; --"
+	if err := publish(ctx, s, recs.Layout, run4, ids, 4); err != nil {
 		t.Fatal(err)
 	}
 	var rows int
 	var runs string
-	if err := db.QueryRow(`SELECT count(*), group_concat(DISTINCT run) FROM crff_cate_rows`).Scan(&rows, &runs); err != nil || rows != n || runs != "run-4" {
-		t.Errorf("crff_cate_rows: %d rows of runs %q, %v; want %d of run-4", rows, runs, err, n)
+	if err := db.QueryRow(`SELECT count(*), group_concat(DISTINCT run) FROM crff_cate_rows`).Scan(&rows, &runs); err != nil || rows != n || runs != run4 {
+		t.Errorf("crff_cate_rows: %d rows of runs %q, %v; want %d of %q", rows, runs, err, n, run4)
+	}
+	if err := checkOneRun(db, n); err != nil {
+		t.Errorf("%s published: %v", run4, err)
 	}
 }
