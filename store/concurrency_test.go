@@ -39,6 +39,23 @@ func newBigSite(t testing.TB, n int) (string, []store.RowID) {
 	return path, ids
 }
 
+// publishedBigSite returns newBigSite's file of n rows, open, its records
+// read, and run published on them with every value 1.
+func publishedBigSite(t *testing.T, n int, run string) (string, *store.Site, *store.Records, []store.RowID) {
+	t.Helper()
+	ctx := context.Background()
+	path, ids := newBigSite(t, n)
+	s := openSite(t, path)
+	recs, err := s.ReadRecords(ctx, bigSource(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(ctx, s, recs.Layout, run, ids, 1); err != nil {
+		t.Fatal(err)
+	}
+	return path, s, recs, ids
+}
+
 func bigSource(path string) store.Source {
 	return store.Source{DB: path, Table: "t", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y"}
 }
@@ -80,15 +97,7 @@ func TestReadersSeeOneRun(t *testing.T) {
 	// as many.
 	store.SetCATEChunk(t, 150)
 	ctx := context.Background()
-	path, ids := newBigSite(t, n)
-	s := openSite(t, path)
-	recs, err := s.ReadRecords(ctx, bigSource(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := publish(ctx, s, recs.Layout, "run-0", ids, 0); err != nil {
-		t.Fatal(err)
-	}
+	path, s, recs, ids := publishedBigSite(t, n, "run-0")
 
 	stop := make(chan struct{})
 	var writes atomic.Int64
@@ -177,15 +186,7 @@ func TestUserWritesBetweenChunks(t *testing.T) {
 	const n = 3000
 	store.SetCATEChunk(t, 100)
 	ctx := context.Background()
-	path, ids := newBigSite(t, n)
-	s := openSite(t, path)
-	recs, err := s.ReadRecords(ctx, bigSource(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := publish(ctx, s, recs.Layout, "run-1", ids, 1); err != nil {
-		t.Fatal(err)
-	}
+	path, s, recs, ids := publishedBigSite(t, n, "run-1")
 	user, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
@@ -250,15 +251,7 @@ func TestInterruptedWrite(t *testing.T) {
 	const n = 300
 	store.SetCATEChunk(t, 40)
 	ctx := context.Background()
-	path, ids := newBigSite(t, n)
-	s := openSite(t, path)
-	recs, err := s.ReadRecords(ctx, bigSource(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := publish(ctx, s, recs.Layout, "run-1", ids, 1); err != nil {
-		t.Fatal(err)
-	}
+	path, s, recs, ids := publishedBigSite(t, n, "run-1")
 	if err := s.BeginRun(ctx, "run-2", recs.Layout); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package store
 
-import "testing"
+import (
+	"database/sql"
+	"strings"
+	"testing"
+)
 
 // SetCATEChunk makes transactions write or delete at most n CATEs (the
 // default is about 10 000) until t ends, so that a test of a few rows
@@ -9,4 +13,27 @@ func SetCATEChunk(t testing.TB, n int) {
 	old := cateChunk
 	cateChunk = n
 	t.Cleanup(func() { cateChunk = old })
+}
+
+// QueryPlan returns SQLite's plan of query on db, its steps joined by
+// "; ".
+func QueryPlan(t testing.TB, db interface {
+	Query(string, ...any) (*sql.Rows, error)
+}, query string) string {
+	t.Helper()
+	rows, err := db.Query(`EXPLAIN QUERY PLAN ` + query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	return strings.Join(plan, "; ")
 }

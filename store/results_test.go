@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"math"
 	"strings"
@@ -138,28 +137,14 @@ func TestWriteResultsReplacesRun(t *testing.T) {
 	}
 	// The join uses the primary key of crff_cate's rows rather than
 	// scanning them per row.
-	rows, err := db.Query(`EXPLAIN QUERY PLAN SELECT * FROM crff_cate_records`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	rows.Close()
-	if p := strings.Join(plan, "; "); !strings.Contains(p, "SEARCH crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") {
+	if p := store.QueryPlan(t, db, `SELECT * FROM crff_cate_records`); !strings.Contains(p, "SEARCH crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") {
 		t.Errorf("crff_cate_records plan does not search crff_cate by key: %s", p)
 	}
 	// So do the views over the user's rows and crff_cate: with crff_cate
 	// a view, SQLite would otherwise take its rows, in key order, as the
 	// outer loop, and scan the user's table once per row.
 	for _, view := range []string{"crff_overlap", "crff_positivity"} {
-		if p := queryPlan(t, db, `SELECT * FROM `+view); !strings.Contains(p, "SEARCH crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") || strings.Contains(p, "SCAN crff_cate_rows") {
+		if p := store.QueryPlan(t, db, `SELECT * FROM `+view); !strings.Contains(p, "SEARCH crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") || strings.Contains(p, "SCAN crff_cate_rows") {
 			t.Errorf("%s does not search crff_cate by key: %s", view, p)
 		}
 	}
@@ -490,26 +475,4 @@ func TestPruneScores(t *testing.T) {
 	if _, err := s.ForgetEdited(ctx, "run-1"); !errors.Is(err, store.ErrStaleRun) {
 		t.Errorf("forgot the scores of a replaced run: %v, want ErrStaleRun", err)
 	}
-}
-
-// queryPlan returns SQLite's plan of query, its steps joined by "; ".
-func queryPlan(t testing.TB, db interface {
-	Query(string, ...any) (*sql.Rows, error)
-}, query string) string {
-	t.Helper()
-	rows, err := db.Query(`EXPLAIN QUERY PLAN ` + query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	return strings.Join(plan, "; ")
 }

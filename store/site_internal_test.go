@@ -76,21 +76,7 @@ func TestPropensitiesQuerySearchesByKey(t *testing.T) {
 	if _, err := s.rw.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, w INTEGER)`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.rw.QueryContext(ctx, `EXPLAIN QUERY PLAN `+propensitiesQuery(`"t"`, `"id"`, `"w"`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if p := strings.Join(plan, "; "); !strings.HasPrefix(p, "SCAN r") || !strings.Contains(p, "SEARCH crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") {
+	if p := QueryPlan(t, s.rw, propensitiesQuery(`"t"`, `"id"`, `"w"`)); !strings.HasPrefix(p, "SCAN r") || !strings.Contains(p, "SEARCH crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") {
 		t.Errorf("plan: %s", p)
 	}
 }
