@@ -306,9 +306,15 @@ func (s *Site) WriteCATE(ctx context.Context, run string, cs []CATE) error {
 	return nil
 }
 
+// minChunkPause is the shortest pause after a chunk's transaction: a
+// waiting writer's busy handler sleeps 1, 2, 5, 10 ms … between its
+// retries, and a pause shorter than its sleeps would rarely be seen.
+const minChunkPause = 2 * time.Millisecond
+
 // chunkTx runs fn in a write transaction (writeTx) and then waits half as
-// long as it took, so that crffd holds the write lock at most two thirds
-// of the time while it writes or deletes many chunks. SQLite queues no
+// long as it took (minChunkPause at least), so that crffd holds the write
+// lock at most two thirds of the time while it writes or deletes many
+// chunks. SQLite queues no
 // one: a writer of the user's waits by retrying, in its busy handler, at
 // times that do not know crffd's, and each retry that finds the lock free
 // ends its wait. Two thirds makes a wait of 20 retries (about a second of
@@ -318,7 +324,7 @@ func (s *Site) chunkTx(ctx context.Context, op string, fn func(tx *sql.Tx) error
 	if err := s.writeTx(ctx, op, fn); err != nil {
 		return err
 	}
-	t := time.NewTimer(time.Since(start) / 2)
+	t := time.NewTimer(max(time.Since(start)/2, minChunkPause))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
