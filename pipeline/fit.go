@@ -175,7 +175,7 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 	recs, model := c.Records, f.Run.Fitted.Models[0]
 	start := time.Now()
 	var eff *estimator.Effects
-	if sel := f.Selected; sel != nil && model == sel.Result.Models[0] && sel.Result.Effects != nil {
+	if sel := f.Selected; sel != nil && model == sel.Result.Models[0] && sel.Result.Effects != nil && sel.Result.Effects[0] != nil {
 		// Model selection scored every row with this model for its latent
 		// candidate: the same effects, bit for bit.
 		eff = sel.Result.Effects[0]

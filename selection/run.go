@@ -326,6 +326,9 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	for c, cand := range res.Candidates {
 		models[c] = res.Models[cand.Kernel]
 	}
+	if slices.ContainsFunc(res.Candidates, func(c Candidate) bool { return c.Kind == KindLatent && c.Kernel == 0 }) {
+		res.Effects = make([]*estimator.Effects, k)
+	}
 	var pairs Pairs
 	centres := make([]Centre, k)
 	perSite := make([]Pairs, k)
@@ -346,10 +349,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 			}
 		}
 		var known Known
-		if slices.ContainsFunc(res.Candidates, func(c Candidate) bool { return c.Kind == KindLatent && c.Kernel == 0 }) {
-			if res.Effects == nil {
-				res.Effects = make([]*estimator.Effects, k)
-			}
+		if res.Effects != nil {
 			if res.Effects[s], err = res.Models[0].Effects(ctx, s, d); err != nil {
 				return nil, fmt.Errorf("site %d: %w", s, err)
 			}

@@ -364,7 +364,42 @@ func (s *Site) DiscardCATE(ctx context.Context, run string) error {
 // publication a crash stopped. A run being written (BeginRun, then
 // WriteCATE) keeps its rows.
 func (s *Site) DeleteOldCATE(ctx context.Context) (int, error) {
-	return s.deleteCATE(ctx, "delete old CATEs from", `run NOT IN (SELECT run FROM crff_run WHERE state IN ('current', 'training'))`)
+	// The runs are found by seeking along the primary key, one step per
+	// run, and each is deleted by its own key range: a condition on the
+	// run that the key cannot seek ("NOT IN") would scan the current
+	// run's rows once per chunk.
+	var old []string
+	err := s.readTx(ctx, "delete old CATEs from", func(tx *sql.Tx) error {
+		last := ""
+		for {
+			var run sql.NullString
+			if err := tx.QueryRowContext(ctx, `SELECT min(run) FROM crff_cate_rows WHERE run > ?`, last).Scan(&run); err != nil {
+				return err
+			}
+			if !run.Valid {
+				return nil
+			}
+			st, err := runState(ctx, tx, run.String)
+			if errors.Is(err, ErrNoRun) || err == nil && st != RunCurrent && st != RunTraining {
+				old = append(old, run.String)
+			} else if err != nil {
+				return err
+			}
+			last = run.String
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	var total int
+	for _, run := range old {
+		n, err := s.deleteCATE(ctx, "delete old CATEs from", `run = ?`, run)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // deleteCATE deletes the rows of crff_cate_rows where cond holds, with
