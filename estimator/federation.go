@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -220,10 +221,16 @@ func fitPrivate(ctx context.Context, sites []*Data, setup *Setup, privacy []*Pri
 		if err != nil {
 			return nil, err
 		}
+		start := time.Now()
 		t, err := Train(ctx, c, ss, setup.Config.Workers)
 		if err != nil {
 			return nil, fmt.Errorf("estimator: training the %v model: %w", k, err)
 		}
+		rows := 0
+		for _, site := range ss {
+			rows = max(rows, site.Rows())
+		}
+		reportTraining(ctx, Training{Model: k, Rows: rows, Rounds: c.Round(), Elapsed: time.Since(start)})
 		for _, site := range ss {
 			site.Release()
 		}

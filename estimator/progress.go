@@ -1,6 +1,9 @@
 package estimator
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Progress describes the state of training after one round.
 type Progress struct {
@@ -37,5 +40,29 @@ func WithScoringProgress(ctx context.Context, f func(done, total int)) context.C
 func reportScoring(ctx context.Context, done, total int) {
 	if f, ok := ctx.Value(scoringKey{}).(func(done, total int)); ok && f != nil {
 		f(done, total)
+	}
+}
+
+// Training describes one model's training, once it has finished.
+type Training struct {
+	Model   Kind
+	Rows    int // the largest site's training rows
+	Rounds  int // rounds taken
+	Elapsed time.Duration
+}
+
+type trainingKey struct{}
+
+// WithTrainings returns a context under which every model trained,
+// including those cross-fitted for the nuisances, is reported to f when
+// its training ends; f may be called from several goroutines at once.
+// A fit's plan counts the rounds of a sample fit so.
+func WithTrainings(ctx context.Context, f func(Training)) context.Context {
+	return context.WithValue(ctx, trainingKey{}, f)
+}
+
+func reportTraining(ctx context.Context, t Training) {
+	if f, ok := ctx.Value(trainingKey{}).(func(Training)); ok && f != nil {
+		f(t)
 	}
 }

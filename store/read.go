@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -36,6 +37,9 @@ type Records struct {
 	// why (see [Source]); callers say so, so that no column is left out
 	// silently.
 	Unused []UnusedColumn
+	// validating is, for a sample (SampleRecords), the time spent
+	// validating the rows kept.
+	validating time.Duration
 }
 
 // UnusedColumn is a column of the table left out of the covariates when
@@ -118,13 +122,62 @@ func (s *Site) ReadRecords(ctx context.Context, src Source) (*Records, error) {
 		if err != nil {
 			return err
 		}
-		recs, err = s.readRows(ctx, tx, p, false)
+		recs, err = s.readRows(ctx, tx, p, false, 1)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return recs, nil
+}
+
+// Sample is what SampleRecords read: every Stride-th row of the table.
+type Sample struct {
+	*Records
+	Rows   int // the table's rows, every one of which was read
+	Stride int
+	// Validate is the time spent validating the kept rows, which
+	// ReadRecords spends on every row: the rest of a sample's read is
+	// what reading every row costs.
+	Validate time.Duration
+}
+
+// SampleRecords reads the table as ReadRecords does, but keeps only every
+// stride-th row in id order (the first, the stride+1-th, …), the stride
+// chosen to keep about rows of them, so that a fit's cost can be measured
+// on a sample before it starts. Every row is still read from the file, so
+// the sample costs a read of the table but holds only its kept rows.
+// Faults in rows not kept are not seen.
+func (s *Site) SampleRecords(ctx context.Context, src Source, rows int) (*Sample, error) {
+	if err := src.Validate(); err != nil {
+		return nil, fmt.Errorf("sample records from %q: %w", s.path, err)
+	}
+	out := &Sample{}
+	err := s.readTx(ctx, "sample records from", func(tx *sql.Tx) error {
+		p, err := s.resolve(ctx, tx, src)
+		if err != nil {
+			return err
+		}
+		qt, err := sqlfiles.QuoteIdent(p.Table)
+		if err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+qt).Scan(&n); err != nil {
+			return err
+		}
+		out.Stride = max(n/max(rows, 1), 1)
+		out.Records, err = s.readRows(ctx, tx, p, false, out.Stride)
+		if err != nil {
+			return err
+		}
+		out.Rows, out.Validate = out.Read, out.validating
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // UnscoredRows reads, through the current run's layout, the rows of the
@@ -153,7 +206,7 @@ func (s *Site) UnscoredRows(ctx context.Context) (*Records, error) {
 			}
 			p.types = append(p.types, t)
 		}
-		recs, err = s.readRows(ctx, tx, p, true)
+		recs, err = s.readRows(ctx, tx, p, true, 1)
 		return err
 	})
 	return recs, err
@@ -161,7 +214,10 @@ func (s *Site) UnscoredRows(ctx context.Context) (*Records, error) {
 
 // readRows reads and validates the rows of p's table: all of them for
 // training, or only those without a CATE or rejection for scoring.
-func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool) (*Records, error) {
+// With stride > 1 only every stride-th row is validated and kept; Read
+// still counts every row, and Records.validating is the time spent
+// validating them.
+func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, stride int) (*Records, error) {
 	query, err := selectRows(p.Layout, scoring)
 	if err != nil {
 		return nil, err
@@ -177,9 +233,24 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool) (
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
+	read := 0
+	var validating time.Duration
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
+		}
+		read++
+		if stride > 1 {
+			if (read-1)%stride != 0 {
+				continue
+			}
+			t := time.Now()
+			err := v.add(vals)
+			validating += time.Since(t)
+			if err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err := v.add(vals); err != nil {
 			return nil, err
@@ -188,7 +259,15 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool) (
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return v.finish()
+	t := time.Now()
+	recs, err := v.finish()
+	if err != nil {
+		return nil, err
+	}
+	if stride > 1 {
+		recs.Read, recs.validating = read, validating+time.Since(t)
+	}
+	return recs, nil
 }
 
 // selectRows returns the query that reads p's columns: id, treatment,

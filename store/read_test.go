@@ -612,3 +612,48 @@ func TestCheckArms(t *testing.T) {
 		})
 	}
 }
+
+// TestSampleRecords: a sample keeps every stride-th row in id order, the
+// stride chosen from the table's rows, as ReadRecords reads them; it counts
+// every row, sees no fault in a row it does not keep, and refuses one in a
+// row it keeps as ReadRecords does.
+func TestSampleRecords(t *testing.T) {
+	ctx := context.Background()
+	path := newRecordsFile(t)
+	s := openSite(t, path)
+	all, err := s.ReadRecords(ctx, recordsSource(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample, err := s.SampleRecords(ctx, recordsSource(path), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sample.Rows != 12 || sample.Stride != 3 || sample.Len() != 4 || sample.Validate <= 0 {
+		t.Fatalf("sample of %d rows, stride %d, %d kept, validated in %v; want 12, 3, 4", sample.Rows, sample.Stride, sample.Len(), sample.Validate)
+	}
+	for k, i := range []int{0, 3, 6, 9} {
+		if sample.IDs[k] != all.IDs[i] || !slices.Equal(sample.Data.X.RawRowView(k), all.Data.X.RawRowView(i)) ||
+			sample.Data.W[k] != all.Data.W[i] || sample.Data.Y[k] != all.Data.Y[i] || sample.XDigests[k] != all.XDigests[i] {
+			t.Errorf("sample row %d is not row %d", k, i)
+		}
+	}
+	if whole, err := s.SampleRecords(ctx, recordsSource(path), 100); err != nil || whole.Stride != 1 || whole.Len() != 12 {
+		t.Errorf("a sample larger than the table: %v", err)
+	}
+
+	execSQL(t, path, `UPDATE records SET outcome = NULL WHERE patient_id = 2`)
+	if _, err := s.SampleRecords(ctx, recordsSource(path), 4); err != nil {
+		t.Errorf("a fault in a row left out of the sample: %v", err)
+	}
+	execSQL(t, path, `UPDATE records SET outcome = NULL WHERE patient_id = 4`)
+	_, err = s.SampleRecords(ctx, recordsSource(path), 4)
+	if !errors.Is(err, store.ErrNullOutcome) || !strings.Contains(err.Error(), "(id 4)") {
+		t.Errorf("a fault in a sampled row: %v", err)
+	}
+	src := recordsSource(path)
+	src.Table = ""
+	if _, err := s.SampleRecords(ctx, src, 4); err == nil || !strings.Contains(err.Error(), "sample records from") {
+		t.Errorf("a source without a table: %v", err)
+	}
+}

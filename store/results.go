@@ -917,3 +917,13 @@ func nullable(v float64) any {
 	}
 	return v
 }
+
+// CurrentCATERows returns how many rows crff_cate holds: the current run's
+// CATEs, which the next publish deletes.
+func (s *Site) CurrentCATERows(ctx context.Context) (int, error) {
+	var n int
+	if err := s.ro.QueryRowContext(ctx, `SELECT count(*) FROM crff_cate_rows WHERE run = `+currentRunSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the CATEs of %q: %w", s.path, err)
+	}
+	return n, nil
+}

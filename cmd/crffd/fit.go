@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/progress"
@@ -42,12 +43,16 @@ keep their defaults unless set in the environment (CRFFD_MODEL_SEED=7).`,
   # a table imported from a CSV file, without writing any YAML
   crffd fit --db clinic.sqlite --table patients --id id --treatment treated --outcome outcome
 
+  # what a fit will cost, before running it
+  crffd fit --config hospital-a.yaml --plan
+
   # then read the effects
   sqlite3 clinic.sqlite 'SELECT * FROM crff_ate'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFit(cmd, a) },
 	}
 	addRecordFlags(cmd)
+	cmd.Flags().Bool("plan", false, "print the fit's expected time and peak memory, measured on a sample of the rows, and stop")
 	return cmd
 }
 
@@ -60,6 +65,9 @@ func runFit(cmd *cobra.Command, a *app) error {
 	cfg, err := a.conf().Model()
 	if err != nil {
 		return err
+	}
+	if plan, _ := cmd.Flags().GetBool("plan"); plan {
+		return runPlan(ctx, a, src, cfg)
 	}
 	phases := &pipeline.Phases{}
 	start := time.Now()
@@ -82,7 +90,8 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return err
 	}
 	start = time.Now()
-	a.log.Info("training", slog.String(logKeyRun, run), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()))
+	a.log.Info("training", slog.String(logKeyRun, run), slog.String(logKeyDB, src.DB), slog.Int(logKeyRows, recs.Len()),
+		slog.Int(logKeyRounds, cfg.RoundsFor(recs.Len())))
 	f, err := pipeline.FitSite(ctx, pipeline.SiteFit{Run: run, DB: src.DB, Records: recs, Config: cfg, Choice: ch,
 		Open: a.openSpectral, Progress: progress.New(os.Stderr, a.log), Logger: a.log, Phases: phases})
 	if err != nil {
@@ -130,4 +139,35 @@ func (a *app) reportFit(r pipeline.Run, sel *pipeline.Selected, local inference.
 	a.log.Info("fitted", slog.String(logKeyRun, r.ID), slog.Float64(logKeySeconds, time.Since(start).Seconds()),
 		slog.Int(logKeyRounds, m.Propensity.Rounds+m.Outcome.Rounds+m.Latent.Rounds))
 	return pipeline.WriteFit(a.stdout, r, sel, local)
+}
+
+// runPlan prints what fitting src would cost (pipeline.PlanFit), and
+// writes nothing to the site file.
+func runPlan(ctx context.Context, a *app, src store.Source, cfg estimator.Config) error {
+	db, err := a.openSite(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	sample, err := db.SampleRecords(ctx, src, pipeline.PlanSampleRows)
+	if err != nil {
+		return err
+	}
+	read := time.Since(start)
+	a.log.Debug("sampled", slog.Int(logKeyRows, sample.Len()), slog.Duration("read", read), slog.Duration("validate", sample.Validate))
+	ch, err := a.choiceSettings(ctx)
+	if err != nil {
+		return err
+	}
+	old, err := db.CurrentCATERows(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := pipeline.PlanFit(ctx, pipeline.PlanInput{Sample: sample, SampleRead: read, OldRows: old, Logger: a.log,
+		Fit: pipeline.SiteFit{DB: src.DB, Config: cfg, Choice: ch, Open: a.openSpectral}})
+	if err != nil {
+		return err
+	}
+	return p.WriteText(a.stdout, src.DB)
 }
