@@ -19,7 +19,7 @@ func TestFitPlan(t *testing.T) {
 	files, _ := os.ReadDir(dir)
 
 	r := crffd(t, []string{"TMPDIR=" + t.TempDir()}, "fit", "--config", cfg, "--plan").mustSucceed(t)
-	for _, want := range []string{"plan for site1.sqlite: 3000 rows (measured on 3000 of them in ",
+	for _, want := range []string{"site1.sqlite: 3000 rows (measured on 3000 of them in ",
 		"trainings (cross-fitted nuisances included): latent 1 × 30 rounds, ",
 		"expected time: ", "read ", "training rounds ", "write ", "expected peak memory: "} {
 		if !strings.Contains(r.stdout, want) {

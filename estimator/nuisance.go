@@ -125,20 +125,50 @@ func (s Scaler) standardizeX(src *mat.Dense) *mat.Dense {
 // base frequencies, which a federation agrees on before training, so a
 // site daemon and the simulated federation get the same predictions.
 func CrossFit(ctx context.Context, setup *Setup, site int, data *Data) (inference.Nuisance, error) {
-	cands, err := crossFitLearners(ctx, setup, site, data)
+	return CrossFitExcept(ctx, setup, site, data, nil)
+}
+
+// CrossFitExcept is CrossFit with the rows at positions held (ascending)
+// never trained on: each fold's models learn from the other folds' rows
+// that are not held, and the stack's weights are chosen on the rows that
+// are not held, while every row, held or not, is predicted by the models
+// of its own fold. Model selection holds its validation rows so: one
+// cross-fit gives the training rows' nuisances, whose pseudo-outcomes
+// train the DR-learner without a validation row's outcome reaching it,
+// the validation rows' nuisances, from models that never saw them, and
+// so every row's, as the AIPW needs. With held empty it is CrossFit.
+func CrossFitExcept(ctx context.Context, setup *Setup, site int, data *Data, held []int) (inference.Nuisance, error) {
+	cands, err := crossFitLearners(ctx, setup, site, data, held)
 	if err != nil {
 		return inference.Nuisance{}, err
 	}
-	out, err := stack(data, setup.Schema.BinaryOutcome, []string{LearnerGLM, LearnerRFF}, cands[:])
+	out, err := stack(data, setup.Schema.BinaryOutcome, []string{LearnerGLM, LearnerRFF}, cands[:], held)
 	if err != nil {
 		return inference.Nuisance{}, fmt.Errorf("estimator: site %d: %w", site, err)
 	}
 	return out, nil
 }
 
+// heldMask returns, for n rows, which are at the positions held; nil
+// when none is.
+func heldMask(n int, held []int) ([]bool, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
+	mask := make([]bool, n)
+	for k, i := range held {
+		if i < 0 || i >= n || (k > 0 && i <= held[k-1]) {
+			return nil, fmt.Errorf("estimator: held rows must be ascending positions below %d", n)
+		}
+		mask[i] = true
+	}
+	return mask, nil
+}
+
 // crossFitLearners returns the out-of-fold predictions of every row of
-// data by each learner, LearnerGLM's then LearnerRFF's (CrossFit).
-func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data) ([2]inference.Nuisance, error) {
+// data by each learner, LearnerGLM's then LearnerRFF's, no model trained
+// on a row at the positions held (CrossFitExcept).
+func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data, held []int) ([2]inference.Nuisance, error) {
 	var cands [2]inference.Nuisance
 	if setup == nil {
 		return cands, errors.New("estimator: nil setup")
@@ -155,27 +185,32 @@ func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data) (
 		return cands, fmt.Errorf("estimator: site %d: %w", site, err)
 	}
 	n := data.Rows()
+	isHeld, err := heldMask(n, held)
+	if err != nil {
+		return cands, err
+	}
 	for c := range cands {
 		cands[c] = inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n)}
 	}
 	// The folds are independent and write disjoint rows of cands, so they
 	// run on every core without changing the result.
 	fit := func(k int) error {
-		var train, held []int
+		var train, fold []int
 		for i, f := range assign {
-			if f == k {
-				held = append(held, i)
-			} else {
+			switch {
+			case f == k:
+				fold = append(fold, i)
+			case isHeld == nil || !isHeld[i]:
 				train = append(train, i)
 			}
 		}
-		if len(held) == 0 {
+		if len(fold) == 0 {
 			return nil
 		}
 		if len(train) == 0 {
-			return fmt.Errorf("estimator: site %d: %d rows are too few for %d folds", site, n, folds)
+			return fmt.Errorf("estimator: site %d: %d rows (%d held) are too few for %d folds", site, n, len(held), folds)
 		}
-		tr, hd := data.Subset(train), data.Subset(held)
+		tr, hd := data.Subset(train), data.Subset(fold)
 		model, err := fitKinds(ctx, []*Data{tr}, setup, Propensity, Outcome)
 		if err != nil {
 			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %w", site, k+1, folds, err)
@@ -189,7 +224,7 @@ func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data) (
 			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %s learner: %w", site, k+1, folds, LearnerGLM, err)
 		}
 		for c, nu := range []inference.Nuisance{lin, rff} {
-			for r, i := range held {
+			for r, i := range fold {
 				cands[c].Propensity[i], cands[c].Mu0[i], cands[c].Mu1[i] = nu.Propensity[r], nu.Mu0[r], nu.Mu1[r]
 			}
 		}

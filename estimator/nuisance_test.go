@@ -147,11 +147,11 @@ func TestCrossFitOwnRow(t *testing.T) {
 	if sameWeights && (before.Mu0[row] != after.Mu0[row] || before.Mu1[row] != after.Mu1[row]) {
 		t.Errorf("row %d's own outcome moved its prediction under the same weights: %v → %v", row, before.Mu0[row], after.Mu0[row])
 	}
-	learners, err := crossFitLearners(ctx, m.Setup, 0, d)
+	learners, err := crossFitLearners(ctx, m.Setup, 0, d, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	changedLearners, err := crossFitLearners(ctx, m.Setup, 0, changed)
+	changedLearners, err := crossFitLearners(ctx, m.Setup, 0, changed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +178,86 @@ func TestCrossFitOwnRow(t *testing.T) {
 	tiny := &Data{X: mat.NewDense(1, 2, []float64{1, 2}), W: []float64{1}, Y: []float64{3}}
 	if _, err := CrossFit(ctx, m.Setup, 0, tiny); err == nil {
 		t.Error("cross-fitting one row succeeded")
+	}
+}
+
+// TestCrossFitExcept: rows held out of a cross-fit train no model and
+// choose no stack weight, so that changing their outcomes (treatments
+// kept) leaves every row's nuisances, theirs included, bit for bit as they
+// were; another row's outcome moves other rows' predictions. With no row
+// held, it is CrossFit; held rows not ascending are refused.
+func TestCrossFitExcept(t *testing.T) {
+	ctx := context.Background()
+	schema := Schema{Binary: []bool{false, false}}
+	d := toyData(rand.New(rand.NewPCG(5, 6)), 120, schema, 0)
+	m, err := Fit(ctx, []*Data{d}, schema, GaussianSpectral{}, nuisanceConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := []int{3, 10, 11, 40, 77, 90, 101, 119}
+	before, err := CrossFitExcept(ctx, m.Setup, 0, d, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := &Data{X: mat.DenseCopyOf(d.X), W: slices.Clone(d.W), Y: slices.Clone(d.Y)}
+	for _, i := range held {
+		changed.Y[i] += 40 * float64(i%3-1)
+		changed.X.Set(i, 1, 9)
+	}
+	after, err := CrossFitExcept(ctx, m.Setup, 0, changed, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isHeld := map[int]bool{}
+	for _, i := range held {
+		isHeld[i] = true
+	}
+	for i := range d.W {
+		if isHeld[i] {
+			continue // its covariates changed, and with them its predictions
+		}
+		if before.Propensity[i] != after.Propensity[i] || before.Mu0[i] != after.Mu0[i] || before.Mu1[i] != after.Mu1[i] {
+			t.Fatalf("row %d's nuisances moved with the held rows", i)
+		}
+	}
+	for _, name := range []string{inference.StackPropensity, inference.StackMu0, inference.StackMu1} {
+		b, a := before.Stack.Model(name), after.Stack.Model(name)
+		if !slices.Equal(b.Weights, a.Weights) || b.N != a.N || b.N >= 120 {
+			t.Errorf("%s: weights %v over %d rows, then %v over %d", name, b.Weights, b.N, a.Weights, a.N)
+		}
+	}
+	// A row that is not held trains four of the five folds' models.
+	other := &Data{X: d.X, W: d.W, Y: slices.Clone(d.Y)}
+	other.Y[5] += 25
+	moved, err := CrossFitExcept(ctx, m.Setup, 0, other, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range d.W {
+		if moved.Mu0[i] != before.Mu0[i] || moved.Mu1[i] != before.Mu1[i] {
+			n++
+		}
+	}
+	if n < 60 {
+		t.Errorf("row 5's outcome moved %d rows' predictions; want those of four folds", n)
+	}
+
+	all, err := CrossFit(ctx, m.Setup, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := CrossFitExcept(ctx, m.Setup, 0, d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(all.Mu0, none.Mu0) || !slices.Equal(all.Propensity, none.Propensity) {
+		t.Error("CrossFitExcept with no row held is not CrossFit")
+	}
+	for _, bad := range [][]int{{4, 3}, {-1}, {120}, {7, 7}} {
+		if _, err := CrossFitExcept(ctx, m.Setup, 0, d, bad); err == nil || !strings.Contains(err.Error(), "ascending") {
+			t.Errorf("held %v: %v", bad, err)
+		}
 	}
 }
 

@@ -199,7 +199,7 @@ func (m *Model) StackNuisance(site int, d *Data, ns *NuisanceStack) (inference.N
 // alone: μ̂0 enters ψ only through the control rows, weighted by
 // 1/(1 − ê), so the treated rows must not choose it. With two learners
 // the grid is the segment between them.
-func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisance) (inference.Nuisance, error) {
+func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisance, held []int) (inference.Nuisance, error) {
 	if len(cands) != 2 || len(names) != 2 {
 		return inference.Nuisance{}, fmt.Errorf("estimator: stacking %d learners, want 2", len(cands))
 	}
@@ -207,6 +207,21 @@ func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisan
 	out := inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n),
 		Stack: &inference.Stack{Learners: append([]string(nil), names...)}}
 	arm := armRows(d.W)
+	var every []int // nil: every row
+	if isHeld, err := heldMask(n, held); err != nil {
+		return inference.Nuisance{}, err
+	} else if isHeld != nil {
+		// The weights are chosen on the rows not held alone.
+		every = make([]int, 0, n-len(held))
+		for i, h := range isHeld {
+			if !h {
+				every = append(every, i)
+			}
+		}
+		for a := range arm {
+			arm[a] = slices.DeleteFunc(arm[a], func(i int) bool { return isHeld[i] })
+		}
+	}
 	for _, m := range []struct {
 		name   string
 		pick   func(inference.Nuisance) []float64
@@ -215,7 +230,7 @@ func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisan
 		target []float64
 		binary bool
 	}{
-		{inference.StackPropensity, func(nu inference.Nuisance) []float64 { return nu.Propensity }, out.Propensity, nil, d.W, true},
+		{inference.StackPropensity, func(nu inference.Nuisance) []float64 { return nu.Propensity }, out.Propensity, every, d.W, true},
 		{inference.StackMu0, func(nu inference.Nuisance) []float64 { return nu.Mu0 }, out.Mu0, arm[0], d.Y, binaryOutcome},
 		{inference.StackMu1, func(nu inference.Nuisance) []float64 { return nu.Mu1 }, out.Mu1, arm[1], d.Y, binaryOutcome},
 	} {

@@ -52,7 +52,7 @@ func TestStackWeighsTheBetterLearner(t *testing.T) {
 			}
 		}
 		// The noisy learner first: the choice must not favour the order.
-		got, err := stack(d, binary, []string{"noisy", "truth"}, []inference.Nuisance{noisy, truth})
+		got, err := stack(d, binary, []string{"noisy", "truth"}, []inference.Nuisance{noisy, truth}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestStackWeighsTheBetterLearner(t *testing.T) {
 			t.Errorf("binary %v: stacked μ̂1 %v, want %v", binary, got.Mu1[7], want)
 		}
 	}
-	if _, err := stack(&Data{}, false, []string{"one"}, []inference.Nuisance{{}}); err == nil {
+	if _, err := stack(&Data{}, false, []string{"one"}, []inference.Nuisance{{}}, nil); err == nil {
 		t.Error("stacking one learner succeeded")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/federation/wire"
+	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/selection"
 )
 
@@ -612,8 +613,15 @@ func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 		ts, err = s.noisedOnce(e, 1, func() ([]wire.Tensor, error) { return s.privateStats(ctx, model, dr != 0) })
 	} else {
 		var st selection.Stats
-		st, err = selection.SiteStats(ctx, model, s.res.Index, s.trainRows, dr != 0)
-		s.own, ts = &st, statsTensors(st)
+		var psi []float64
+		if dr != 0 {
+			if psi, err = s.trainingPseudoOutcomes(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if st, err = selection.SiteStats(ctx, model, s.res.Index, s.trainRows, psi); err == nil {
+			s.own, ts = &st, statsTensors(st)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -777,11 +785,44 @@ func (s *site) localise(ctx context.Context, ests ...selection.Estimator) ([]sel
 		return nil, fmt.Errorf("%w: site-local candidates at a site that noises its model selection", ErrProtocol)
 	}
 	if s.own == nil || (dr && s.own.DR == nil) {
-		st, err := selection.SiteStats(ctx, s.res.Model, s.res.Index, s.trainRows, dr)
+		var psi []float64
+		if dr {
+			var err error
+			if psi, err = s.trainingPseudoOutcomes(ctx); err != nil {
+				return nil, fmt.Errorf("site-local candidates: %w", err)
+			}
+		}
+		st, err := selection.SiteStats(ctx, s.res.Model, s.res.Index, s.trainRows, psi)
 		if err != nil {
 			return nil, fmt.Errorf("site-local candidates: %w", err)
 		}
 		s.own = &st
 	}
 	return selection.Localised(ests, *s.own)
+}
+
+// trainingPseudoOutcomes returns the doubly robust pseudo-outcomes of the
+// site's training rows (trainRows), which train the DR-learner: from the
+// nuisances of its kept rows cross-fitted with no model trained on a
+// held-out row (estimator.CrossFitExcept), which the held-out losses and
+// the AIPW reuse (nuisance); at a site whose nuisances are private, from
+// exact ones of their own, as an exact selection's statistics are.
+func (s *site) trainingPseudoOutcomes(ctx context.Context) ([]float64, error) {
+	var nu inference.Nuisance
+	var err error
+	if s.privateNuisance() {
+		nu, err = estimator.CrossFitExcept(ctx, s.res.Setup, s.res.Index, s.kept, s.res.Held)
+	} else {
+		nu, err = s.nuisance(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("training pseudo-outcomes: %w", err)
+	}
+	var rows []int
+	if len(s.res.Held) > 0 {
+		if rows, err = selection.TrainingRows(s.kept.Rows(), s.res.Held); err != nil {
+			return nil, err
+		}
+	}
+	return selection.PseudoOutcomes(s.kept, nu, rows)
 }

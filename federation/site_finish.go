@@ -226,7 +226,10 @@ func (s *site) nuisance(ctx context.Context) (inference.Nuisance, error) {
 	case s.privateNuisance():
 		nu, err = fitPrivateNuisance(s.cfg.Privacy, s.res.Setup, s.kept, s.charge.aggregate(StepNuisance), s.noiseFor(StepNuisance))
 	default:
-		nu, err = estimator.CrossFit(ctx, s.res.Setup, s.res.Index, s.kept)
+		// No model trained on a held-out row: the same nuisances give the
+		// training rows' pseudo-outcomes (trainingPseudoOutcomes), the
+		// held-out rows' and the AIPW's.
+		nu, err = estimator.CrossFitExcept(ctx, s.res.Setup, s.res.Index, s.kept, s.res.Held)
 	}
 	if err != nil {
 		return inference.Nuisance{}, err

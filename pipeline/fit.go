@@ -194,7 +194,7 @@ func scoreSite(ctx context.Context, c SiteFit, f *Fit) error {
 	}
 	start = c.Phases.Since("score", start)
 	var nu *inference.Nuisance
-	if f.Selected != nil && model == f.Selected.Result.Models[0] {
+	if f.Selected != nil && model == f.Selected.Result.Models[0] && f.Selected.Result.Nuisance[0].Len() == recs.Len() {
 		// Model selection cross-fitted these rows' nuisances under this
 		// model's setup for its held-out losses: the AIPW ATE reuses them.
 		nu = &f.Selected.Result.Nuisance[0]

@@ -77,6 +77,7 @@ func TestPlanFit(t *testing.T) {
 	cfg := estimator.DefaultConfig()
 	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples, cfg.BatchSize = 20, 3, 50, 10, 256
 	recs := confounded(3000)
+	recs.XDigests = make([]store.RowDigest, recs.Len())
 	recs.Layout = store.Layout{Table: "t", ID: "id", Treatment: "w", Outcome: "y", Covariates: []string{"a", "b"}, Binary: []bool{false, false}}
 	open := func(context.Context, modelstore.Kernel) (estimator.Spectral, error) {
 		return estimator.GaussianSpectral{}, nil

@@ -115,7 +115,11 @@ func TestLocalCandidates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		own, err := SiteStats(ctx, res.Models[0], s, d.Subset(rows), true)
+		psi, err := PseudoOutcomes(d, res.Nuisance[s], rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := SiteStats(ctx, res.Models[0], s, d.Subset(rows), psi)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,7 +57,15 @@ func newPrivateFixture(t *testing.T) privateFixture {
 	// Two identical rows: their coins differ by their copy number.
 	copy(d.X.RawRowView(11), d.X.RawRowView(10))
 	d.W[11], d.Y[11] = d.W[10], d.Y[10]
-	st, err := SiteStats(ctx, m, 0, d, true)
+	nu, err := estimator.CrossFit(ctx, m.Setup, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	psi, err := PseudoOutcomes(d, nu, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := SiteStats(ctx, m, 0, d, psi)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,10 +197,12 @@ type Result struct {
 	// Progress holds, per kernel, the training rounds of its fit, as
 	// estimator.WithProgress reports them.
 	Progress [][]estimator.Progress
-	// Nuisance are, per site, the nuisances cross-fitted on all its rows
-	// under Models[0].Setup that gave its validation pseudo-outcomes (nil
-	// for a site that held no rows out): the AIPW ATE of the site under
-	// that setup needs no other cross-fit.
+	// Nuisance are, per site, the nuisances of all its rows cross-fitted
+	// under Models[0].Setup with no model trained on a validation row
+	// (estimator.CrossFitExcept), which gave its validation and training
+	// pseudo-outcomes; empty for a site that held no rows out and had no
+	// DR-learner to train. The AIPW ATE of the site under that setup needs
+	// no other cross-fit.
 	Nuisance []inference.Nuisance
 	// Effects are, per site, Models[0]'s effects of all its rows, when
 	// its latent CATE was a candidate (nil otherwise): the site's scoring
@@ -253,6 +255,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		}
 	}
 	train := make([]*estimator.Data, k)
+	trainRows := make([][]int, k)
 	for s, d := range sites {
 		if d == nil {
 			return nil, fmt.Errorf("%w: site %d has no rows", ErrInput, s)
@@ -261,7 +264,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
-		train[s] = d.Subset(rows)
+		train[s], trainRows[s] = d.Subset(rows), rows
 	}
 	// One site's own choice is the federation's, and its own rows' ridge
 	// candidates are the pooled ones.
@@ -290,13 +293,33 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	// at once, and their rounds are not the model's.
 	ctx = estimator.WithProgress(ctx, nil)
 	local, localDR := LocalStatsWanted(opt.Kinds, opt.BySite)
-	if len(ridge) > 0 && (opt.wants(KindTLearner) || opt.wants(KindDR) || local) {
+	stats := len(ridge) > 0 && (opt.wants(KindTLearner) || opt.wants(KindDR) || local)
+	dr := stats && (opt.wants(KindDR) || localDR)
+	// One cross-fit per site, no model of it trained on a validation row,
+	// gives the training rows' pseudo-outcomes of the DR-learner and the
+	// validation rows' of the losses (estimator.CrossFitExcept).
+	res.Nuisance = make([]inference.Nuisance, k)
+	for s, d := range sites {
+		if !dr && len(val[s]) == 0 {
+			continue
+		}
+		if res.Nuisance[s], err = estimator.CrossFitExcept(ctx, res.Models[0].Setup, s, d, val[s]); err != nil {
+			return nil, fmt.Errorf("site %d: pseudo-outcomes: %w", s, err)
+		}
+	}
+	if stats {
 		var pooled Stats
 		if local {
 			res.own = make([]Stats, k)
 		}
 		for s, d := range train {
-			st, err := SiteStats(ctx, res.Models[0], s, d, opt.wants(KindDR) || localDR)
+			var psi []float64
+			if dr {
+				if psi, err = PseudoOutcomes(sites[s], res.Nuisance[s], trainRows[s]); err != nil {
+					return nil, fmt.Errorf("site %d: training rows: %w", s, err)
+				}
+			}
+			st, err := SiteStats(ctx, res.Models[0], s, d, psi)
 			if err != nil {
 				return nil, fmt.Errorf("site %d: %w", s, err)
 			}
@@ -332,15 +355,11 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	var pairs Pairs
 	centres := make([]Centre, k)
 	perSite := make([]Pairs, k)
-	res.Nuisance = make([]inference.Nuisance, k)
 	for s, d := range sites {
 		if len(val[s]) == 0 {
 			centres[s] = Centre{CATE: make([]float64, len(res.Candidates))}
 			perSite[s] = NewPairs(len(res.Candidates))
 			continue
-		}
-		if res.Nuisance[s], err = estimator.CrossFit(ctx, res.Models[0].Setup, s, d); err != nil {
-			return nil, fmt.Errorf("site %d: validation pseudo-outcomes: %w", s, err)
 		}
 		ests := res.estimators
 		if res.own != nil {
@@ -508,20 +527,21 @@ func (s *Stats) Add(o Stats) error {
 }
 
 // SiteStats returns the Stats of site's training rows train under model m
-// (the reference kernel's). The DR-learner's pseudo-outcomes come from
-// nuisances cross-fitted on train alone, so that none saw a validation row.
-func SiteStats(ctx context.Context, m *estimator.Model, site int, train *estimator.Data, dr bool) (Stats, error) {
+// (the reference kernel's): the T-learner's per-arm ridge statistics, and
+// with psi, the training rows' doubly robust pseudo-outcomes
+// (PseudoOutcomes, from nuisances no validation row trained), the
+// DR-learner's; nil psi leaves the DR statistics out.
+func SiteStats(ctx context.Context, m *estimator.Model, site int, train *estimator.Data, psi []float64) (Stats, error) {
 	p := m.OutcomeFeatureCount()
 	st := Stats{Arms: [2]*estimator.RidgeStats{estimator.NewRidgeStats(p), estimator.NewRidgeStats(p)}}
-	var psi []float64
+	dr := psi != nil
+	n := train.Rows()
 	if dr {
-		var err error
-		if psi, err = pseudoOutcomes(ctx, m.Setup, site, train); err != nil {
-			return Stats{}, fmt.Errorf("training rows: %w", err)
+		if len(psi) != n {
+			return Stats{}, fmt.Errorf("%w: site %d: %d pseudo-outcomes for %d training rows", ErrInput, site, len(psi), n)
 		}
 		st.DR = estimator.NewRidgeStats(p)
 	}
-	n := train.Rows()
 	var rows [2][]int
 	for lo := 0; lo < n; lo += estimator.FeatureChunk {
 		hi := min(n, lo+estimator.FeatureChunk)
@@ -675,13 +695,20 @@ type Known struct {
 	Latent []float64
 }
 
-// pseudoOutcomes returns the doubly robust pseudo-outcomes of site's rows
-// d, with nuisances cross-fitted on d.
-func pseudoOutcomes(ctx context.Context, setup *estimator.Setup, site int, d *estimator.Data) ([]float64, error) {
-	nu, err := estimator.CrossFit(ctx, setup, site, d)
-	if err != nil {
-		return nil, err
-	}
+// PseudoOutcomes returns the doubly robust pseudo-outcomes of the rows of
+// d at the positions rows (ascending; nil: every row), under nu, the
+// nuisances of all of d's rows.
+func PseudoOutcomes(d *estimator.Data, nu inference.Nuisance, rows []int) ([]float64, error) {
 	psi, _, err := inference.Scores(d.W, d.Y, nu, inference.DefaultClip)
-	return psi, err
+	if err != nil || rows == nil {
+		return psi, err
+	}
+	out := make([]float64, len(rows))
+	for k, i := range rows {
+		if i < 0 || i >= len(psi) {
+			return nil, fmt.Errorf("%w: row %d of %d", ErrInput, i, len(psi))
+		}
+		out[k] = psi[i]
+	}
+	return out, nil
 }

@@ -87,11 +87,16 @@ func TestRun(t *testing.T) {
 
 	// The scores are the losses of the candidates' CATEs against the
 	// criterion's pseudo-outcomes, cross-fitted on each site's rows under
-	// the reference model's setup, recomputed here from the pieces.
+	// the reference model's setup with no model trained on a validation
+	// row, recomputed here from the pieces.
 	for c := range res.Candidates {
 		var sum, n float64
 		for s, d := range data {
-			psi, err := pseudoOutcomes(ctx, res.Models[0].Setup, s, d)
+			nu, err := estimator.CrossFitExcept(ctx, res.Models[0].Setup, s, d, val[s])
+			if err != nil {
+				t.Fatal(err)
+			}
+			psi, err := PseudoOutcomes(d, nu, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,7 +340,7 @@ func TestSiteStatsChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := SiteStats(ctx, m, 0, d, false)
+	st, err := SiteStats(ctx, m, 0, d, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
