@@ -215,6 +215,21 @@ func fitPrivate(ctx context.Context, sites []*Data, setup *Setup, privacy []*Pri
 			}
 		}
 	}
+	return fitSites(ctx, ss, setup, kinds...)
+}
+
+// fitRows trains the models kinds on the rows of d at positions rows, as
+// the one site of a simulated federation, without copying them first.
+func fitRows(ctx context.Context, d *Data, rows []int, setup *Setup, kinds ...Kind) (*Model, error) {
+	s, err := newSite(0, d, rows, setup)
+	if err != nil {
+		return nil, err
+	}
+	return fitSites(ctx, []*Site{s}, setup, kinds...)
+}
+
+// fitSites trains the models kinds, in turn, on the prepared sites ss.
+func fitSites(ctx context.Context, ss []*Site, setup *Setup, kinds ...Kind) (*Model, error) {
 	model := &Model{Setup: setup}
 	for _, k := range kinds {
 		c, err := NewCoordinator(k, len(ss), setup)

@@ -210,8 +210,10 @@ func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data, h
 		if len(train) == 0 {
 			return fmt.Errorf("estimator: site %d: %d rows (%d held) are too few for %d folds", site, n, len(held), folds)
 		}
-		tr, hd := data.Subset(train), data.Subset(fold)
-		model, err := fitKinds(ctx, []*Data{tr}, setup, Propensity, Outcome)
+		// The training rows are read in place; only the fold's, which
+		// are predicted, are copied.
+		hd := data.Subset(fold)
+		model, err := fitRows(ctx, data, train, setup, Propensity, Outcome)
 		if err != nil {
 			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %w", site, k+1, folds, err)
 		}
@@ -219,7 +221,7 @@ func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data, h
 		if err != nil {
 			return err
 		}
-		lin, err := setup.glmNuisance(ctx, tr, hd)
+		lin, err := setup.glmNuisance(ctx, data, train, hd)
 		if err != nil {
 			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %s learner: %w", site, k+1, folds, LearnerGLM, err)
 		}

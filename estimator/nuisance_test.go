@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/crffd/crffd/glm"
 	"github.com/crffd/crffd/inference"
 )
 
@@ -287,5 +288,49 @@ func TestNuisanceChunks(t *testing.T) {
 			t.Errorf("row %d: alone %v %v %v, among %d rows %v %v %v", i, nu.Propensity[0], nu.Mu0[0], nu.Mu1[0],
 				len(d.W), all.Propensity[i], all.Mu0[i], all.Mu1[i])
 		}
+	}
+}
+
+// TestRowsReadInPlace: a Site and the GLM learner built from rows picked
+// in place are, bit for bit, those built from a copy of the rows.
+func TestRowsReadInPlace(t *testing.T) {
+	ctx := context.Background()
+	schema := Schema{Binary: []bool{false, false}}
+	d := toyData(rand.New(rand.NewPCG(9, 10)), 90, schema, 0)
+	m, err := Fit(ctx, []*Data{d}, schema, GaussianSpectral{}, nuisanceConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []int{1, 2, 5, 8, 13, 21, 34, 40, 41, 42, 55, 60, 61, 77, 89}
+	copied, err := NewSite(0, d.Subset(rows), m.Setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inPlace, err := newSite(0, d, rows, m.Setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mat.Equal(copied.x, inPlace.x) || !slices.Equal(copied.w, inPlace.w) || !slices.Equal(copied.y, inPlace.y) ||
+		!slices.Equal(copied.pos, inPlace.pos) || copied.n0 != inPlace.n0 || copied.n != inPlace.n {
+		t.Error("the Site of rows picked in place differs from the Site of their copy")
+	}
+	a, err := m.Setup.fitGLM(ctx, d.Subset(rows), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Setup.fitGLM(ctx, d, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, pair := range [][2]*glm.Model{{a.Propensity, b.Propensity}, {a.Outcome[0], b.Outcome[0]}, {a.Outcome[1], b.Outcome[1]}} {
+		if !slices.Equal(pair[0].Beta, pair[1].Beta) || !slices.Equal(pair[0].Mean, pair[1].Mean) || !slices.Equal(pair[0].Scale, pair[1].Scale) {
+			t.Errorf("GLM %d of rows picked in place differs from that of their copy", k)
+		}
+	}
+	if a.LogVar != b.LogVar {
+		t.Errorf("log variances %v and %v", a.LogVar, b.LogVar)
+	}
+	if _, err := newSite(0, d, []int{}, m.Setup); err == nil {
+		t.Error("a Site of no rows was made")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 
-	"gonum.org/v1/gonum/mat"
 )
 
 // Scaler holds the pooled standardisation every site applies to its rows.
@@ -150,16 +149,6 @@ func (s *Setup) encoderIn() int {
 		return dx + 1
 	}
 	return dx
-}
-
-// standardize returns the site's rows transformed by the scaler: continuous
-// covariates standardised, and a continuous y standardised when configured.
-func (s *Setup) standardize(d *Data) (x *mat.Dense, y []float64) {
-	y = make([]float64, len(d.Y))
-	for i, v := range d.Y {
-		y[i] = s.yToModel(v)
-	}
-	return s.standardizeX(d.X), y
 }
 
 // checkOutcomes refuses rows whose outcome the models cannot take: a

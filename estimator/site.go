@@ -64,6 +64,13 @@ type Site struct {
 // standardised with setup.Scaler and reordered so that control rows come
 // first, which lets each arm's weights act on a contiguous block of rows.
 func NewSite(index int, data *Data, setup *Setup) (*Site, error) {
+	return newSite(index, data, nil, setup)
+}
+
+// newSite is NewSite of the rows of data at positions rows (nil: every
+// row), standardised straight into the Site's own arm-sorted copy, so that
+// neither the rows picked nor their standardised values are copied first.
+func newSite(index int, data *Data, rows []int, setup *Setup) (*Site, error) {
 	if setup == nil {
 		return nil, errors.New("estimator: nil setup")
 	}
@@ -74,27 +81,38 @@ func NewSite(index int, data *Data, setup *Setup) (*Site, error) {
 		return nil, fmt.Errorf("site %d: %w", index, err)
 	}
 	n := data.Rows()
+	if rows != nil {
+		n = len(rows)
+	}
 	if n == 0 {
 		return nil, fmt.Errorf("estimator: site %d has no rows", index)
 	}
-	x, y := setup.standardize(data)
+	src := func(k int) int { return k }
+	if rows != nil {
+		src = func(k int) int { return rows[k] }
+	}
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return data.W[order[a]] < data.W[order[b]] })
-	_, dx := x.Dims()
+	sort.SliceStable(order, func(a, b int) bool { return data.W[src(order[a])] < data.W[src(order[b])] })
+	_, dx := data.X.Dims()
 	s := &Site{
 		index: index, setup: setup, n: n, pos: make([]int, n),
 		x: mat.NewDense(n, dx, nil), w: make([]float64, n), y: make([]float64, n),
 		col: mat.NewDense(n, 1, nil), dcol: mat.NewDense(n, 1, nil),
 	}
+	sc := setup.Scaler
 	for k, i := range order {
+		r := src(i)
 		s.pos[i] = k
-		copy(s.x.RawRowView(k), x.RawRowView(i))
-		s.w[k] = data.W[i]
-		s.y[k] = y[i]
-		if data.W[i] == 0 {
+		in, out := data.X.RawRowView(r), s.x.RawRowView(k)
+		for j := range dx {
+			out[j] = (in[j] - sc.Mean[j]) / sc.Scale[j]
+		}
+		s.w[k] = data.W[r]
+		s.y[k] = setup.yToModel(data.Y[r])
+		if data.W[r] == 0 {
 			s.n0++
 		}
 	}

@@ -53,60 +53,100 @@ type NuisanceStack struct {
 	MuWeight         [2]float64 `json:"mu_weight"`
 }
 
-// fitGLM fits the GLM learner on the rows of d, with no weights yet.
-func (s *Setup) fitGLM(ctx context.Context, d *Data) (*NuisanceStack, error) {
-	prop, err := glm.FitLogistic(ctx, d.X, d.W, glmRidge)
+// fitGLM fits the GLM learner on the rows of d at positions rows (nil:
+// every row), read in place, with no weights yet.
+func (s *Setup) fitGLM(ctx context.Context, d *Data, rows []int) (*NuisanceStack, error) {
+	x, w, y := pick(d, rows)
+	prop, err := glm.FitLogistic(ctx, x, w, glmRidge)
 	if err != nil {
 		return nil, fmt.Errorf("propensity: %w", err)
 	}
 	ns := &NuisanceStack{Propensity: prop, LogY: s.LogY()}
-	for arm, rows := range armRows(d.W) {
-		own := d.Subset(rows)
-		if len(rows) == 0 {
+	for arm, own := range armRows(w) {
+		ax, ay := mat.Matrix(rowView{x, own}), pickValues(y, own)
+		if len(own) == 0 {
 			// No row of the arm (a fold of a site whose rows are nearly
 			// all treated): the mean outcome of every row, intercept
 			// alone (zero covariates are constant, which the fit leaves
 			// out). The stack weighs it against the random-feature
 			// model on the arm's held-out rows.
-			n, dx := d.X.Dims()
-			own = &Data{X: mat.NewDense(n, dx, nil), W: d.W, Y: d.Y}
+			n, dx := x.Dims()
+			ax, ay = mat.NewDense(n, dx, nil), y
 		}
-		if ns.Outcome[arm], ns.LogVar[arm], err = s.fitGLMOutcome(ctx, own); err != nil {
+		if ns.Outcome[arm], ns.LogVar[arm], err = s.fitGLMOutcome(ctx, ax, ay); err != nil {
 			return nil, fmt.Errorf("outcome of arm %d: %w", arm, err)
 		}
 	}
 	return ns, nil
 }
 
-// fitGLMOutcome fits one arm's outcome model on d, and for a log-modelled
-// outcome the residual variance of log y.
-func (s *Setup) fitGLMOutcome(ctx context.Context, d *Data) (*glm.Model, float64, error) {
+// pick returns the rows of d at positions rows (nil: every row): a view
+// of the covariates, and copies of the treatments and outcomes.
+func pick(d *Data, rows []int) (x mat.Matrix, w, y []float64) {
+	if rows == nil {
+		return d.X, d.W, d.Y
+	}
+	return rowView{d.X, rows}, pickValues(d.W, rows), pickValues(d.Y, rows)
+}
+
+// pickValues returns v at positions rows.
+func pickValues(v []float64, rows []int) []float64 {
+	out := make([]float64, len(rows))
+	for k, i := range rows {
+		out[k] = v[i]
+	}
+	return out
+}
+
+// rowView is the rows of a matrix at positions rows, read in place: a
+// fold's training rows, which the GLMs copy once into their design matrix
+// rather than twice.
+type rowView struct {
+	m    mat.Matrix
+	rows []int
+}
+
+// Dims returns the rows picked and the matrix's columns.
+func (v rowView) Dims() (r, c int) {
+	_, c = v.m.Dims()
+	return len(v.rows), c
+}
+
+// At returns element (i, j) of the view: (rows[i], j) of the matrix.
+func (v rowView) At(i, j int) float64 { return v.m.At(v.rows[i], j) }
+
+// T returns the view's transpose.
+func (v rowView) T() mat.Matrix { return mat.Transpose{Matrix: v} }
+
+// fitGLMOutcome fits one arm's outcome model on the rows x, y, and for a
+// log-modelled outcome the residual variance of log y.
+func (s *Setup) fitGLMOutcome(ctx context.Context, x mat.Matrix, y []float64) (*glm.Model, float64, error) {
 	if s.Schema.BinaryOutcome {
-		m, err := glm.FitLogistic(ctx, d.X, d.Y, glmRidge)
+		m, err := glm.FitLogistic(ctx, x, y, glmRidge)
 		return m, 0, err
 	}
 	if !s.LogY() {
-		m, err := glm.FitLinear(d.X, d.Y, glmRidge)
+		m, err := glm.FitLinear(x, y, glmRidge)
 		return m, 0, err
 	}
-	y := make([]float64, len(d.Y))
-	for i, v := range d.Y {
-		y[i] = math.Log(v)
-	}
-	m, err := glm.FitLinear(d.X, y, glmRidge)
-	if err != nil {
-		return nil, 0, err
-	}
-	fit, err := m.Predict(nil, d.X)
-	if err != nil {
-		return nil, 0, err
-	}
-	_, k := d.X.Dims()
-	ss := 0.0
+	ly := make([]float64, len(y))
 	for i, v := range y {
+		ly[i] = math.Log(v)
+	}
+	m, err := glm.FitLinear(x, ly, glmRidge)
+	if err != nil {
+		return nil, 0, err
+	}
+	fit, err := m.Predict(nil, x)
+	if err != nil {
+		return nil, 0, err
+	}
+	_, k := x.Dims()
+	ss := 0.0
+	for i, v := range ly {
 		ss += (v - fit[i]) * (v - fit[i])
 	}
-	return m, ss / math.Max(1, float64(len(y)-k-1)), nil
+	return m, ss / math.Max(1, float64(len(ly)-k-1)), nil
 }
 
 // predict returns the GLM learner's nuisances of the rows x, in the
@@ -140,8 +180,8 @@ func (ns *NuisanceStack) predict(x mat.Matrix) (inference.Nuisance, error) {
 }
 
 // glmNuisance fits the GLM learner on train and predicts the rows of held.
-func (s *Setup) glmNuisance(ctx context.Context, train, held *Data) (inference.Nuisance, error) {
-	ns, err := s.fitGLM(ctx, train)
+func (s *Setup) glmNuisance(ctx context.Context, d *Data, train []int, held *Data) (inference.Nuisance, error) {
+	ns, err := s.fitGLM(ctx, d, train)
 	if err != nil {
 		return inference.Nuisance{}, err
 	}
@@ -164,7 +204,7 @@ func (s *Setup) FitNuisanceStack(ctx context.Context, d *Data, st *inference.Sta
 		}
 		weights[j] = m.Weights[k]
 	}
-	ns, err := s.fitGLM(ctx, d)
+	ns, err := s.fitGLM(ctx, d, nil)
 	if err != nil {
 		return nil, fmt.Errorf("estimator: %s learner: %w", LearnerGLM, err)
 	}
