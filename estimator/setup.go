@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
 )
 
 // Scaler holds the pooled standardisation every site applies to its rows.
