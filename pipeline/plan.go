@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -109,8 +108,9 @@ type sampleFit struct {
 // to the site's rows and the rounds the site's size takes (Config.RoundsFor);
 // the read, the balance check and the write are timed on the sample and
 // scaled by rows. The memory is extrapolated, in rows, from the largest
-// live heap of two more fits of one round (the whole sample and half of
-// it) that collect garbage often.
+// live heap of two more fits of one round and one scoring sample, of the
+// sample repeated to two and four times its rows, that collect garbage
+// often.
 func PlanFit(ctx context.Context, in PlanInput) (*Plan, error) {
 	start := time.Now()
 	s := in.Sample
@@ -139,14 +139,16 @@ func PlanFit(ctx context.Context, in PlanInput) (*Plan, error) {
 	// Their results would stay live through the memory's measure.
 	many.run, few.run = Run{}, Run{}
 	// The live heap is what a collection finds, and a short fit seldom
-	// collects: two more fits, of one round, collect often to measure it.
-	// They run after the timed ones, whose times they would slow.
-	memHalf, err := fitSample(ctx, in.Fit, half, 1, planGCPercent)
+	// collects: two more fits, of one round and one scoring sample, collect
+	// often to measure it, on the sample repeated to two larger sizes, so
+	// that what grows with the rows stands out of the workspaces that do
+	// not. They run after the timed ones, whose times they would slow.
+	small, large := memorySizes(whole.Len(), s.Rows)
+	memSmall, err := memorySample(ctx, in.Fit, whole, small)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	memHalf.run = Run{}
-	memWhole, err := fitSample(ctx, in.Fit, whole, 1, planGCPercent)
+	memLarge, err := memorySample(ctx, in.Fit, whole, large)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
@@ -189,9 +191,9 @@ func PlanFit(ctx context.Context, in PlanInput) (*Plan, error) {
 	for _, st := range p.Steps {
 		p.Time += st.Time
 	}
-	p.Memory = memory(memHalf, memWhole, recordsBytes(whole, s.Rows-whole.Len()), s.Rows)
-	log.Debug("plan memory", slog.Uint64("half_live", memHalf.live), slog.Uint64("whole_live", memWhole.live),
-		slog.Uint64("other", max(memHalf.other, memWhole.other)))
+	p.Memory = memory(memSmall, memLarge, s.Rows)
+	log.Debug("plan memory", slog.Int("small", memSmall.rows), slog.Uint64("small_live", memSmall.live),
+		slog.Int("large", memLarge.rows), slog.Uint64("large_live", memLarge.live), slog.Uint64("other", max(memSmall.other, memLarge.other)))
 	p.Measured = time.Since(start)
 	return p, nil
 }
@@ -232,11 +234,10 @@ func solveCosts(a, b *sampleFit) (roundCost, rowCost float64) {
 }
 
 // memory returns the peak memory at rows rows: the live heap on the line
-// through the two fits' largest (never below the larger), plus what rows
-// more of the records hold, grown by the collector's headroom (GOGC: the
-// heap grows to (1+GOGC/100) times the live heap before a collection),
-// plus the memory outside the heap.
-func memory(a, b *sampleFit, records uint64, rows int) uint64 {
+// through the two fits' largest (never below the larger), grown by the
+// collector's headroom (GOGC: the heap grows to (1+GOGC/100) times the
+// live heap before a collection), plus the memory outside the heap.
+func memory(a, b *sampleFit, rows int) uint64 {
 	lo, hi := a, b
 	if lo.rows > hi.rows {
 		lo, hi = hi, lo
@@ -245,7 +246,7 @@ func memory(a, b *sampleFit, records uint64, rows int) uint64 {
 	if hi.rows > lo.rows && hi.live > lo.live {
 		slope = float64(hi.live-lo.live) / float64(hi.rows-lo.rows)
 	}
-	live := float64(hi.live) + slope*float64(max(rows-hi.rows, 0)) + float64(records)
+	live := float64(hi.live) + slope*float64(max(rows-hi.rows, 0))
 	gc := debug.SetGCPercent(100)
 	debug.SetGCPercent(gc)
 	if gc < 0 {
@@ -254,13 +255,49 @@ func memory(a, b *sampleFit, records uint64, rows int) uint64 {
 	return uint64(live*(1+float64(gc)/100)) + max(a.other, b.other)
 }
 
-// recordsBytes is what n more rows of r hold once read: their values,
-// ids and digests. Both sample fits hold the whole sample, so their
-// difference in memory leaves them out.
-func recordsBytes(r *store.Records, n int) uint64 {
-	_, d := r.Data.X.Dims()
-	per := uintptr(8*(d+2)) + reflect.TypeFor[store.RowID]().Size() + reflect.TypeFor[store.RowDigest]().Size()
-	return uint64(max(n, 0)) * uint64(per)
+// memorySizes returns the two row counts the live heap is measured at,
+// for a sample of m rows of a site of n: twice and four times the sample
+// (at most the site's rows), or for a site no larger than its sample,
+// half of it and all of it.
+func memorySizes(m, n int) (small, large int) {
+	if n <= m {
+		return max(m/2, 1), m
+	}
+	return min(2*m, n), min(4*m, n)
+}
+
+// memorySample fits recs repeated to rows rows, with one round a model
+// and one scoring sample a row, collecting garbage often
+// (planGCPercent), and returns its largest live heap.
+func memorySample(ctx context.Context, c SiteFit, recs *store.Records, rows int) (*sampleFit, error) {
+	c.Config.Samples = 1
+	f, err := fitSample(ctx, c, repeatRows(recs, rows), 1, planGCPercent)
+	if err != nil {
+		return nil, err
+	}
+	f.run = Run{}
+	return f, nil
+}
+
+// repeatRows returns rows rows: r's rows over and over, each copy with
+// ids of its own.
+func repeatRows(r *store.Records, rows int) *store.Records {
+	n := r.Len()
+	if rows == n {
+		return r
+	}
+	idx := make([]int, rows)
+	for i := range idx {
+		idx[i] = i % n
+	}
+	out := *r
+	out.Data = r.Data.Subset(idx)
+	out.IDs = make([]store.RowID, rows)
+	for i := range out.IDs {
+		out.IDs[i] = store.IntID(int64(i + 1))
+	}
+	out.XDigests = make([]store.RowDigest, rows)
+	return &out
 }
 
 // everyOther returns every other row of r, from the first.

@@ -51,19 +51,50 @@ func TestSolveCosts(t *testing.T) {
 }
 
 // TestMemory: the live heap is extrapolated along the two fits' line,
-// never below the larger, and grows by the collector's headroom.
+// never below the larger, and grows by the collector's headroom; the
+// sizes it is measured at are larger than the sample, within the site.
 func TestMemory(t *testing.T) {
 	a := &sampleFit{rows: 1000, live: 10 << 20, other: 4 << 20}
 	b := &sampleFit{rows: 2000, live: 12 << 20, other: 3 << 20}
-	got := memory(a, b, 1<<20, 11000)
-	live := float64(12<<20) + 9000*float64(2<<20)/1000 + float64(1<<20)
+	got := memory(a, b, 11000)
+	live := float64(12<<20) + 9000*float64(2<<20)/1000
 	if want := uint64(2*live) + 4<<20; got != want { // GOGC=100 in tests
 		t.Errorf("memory %d, want %d", got, want)
 	}
 	// A smaller heap at more rows is noise: no slope, not a fall.
 	b.live = 8 << 20
-	if got, want := memory(a, b, 0, 11000), uint64(2*float64(8<<20))+4<<20; got != want {
+	if got, want := memory(a, b, 11000), uint64(2*float64(8<<20))+4<<20; got != want {
 		t.Errorf("memory %d, want %d", got, want)
+	}
+	for _, c := range []struct{ m, n, small, large int }{
+		{20000, 1000000, 40000, 80000},
+		{20000, 50000, 40000, 50000},
+		{20000, 20000, 10000, 20000},
+		{3000, 3000, 1500, 3000},
+	} {
+		if s, l := memorySizes(c.m, c.n); s != c.small || l != c.large {
+			t.Errorf("sample %d of %d: sizes %d, %d; want %d, %d", c.m, c.n, s, l, c.small, c.large)
+		}
+	}
+}
+
+// TestRepeatRows: the sample repeated keeps its rows' values, in turn,
+// with ids of their own.
+func TestRepeatRows(t *testing.T) {
+	r := confounded(10)
+	got := repeatRows(r, 25)
+	if got.Len() != 25 || got.Data.Rows() != 25 || len(got.XDigests) != 25 {
+		t.Fatalf("%d rows", got.Len())
+	}
+	seen := map[store.RowID]bool{}
+	for i := range 25 {
+		if got.Data.Y[i] != r.Data.Y[i%10] || got.Data.X.At(i, 1) != r.Data.X.At(i%10, 1) || seen[got.IDs[i]] {
+			t.Fatalf("row %d", i)
+		}
+		seen[got.IDs[i]] = true
+	}
+	if repeatRows(r, 10) != r {
+		t.Error("the sample at its own size was copied")
 	}
 }
 
