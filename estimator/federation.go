@@ -218,6 +218,22 @@ func fitPrivate(ctx context.Context, sites []*Data, setup *Setup, privacy []*Pri
 	return fitSites(ctx, ss, setup, kinds...)
 }
 
+// FitSetupRows is FitSetup of the rows of each site s at positions
+// rows[s] (nil: every row), read in place rather than copied first.
+func FitSetupRows(ctx context.Context, sites []*Data, rows [][]int, setup *Setup) (*Model, error) {
+	if len(rows) != len(sites) {
+		return nil, fmt.Errorf("estimator: %d sites and %d sets of rows", len(sites), len(rows))
+	}
+	ss := make([]*Site, len(sites))
+	for s, d := range sites {
+		var err error
+		if ss[s], err = newSite(s, d, rows[s], setup); err != nil {
+			return nil, fmt.Errorf("estimator: site %d: %w", s, err)
+		}
+	}
+	return fitSites(ctx, ss, setup, Kinds...)
+}
+
 // fitRows trains the models kinds on the rows of d at positions rows, as
 // the one site of a simulated federation, without copying them first.
 func fitRows(ctx context.Context, d *Data, rows []int, setup *Setup, kinds ...Kind) (*Model, error) {

@@ -210,24 +210,31 @@ func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data, h
 		if len(train) == 0 {
 			return fmt.Errorf("estimator: site %d: %d rows (%d held) are too few for %d folds", site, n, len(held), folds)
 		}
-		// The training rows are read in place; only the fold's, which
-		// are predicted, are copied.
-		hd := data.Subset(fold)
+		// The training rows are read in place, and the fold's are
+		// predicted a chunk at a time.
 		model, err := fitRows(ctx, data, train, setup, Propensity, Outcome)
 		if err != nil {
 			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %w", site, k+1, folds, err)
 		}
-		rff, err := model.Nuisance(0, hd)
-		if err != nil {
-			return err
-		}
-		lin, err := setup.glmNuisance(ctx, data, train, hd)
+		glms, err := setup.fitGLM(ctx, data, train)
 		if err != nil {
 			return fmt.Errorf("estimator: site %d: cross-fitting fold %d of %d: %s learner: %w", site, k+1, folds, LearnerGLM, err)
 		}
-		for c, nu := range []inference.Nuisance{lin, rff} {
-			for r, i := range fold {
-				cands[c].Propensity[i], cands[c].Mu0[i], cands[c].Mu1[i] = nu.Propensity[r], nu.Mu0[r], nu.Mu1[r]
+		for lo := 0; lo < len(fold); lo += FeatureChunk {
+			rows := fold[lo:min(len(fold), lo+FeatureChunk)]
+			hd := data.Subset(rows)
+			rff, err := model.Nuisance(0, hd)
+			if err != nil {
+				return err
+			}
+			lin, err := glms.predict(hd.X)
+			if err != nil {
+				return err
+			}
+			for c, nu := range []inference.Nuisance{lin, rff} {
+				for r, i := range rows {
+					cands[c].Propensity[i], cands[c].Mu0[i], cands[c].Mu1[i] = nu.Propensity[r], nu.Mu0[r], nu.Mu1[r]
+				}
 			}
 		}
 		return nil

@@ -179,15 +179,6 @@ func (ns *NuisanceStack) predict(x mat.Matrix) (inference.Nuisance, error) {
 	return nu, nil
 }
 
-// glmNuisance fits the GLM learner on train and predicts the rows of held.
-func (s *Setup) glmNuisance(ctx context.Context, d *Data, train []int, held *Data) (inference.Nuisance, error) {
-	ns, err := s.fitGLM(ctx, d, train)
-	if err != nil {
-		return inference.Nuisance{}, err
-	}
-	return ns.predict(held.X)
-}
-
 // FitNuisanceStack fits the GLM learner of the super learner st (the
 // Stack of CrossFit's nuisances of the rows d) on those rows, with st's
 // weights.

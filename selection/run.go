@@ -254,7 +254,8 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 			return nil, fmt.Errorf("%w: kernel %s: %w", ErrInput, kn.Name, err)
 		}
 	}
-	train := make([]*estimator.Data, k)
+	// The training rows are read in place, by their positions, never
+	// copied as a whole.
 	trainRows := make([][]int, k)
 	for s, d := range sites {
 		if d == nil {
@@ -264,7 +265,7 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if err != nil {
 			return nil, fmt.Errorf("site %d: %w", s, err)
 		}
-		train[s], trainRows[s] = d.Subset(rows), rows
+		trainRows[s] = rows
 	}
 	// One site's own choice is the federation's, and its own rows' ridge
 	// candidates are the pooled ones.
@@ -273,15 +274,15 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 	// The standardisation sees training rows only: the held-out rows'
 	// outcomes are what the candidates are scored on.
 	moments := make([]estimator.Moments, k)
-	for s, d := range train {
-		moments[s] = d.MomentsWithin(sites[s])
+	for s, d := range sites {
+		moments[s] = momentsOf(d, trainRows[s])
 	}
 	scaler, err := estimator.NewScaler(schema, moments)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Z: opt.Z}
-	if err := res.fitKernels(ctx, train, schema, cfg, scaler, opt); err != nil {
+	if err := res.fitKernels(ctx, sites, trainRows, schema, cfg, scaler, opt); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(opt.Kernels))
@@ -312,14 +313,14 @@ func Run(ctx context.Context, sites []*estimator.Data, val [][]int, schema estim
 		if local {
 			res.own = make([]Stats, k)
 		}
-		for s, d := range train {
+		for s, d := range sites {
 			var psi []float64
 			if dr {
 				if psi, err = PseudoOutcomes(sites[s], res.Nuisance[s], trainRows[s]); err != nil {
 					return nil, fmt.Errorf("site %d: training rows: %w", s, err)
 				}
 			}
-			st, err := SiteStats(ctx, res.Models[0], s, d, psi)
+			st, err := SiteStatsRows(ctx, res.Models[0], s, d, trainRows[s], psi)
 			if err != nil {
 				return nil, fmt.Errorf("site %d: %w", s, err)
 			}
@@ -448,7 +449,7 @@ func TrainingRows(n int, val []int) ([]int, error) {
 
 // fitKernels fits the three models with each kernel, under scaler, Options.Workers at
 // a time, keeping each fit's progress in r.Progress.
-func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema estimator.Schema, cfg estimator.Config, scaler estimator.Scaler, opt Options) error {
+func (r *Result) fitKernels(ctx context.Context, sites []*estimator.Data, train [][]int, schema estimator.Schema, cfg estimator.Config, scaler estimator.Scaler, opt Options) error {
 	n := len(opt.Kernels)
 	r.Models = make([]*estimator.Model, n)
 	r.Progress = make([][]estimator.Progress, n)
@@ -459,7 +460,7 @@ func (r *Result) fitKernels(ctx context.Context, train []*estimator.Data, schema
 		kctx := estimator.WithProgress(ctx, func(p estimator.Progress) { r.Progress[i] = append(r.Progress[i], p) })
 		setup, err := estimator.NewSetup(kctx, schema, opt.Kernels[i].Spectral, opt.Kernels[i].Config(cfg), scaler)
 		if err == nil {
-			r.Models[i], err = estimator.FitSetup(kctx, train, setup)
+			r.Models[i], err = estimator.FitSetupRows(kctx, sites, train, setup)
 		}
 		if errs[i] = err; err != nil {
 			errs[i] = fmt.Errorf("kernel %s: %w", opt.Kernels[i].Name, errs[i])
@@ -532,29 +533,42 @@ func (s *Stats) Add(o Stats) error {
 // (PseudoOutcomes, from nuisances no validation row trained), the
 // DR-learner's; nil psi leaves the DR statistics out.
 func SiteStats(ctx context.Context, m *estimator.Model, site int, train *estimator.Data, psi []float64) (Stats, error) {
+	return SiteStatsRows(ctx, m, site, train, nil, psi)
+}
+
+// SiteStatsRows is SiteStats of the rows of d at positions rows (nil:
+// every row), read a chunk at a time, in place.
+func SiteStatsRows(ctx context.Context, m *estimator.Model, site int, d *estimator.Data, rows []int, psi []float64) (Stats, error) {
 	p := m.OutcomeFeatureCount()
 	st := Stats{Arms: [2]*estimator.RidgeStats{estimator.NewRidgeStats(p), estimator.NewRidgeStats(p)}}
 	dr := psi != nil
-	n := train.Rows()
+	n := d.Rows()
+	if rows != nil {
+		n = len(rows)
+	}
 	if dr {
 		if len(psi) != n {
 			return Stats{}, fmt.Errorf("%w: site %d: %d pseudo-outcomes for %d training rows", ErrInput, site, len(psi), n)
 		}
 		st.DR = estimator.NewRidgeStats(p)
 	}
-	var rows [2][]int
+	var arm [2][]int
 	for lo := 0; lo < n; lo += estimator.FeatureChunk {
 		hi := min(n, lo+estimator.FeatureChunk)
-		phi, err := m.OutcomeFeatures(train, lo, hi)
+		chunk, clo, chi := d, lo, hi
+		if rows != nil {
+			chunk, clo, chi = d.Subset(rows[lo:hi]), 0, hi-lo
+		}
+		phi, err := m.OutcomeFeatures(chunk, clo, chi)
 		if err != nil {
 			return Stats{}, err
 		}
-		rows[0], rows[1] = rows[0][:0], rows[1][:0]
-		for i, w := range train.W[lo:hi] {
-			rows[int(w)] = append(rows[int(w)], i)
+		arm[0], arm[1] = arm[0][:0], arm[1][:0]
+		for i, w := range chunk.W[clo:chi] {
+			arm[int(w)] = append(arm[int(w)], i)
 		}
 		for a := range 2 {
-			if err := st.Arms[a].AddRows(phi, train.Y[lo:hi], rows[a]); err != nil {
+			if err := st.Arms[a].AddRows(phi, chunk.Y[clo:chi], arm[a]); err != nil {
 				return Stats{}, err
 			}
 		}
@@ -565,6 +579,21 @@ func SiteStats(ctx context.Context, m *estimator.Model, site int, train *estimat
 		}
 	}
 	return st, nil
+}
+
+// momentsOf returns the Moments of the rows of d at positions rows, as
+// (*Data).MomentsWithin(d) gives those of their copy: summed a chunk at a
+// time, in order, bit for bit the same.
+func momentsOf(d *estimator.Data, rows []int) estimator.Moments {
+	_, dx := d.X.Dims()
+	m := estimator.Moments{Sum: make([]float64, dx+1), SumSq: make([]float64, dx+1)}
+	for lo := 0; lo < len(rows); lo += estimator.FeatureChunk {
+		m.Add(d.Subset(rows[lo:min(len(rows), lo+estimator.FeatureChunk)]))
+	}
+	if !d.Positive() {
+		m.Positive, m.LogSum, m.LogSumSq = 0, 0, 0
+	}
+	return m
 }
 
 // RidgeCandidates solves the pooled Stats for every penalty and returns the

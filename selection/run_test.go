@@ -509,3 +509,48 @@ func TestSplitTransfer(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsOfRowsInPlace: the ridge statistics and the moments of rows
+// picked in place, a chunk at a time, are bit for bit those of their copy.
+func TestStatsOfRowsInPlace(t *testing.T) {
+	ctx := context.Background()
+	data, _ := linearSites(5, 1, estimator.FeatureChunk+301)
+	d := data[0]
+	cfg := smallConfig()
+	cfg.Rounds = 3
+	m, err := estimator.Fit(ctx, data, schema2, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []int
+	for i := range d.Rows() {
+		if i%7 != 3 {
+			rows = append(rows, i)
+		}
+	}
+	psi := make([]float64, len(rows))
+	for k := range psi {
+		psi[k] = float64(k%11) - 5
+	}
+	copied, err := SiteStats(ctx, m, 0, d.Subset(rows), psi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inPlace, err := SiteStatsRows(ctx, m, 0, d, rows, psi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, pair := range [][2]*estimator.RidgeStats{{copied.Arms[0], inPlace.Arms[0]}, {copied.Arms[1], inPlace.Arms[1]}, {copied.DR, inPlace.DR}} {
+		a, b := pair[0], pair[1]
+		if a.N != b.N || a.TargetSum != b.TargetSum || !slices.Equal(a.Gram, b.Gram) || !slices.Equal(a.Moment, b.Moment) || !slices.Equal(a.FeatSum, b.FeatSum) {
+			t.Errorf("statistics %d differ", k)
+		}
+	}
+	want, got := d.Subset(rows).MomentsWithin(d), momentsOf(d, rows)
+	if want.N != got.N || !slices.Equal(want.Sum, got.Sum) || !slices.Equal(want.SumSq, got.SumSq) || want.LogSum != got.LogSum || want.Positive != got.Positive {
+		t.Errorf("moments %+v, want %+v", got, want)
+	}
+	if _, err := SiteStatsRows(ctx, m, 0, d, rows, psi[1:]); !errors.Is(err, ErrInput) {
+		t.Errorf("pseudo-outcomes of the wrong length: %v", err)
+	}
+}
