@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crffd/crffd/balance"
@@ -96,8 +97,9 @@ type sampleFit struct {
 	wall      time.Duration
 	units     float64 // Σ over trainings of rounds × rows a round computes
 	trainings []estimator.Training
-	live      uint64 // the largest live heap a collection found
-	other     uint64 // the most memory outside the heap
+	live      uint64   // the largest live heap a collection found
+	phases    []uint64 // the largest live heap between one training's end and the next's
+	other     uint64   // the most memory outside the heap
 	run       Run
 }
 
@@ -192,8 +194,8 @@ func PlanFit(ctx context.Context, in PlanInput) (*Plan, error) {
 		p.Time += st.Time
 	}
 	p.Memory = memory(memSmall, memLarge, s.Rows)
-	log.Debug("plan memory", slog.Int("small", memSmall.rows), slog.Uint64("small_live", memSmall.live),
-		slog.Int("large", memLarge.rows), slog.Uint64("large_live", memLarge.live), slog.Uint64("other", max(memSmall.other, memLarge.other)))
+	log.Debug("plan memory", slog.Int("small", memSmall.rows), slog.Any("small_live", memSmall.phases),
+		slog.Int("large", memLarge.rows), slog.Any("large_live", memLarge.phases), slog.Uint64("other", max(memSmall.other, memLarge.other)))
 	p.Measured = time.Since(start)
 	return p, nil
 }
@@ -233,20 +235,32 @@ func solveCosts(a, b *sampleFit) (roundCost, rowCost float64) {
 	return roundCost, rowCost
 }
 
-// memory returns the peak memory at rows rows: the live heap on the line
-// through the two fits' largest (never below the larger), grown by the
-// collector's headroom (GOGC: the heap grows to (1+GOGC/100) times the
-// live heap before a collection), plus the memory outside the heap.
+// memory returns the peak memory at rows rows: the largest over the
+// fits' phases (the spans between one training's end and the next's, the
+// same in both fits) of the live heap on the line through the two fits'
+// largest of that phase, never below the larger; grown by the collector's
+// headroom (GOGC: the heap grows to (1+GOGC/100) times the live heap
+// before a collection), plus the memory outside the heap. Phase by phase,
+// because what dominates at the sample's size (the training's
+// workspaces) is not what dominates at the site's (the rows' copies).
 func memory(a, b *sampleFit, rows int) uint64 {
 	lo, hi := a, b
 	if lo.rows > hi.rows {
 		lo, hi = hi, lo
 	}
-	slope := 0.0
-	if hi.rows > lo.rows && hi.live > lo.live {
-		slope = float64(hi.live-lo.live) / float64(hi.rows-lo.rows)
+	line := func(l, h uint64) float64 {
+		slope := 0.0
+		if hi.rows > lo.rows && h > l {
+			slope = float64(h-l) / float64(hi.rows-lo.rows)
+		}
+		return float64(h) + slope*float64(max(rows-hi.rows, 0))
 	}
-	live := float64(hi.live) + slope*float64(max(rows-hi.rows, 0))
+	live := line(lo.live, hi.live)
+	if len(lo.phases) == len(hi.phases) {
+		for p := range lo.phases {
+			live = max(live, line(lo.phases[p], hi.phases[p]))
+		}
+	}
 	gc := debug.SetGCPercent(100)
 	debug.SetGCPercent(gc)
 	if gc < 0 {
@@ -331,16 +345,18 @@ func fitSample(ctx context.Context, c SiteFit, recs *store.Records, rounds, gcPe
 	c.Progress, c.Logger, c.Phases = nil, nil, nil
 	out := &sampleFit{rows: recs.Len()}
 	var mu sync.Mutex
+	var phase atomic.Int64
 	tctx := estimator.WithTrainings(ctx, func(t estimator.Training) {
 		mu.Lock()
 		out.trainings = append(out.trainings, t)
 		mu.Unlock()
+		phase.Add(1)
 	})
 	if gcPercent > 0 {
 		defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
 	}
 	runtime.GC()
-	stop := watchMemory(&out.live, &out.other)
+	stop := watchMemory(out, func() int { return int(phase.Load()) })
 	start := time.Now()
 	f, err := FitSite(tctx, c)
 	out.wall = time.Since(start)
@@ -357,9 +373,9 @@ func fitSample(ctx context.Context, c SiteFit, recs *store.Records, rounds, gcPe
 
 // watchMemory samples, every 10 ms until the returned function is
 // called, the largest live heap (as the last collection found it) into
-// live and the largest memory the runtime holds other than the heap into
-// other.
-func watchMemory(live, other *uint64) (stop func()) {
+// f.live and, by the phase the fit is in (phase), into f.phases, and the
+// largest memory the runtime holds other than the heap into f.other.
+func watchMemory(f *sampleFit, phase func() int) (stop func()) {
 	names := []string{
 		"/memory/classes/total:bytes",
 		"/memory/classes/heap/released:bytes",
@@ -381,8 +397,13 @@ func watchMemory(live, other *uint64) (stop func()) {
 			}
 			v[i] = s.Value.Uint64()
 		}
-		*other = max(*other, v[0]-v[1]-v[2]-v[3]-v[4])
-		*live = max(*live, v[5])
+		f.other = max(f.other, v[0]-v[1]-v[2]-v[3]-v[4])
+		f.live = max(f.live, v[5])
+		p := phase()
+		for len(f.phases) <= p {
+			f.phases = append(f.phases, 0)
+		}
+		f.phases[p] = max(f.phases[p], v[5])
 	}
 	done := make(chan struct{})
 	finished := make(chan struct{})

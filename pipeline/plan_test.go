@@ -66,6 +66,18 @@ func TestMemory(t *testing.T) {
 	if got, want := memory(a, b, 11000), uint64(2*float64(8<<20))+4<<20; got != want {
 		t.Errorf("memory %d, want %d", got, want)
 	}
+	// Phase by phase: the training's workspaces dominate both fits, but
+	// the rows' copies of a later phase grow faster and dominate at the
+	// site's size.
+	a = &sampleFit{rows: 1000, live: 10 << 20, phases: []uint64{10 << 20, 5 << 20}, other: 1 << 20}
+	b = &sampleFit{rows: 2000, live: 10 << 20, phases: []uint64{10 << 20, 8 << 20}, other: 1 << 20}
+	if got, want := memory(a, b, 11000), uint64(2*float64(35<<20))+1<<20; got != want {
+		t.Errorf("memory by phase %d, want %d", got, want)
+	}
+	b.phases = b.phases[:1] // fits of different phases: the whole fit's line
+	if got, want := memory(a, b, 11000), uint64(2*float64(10<<20))+1<<20; got != want {
+		t.Errorf("memory of unlike phases %d, want %d", got, want)
+	}
 	for _, c := range []struct{ m, n, small, large int }{
 		{20000, 1000000, 40000, 80000},
 		{20000, 50000, 40000, 50000},
