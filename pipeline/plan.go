@@ -258,7 +258,9 @@ func memory(a, b *sampleFit, rows int) uint64 {
 	live := line(lo.live, hi.live)
 	if len(lo.phases) == len(hi.phases) {
 		for p := range lo.phases {
-			live = max(live, line(lo.phases[p], hi.phases[p]))
+			if lo.phases[p] > 0 && hi.phases[p] > 0 { // a phase too short to sample has none
+				live = max(live, line(lo.phases[p], hi.phases[p]))
+			}
 		}
 	}
 	gc := debug.SetGCPercent(100)
@@ -351,6 +353,12 @@ func fitSample(ctx context.Context, c SiteFit, recs *store.Records, rounds, gcPe
 		out.trainings = append(out.trainings, t)
 		mu.Unlock()
 		phase.Add(1)
+		if gcPercent > 0 {
+			// The live heap is as the last collection found it: without
+			// one now, the next phase would show the finished training's
+			// workspaces as its own.
+			runtime.GC()
+		}
 	})
 	if gcPercent > 0 {
 		defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
