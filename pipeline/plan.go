@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -42,8 +41,8 @@ type PlanInput struct {
 	Logger  *slog.Logger // nil: nothing logged
 }
 
-// Plan is a fit's cost, predicted before it runs from two short fits of a
-// sample of its rows.
+// Plan is a fit's cost, predicted before it runs from short fits of a
+// sample of its rows (PlanFit).
 type Plan struct {
 	Rows   int // the site's rows
 	Sample int // the rows the cost was measured on
@@ -53,8 +52,9 @@ type Plan struct {
 	Steps     []PlannedStep // the predicted time of each step
 	Time      time.Duration // the sum of Steps
 	// Memory is the predicted peak of the memory the process holds from
-	// the system (about its peak resident size): the runtime's, with the
-	// heap at its collector's goal (watchMemory).
+	// the system (about its peak resident size; see memory). It is the
+	// rougher figure: measured 60–70% above the peak while the rows are
+	// held whole (docs/benchmarks.md).
 	Memory uint64
 	// RoundCost is the measured wall time of a training round on
 	// RoundRows rows (a batch), and RowCost of one row's other work
@@ -235,87 +235,6 @@ func solveCosts(a, b *sampleFit) (roundCost, rowCost float64) {
 	return roundCost, rowCost
 }
 
-// memory returns the peak memory at rows rows: the largest over the
-// fits' phases (the spans between one training's end and the next's, the
-// same in both fits) of the live heap on the line through the two fits'
-// largest of that phase, never below the larger; grown by the collector's
-// headroom (GOGC: the heap grows to (1+GOGC/100) times the live heap
-// before a collection), plus the memory outside the heap. Phase by phase,
-// because what dominates at the sample's size (the training's
-// workspaces) is not what dominates at the site's (the rows' copies).
-func memory(a, b *sampleFit, rows int) uint64 {
-	lo, hi := a, b
-	if lo.rows > hi.rows {
-		lo, hi = hi, lo
-	}
-	line := func(l, h uint64) float64 {
-		slope := 0.0
-		if hi.rows > lo.rows && h > l {
-			slope = float64(h-l) / float64(hi.rows-lo.rows)
-		}
-		return float64(h) + slope*float64(max(rows-hi.rows, 0))
-	}
-	live := line(lo.live, hi.live)
-	if len(lo.phases) == len(hi.phases) {
-		for p := range lo.phases {
-			if lo.phases[p] > 0 && hi.phases[p] > 0 { // a phase too short to sample has none
-				live = max(live, line(lo.phases[p], hi.phases[p]))
-			}
-		}
-	}
-	gc := debug.SetGCPercent(100)
-	debug.SetGCPercent(gc)
-	if gc < 0 {
-		gc = 100
-	}
-	return uint64(live*(1+float64(gc)/100)) + max(a.other, b.other)
-}
-
-// memorySizes returns the two row counts the live heap is measured at,
-// for a sample of m rows of a site of n: twice and four times the sample
-// (at most the site's rows), or for a site no larger than its sample,
-// half of it and all of it.
-func memorySizes(m, n int) (small, large int) {
-	if n <= m {
-		return max(m/2, 1), m
-	}
-	return min(2*m, n), min(4*m, n)
-}
-
-// memorySample fits recs repeated to rows rows, with one round a model
-// and one scoring sample a row, collecting garbage often
-// (planGCPercent), and returns its largest live heap.
-func memorySample(ctx context.Context, c SiteFit, recs *store.Records, rows int) (*sampleFit, error) {
-	c.Config.Samples = 1
-	f, err := fitSample(ctx, c, repeatRows(recs, rows), 1, planGCPercent)
-	if err != nil {
-		return nil, err
-	}
-	f.run = Run{}
-	return f, nil
-}
-
-// repeatRows returns rows rows: r's rows over and over, each copy with
-// ids of its own.
-func repeatRows(r *store.Records, rows int) *store.Records {
-	n := r.Len()
-	if rows == n {
-		return r
-	}
-	idx := make([]int, rows)
-	for i := range idx {
-		idx[i] = i % n
-	}
-	out := *r
-	out.Data = r.Data.Subset(idx)
-	out.IDs = make([]store.RowID, rows)
-	for i := range out.IDs {
-		out.IDs[i] = store.IntID(int64(i + 1))
-	}
-	out.XDigests = make([]store.RowDigest, rows)
-	return &out
-}
-
 // everyOther returns every other row of r, from the first.
 func everyOther(r *store.Records) *store.Records {
 	idx := make([]int, 0, (r.Len()+1)/2)
@@ -377,59 +296,6 @@ func fitSample(ctx context.Context, c SiteFit, recs *store.Records, rounds, gcPe
 	}
 	out.run = f.Run
 	return out, nil
-}
-
-// watchMemory samples, every 10 ms until the returned function is
-// called, the largest live heap (as the last collection found it) into
-// f.live and, by the phase the fit is in (phase), into f.phases, and the
-// largest memory the runtime holds other than the heap into f.other.
-func watchMemory(f *sampleFit, phase func() int) (stop func()) {
-	names := []string{
-		"/memory/classes/total:bytes",
-		"/memory/classes/heap/released:bytes",
-		"/memory/classes/heap/objects:bytes",
-		"/memory/classes/heap/unused:bytes",
-		"/memory/classes/heap/free:bytes",
-		"/gc/heap/live:bytes",
-	}
-	samples := make([]metrics.Sample, len(names))
-	for i, n := range names {
-		samples[i].Name = n
-	}
-	v := make([]uint64, len(samples))
-	read := func() {
-		metrics.Read(samples)
-		for i, s := range samples {
-			if s.Value.Kind() != metrics.KindUint64 {
-				return
-			}
-			v[i] = s.Value.Uint64()
-		}
-		f.other = max(f.other, v[0]-v[1]-v[2]-v[3]-v[4])
-		f.live = max(f.live, v[5])
-		p := phase()
-		for len(f.phases) <= p {
-			f.phases = append(f.phases, 0)
-		}
-		f.phases[p] = max(f.phases[p], v[5])
-	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				read()
-				return
-			case <-t.C:
-				read()
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
 
 // timeBalance times the balance check's propensity fit on d's rows.
