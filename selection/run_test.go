@@ -332,14 +332,7 @@ func TestHoldout(t *testing.T) {
 // chunk by chunk, with the results of all its features at once.
 func TestSiteStatsChunks(t *testing.T) {
 	ctx := context.Background()
-	data, _ := linearSites(3, 1, estimator.FeatureChunk+37)
-	d := data[0]
-	cfg := smallConfig()
-	cfg.Rounds = 3
-	m, err := estimator.Fit(ctx, data, schema2, estimator.GaussianSpectral{}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, m := chunkedSite(t, 3, estimator.FeatureChunk+37)
 	st, err := SiteStats(ctx, m, 0, d, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -514,14 +507,7 @@ func TestSplitTransfer(t *testing.T) {
 // picked in place, a chunk at a time, are bit for bit those of their copy.
 func TestStatsOfRowsInPlace(t *testing.T) {
 	ctx := context.Background()
-	data, _ := linearSites(5, 1, estimator.FeatureChunk+301)
-	d := data[0]
-	cfg := smallConfig()
-	cfg.Rounds = 3
-	m, err := estimator.Fit(ctx, data, schema2, estimator.GaussianSpectral{}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, m := chunkedSite(t, 5, estimator.FeatureChunk+301)
 	var rows []int
 	for i := range d.Rows() {
 		if i%7 != 3 {
@@ -553,4 +539,18 @@ func TestStatsOfRowsInPlace(t *testing.T) {
 	if _, err := SiteStatsRows(ctx, m, 0, d, rows, psi[1:]); !errors.Is(err, ErrInput) {
 		t.Errorf("pseudo-outcomes of the wrong length: %v", err)
 	}
+}
+
+// chunkedSite returns one linear site of n rows (seed seed), more than a
+// feature chunk, and a model fitted on it in three rounds.
+func chunkedSite(t *testing.T, seed uint64, n int) (*estimator.Data, *estimator.Model) {
+	t.Helper()
+	data, _ := linearSites(seed, 1, n)
+	cfg := smallConfig()
+	cfg.Rounds = 3
+	m, err := estimator.Fit(context.Background(), data, schema2, estimator.GaussianSpectral{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data[0], m
 }
