@@ -67,9 +67,13 @@ func NewSite(index int, data *Data, setup *Setup) (*Site, error) {
 	return newSite(index, data, nil, setup)
 }
 
-// newSite is NewSite of the rows of data at positions rows (nil: every
+// NewSiteRows is NewSite of the rows of data at positions rows (nil: every
 // row), standardised straight into the Site's own arm-sorted copy, so that
 // neither the rows picked nor their standardised values are copied first.
+func NewSiteRows(index int, data *Data, rows []int, setup *Setup) (*Site, error) {
+	return newSite(index, data, rows, setup)
+}
+
 func newSite(index int, data *Data, rows []int, setup *Setup) (*Site, error) {
 	if setup == nil {
 		return nil, errors.New("estimator: nil setup")

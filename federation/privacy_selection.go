@@ -165,7 +165,11 @@ func (s *site) privateStats(ctx context.Context, model *estimator.Model, dr bool
 	if err != nil {
 		return nil, err
 	}
-	st, err := selection.PrivateSiteStats(ctx, model, s.res.Index, s.trainRows, dr, clip)
+	train := s.kept
+	if s.trainPos != nil {
+		train = s.kept.Subset(s.trainPos)
+	}
+	st, err := selection.PrivateSiteStats(ctx, model, s.res.Index, train, dr, clip)
 	if err != nil {
 		return nil, err
 	}

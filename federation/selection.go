@@ -619,7 +619,7 @@ func (s *site) stats(ctx context.Context, e *wire.Envelope, model *estimator.Mod
 				return nil, err
 			}
 		}
-		if st, err = selection.SiteStats(ctx, model, s.res.Index, s.trainRows, psi); err == nil {
+		if st, err = selection.SiteStatsRows(ctx, model, s.res.Index, s.kept, s.trainPos, psi); err == nil {
 			s.own, ts = &st, statsTensors(st)
 		}
 	}
@@ -792,7 +792,7 @@ func (s *site) localise(ctx context.Context, ests ...selection.Estimator) ([]sel
 				return nil, fmt.Errorf("site-local candidates: %w", err)
 			}
 		}
-		st, err := selection.SiteStats(ctx, s.res.Model, s.res.Index, s.trainRows, psi)
+		st, err := selection.SiteStatsRows(ctx, s.res.Model, s.res.Index, s.kept, s.trainPos, psi)
 		if err != nil {
 			return nil, fmt.Errorf("site-local candidates: %w", err)
 		}
@@ -802,7 +802,7 @@ func (s *site) localise(ctx context.Context, ests ...selection.Estimator) ([]sel
 }
 
 // trainingPseudoOutcomes returns the doubly robust pseudo-outcomes of the
-// site's training rows (trainRows), which train the DR-learner: from the
+// site's training rows (trainPos), which train the DR-learner: from the
 // nuisances of its kept rows cross-fitted with no model trained on a
 // held-out row (estimator.CrossFitExcept), which the held-out losses and
 // the AIPW reuse (nuisance); at a site whose nuisances are private, from
@@ -818,11 +818,5 @@ func (s *site) trainingPseudoOutcomes(ctx context.Context) ([]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("training pseudo-outcomes: %w", err)
 	}
-	var rows []int
-	if len(s.res.Held) > 0 {
-		if rows, err = selection.TrainingRows(s.kept.Rows(), s.res.Held); err != nil {
-			return nil, err
-		}
-	}
-	return selection.PseudoOutcomes(s.kept, nu, rows)
+	return selection.PseudoOutcomes(s.kept, nu, s.trainPos)
 }

@@ -247,10 +247,11 @@ type site struct {
 	kept  *estimator.Data
 	train *estimator.Site
 	// share is the run's held-out share (hello; 0: no selection), and
-	// trainRows the kept rows not held out (res.Held), which the models
-	// train on.
-	share     float64
-	trainRows *estimator.Data
+	// trainPos the positions among the kept rows of those not held out
+	// (res.Held), which the models train on (nil: every kept row); they
+	// are read in place.
+	share    float64
+	trainPos []int
 	// heldAll are the positions among all the site's rows of those held
 	// out, drawn at hello (drawHoldout; nil: none).
 	heldAll []int
@@ -421,7 +422,7 @@ func (s *site) handle(ctx context.Context, e *wire.Envelope) (done bool, err err
 	if e.Kind == wire.KindHello && (s.tracker == nil || e.RunID != s.runID()) {
 		s.tracker = wire.NewTracker(e.RunID, e.Round)
 		s.replies = map[uint64][]*wire.Envelope{}
-		s.res, s.kept, s.train, s.trainRows, s.nu, s.own, s.pairs = nil, nil, nil, nil, nil, nil, nil
+		s.res, s.kept, s.train, s.trainPos, s.nu, s.own, s.pairs = nil, nil, nil, nil, nil, nil, nil
 		s.answered, s.charge = map[string]int{}, nil
 		s.spectra, s.setups, s.fps, s.trainKernel = nil, nil, nil, 0
 		s.log.Info("joining run", slog.String(wire.LogKeyRun, e.RunID))

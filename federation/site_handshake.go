@@ -242,13 +242,13 @@ func (s *site) verdict(ctx context.Context, e *wire.Envelope) error {
 	s.setups, s.trainKernel = setups, 0
 	setup := setups[0]
 	s.res.Setup = setup
-	s.trainRows, s.res.Held = s.kept, nil
+	s.trainPos, s.res.Held = nil, nil
 	if s.share > 0 {
-		if s.trainRows, s.res.Held, err = s.holdout(); err != nil {
+		if s.trainPos, s.res.Held, err = s.holdout(); err != nil {
 			return err
 		}
 	}
-	s.train, err = estimator.NewSite(s.res.Index, s.trainRows, setup)
+	s.train, err = estimator.NewSiteRows(s.res.Index, s.kept, s.trainPos, setup)
 	if err != nil {
 		return err
 	}
@@ -274,25 +274,24 @@ func (s *site) drawHoldout(seed uint64) ([]int, error) {
 
 // holdout splits the kept rows into the rows the models train on and the
 // rows held out for model selection: those of the hello's draw
-// (drawHoldout) that de-duplication kept. A site too small to hold rows
-// out within the bound, before or after de-duplication, trains on all its
-// kept rows and adds nothing to the validation losses; it says so in its
-// log.
-func (s *site) holdout() (*estimator.Data, []int, error) {
-	held := keptHeld(s.res.Kept, s.heldAll)
+// (drawHoldout) that de-duplication kept, by their positions among the
+// kept rows. A site too small to hold rows out within the bound, before or
+// after de-duplication, trains on all its kept rows (nil positions) and
+// adds nothing to the validation losses; it says so in its log.
+func (s *site) holdout() (train, held []int, err error) {
+	held = keptHeld(s.res.Kept, s.heldAll)
 	if held != nil && !enoughHeld(s.kept.W, held, s.cfg.minArmRows()) {
 		held = nil
 	}
 	if held == nil {
 		s.log.Warn("too few rows to hold any out for model selection: training on all of them; the other sites' held-out rows choose the estimator",
 			slog.Float64("validation_share", s.share), slog.Int("min_arm_rows", s.cfg.minArmRows()))
-		return s.kept, nil, nil
+		return nil, nil, nil
 	}
-	train, err := selection.TrainingRows(s.kept.Rows(), held)
-	if err != nil {
+	if train, err = selection.TrainingRows(s.kept.Rows(), held); err != nil {
 		return nil, nil, err
 	}
-	return s.kept.Subset(train), held, nil
+	return train, held, nil
 }
 
 // keptHeld returns the positions among the kept rows (kept: increasing

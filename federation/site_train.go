@@ -67,7 +67,7 @@ func (s *site) trainOn(k int) error {
 		return nil
 	}
 	s.train.Release()
-	t, err := estimator.NewSite(s.res.Index, s.trainRows, s.setups[k])
+	t, err := estimator.NewSiteRows(s.res.Index, s.kept, s.trainPos, s.setups[k])
 	if err != nil {
 		return err
 	}
