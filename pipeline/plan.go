@@ -225,9 +225,7 @@ func solveCosts(a, b *sampleFit) (roundCost, rowCost float64) {
 		rowCost = (a.units*tb - b.units*ta) / det
 	}
 	switch {
-	case det == 0 || (roundCost < 0 && rowCost < 0):
-		return 0, tb / rb
-	case roundCost < 0:
+	case det == 0 || roundCost < 0:
 		return 0, tb / rb
 	case rowCost < 0:
 		return tb / b.units, 0
