@@ -123,6 +123,7 @@ func reconstruct(t *testing.T, site *Site, rounds int) *mat.Dense {
 // rmse is the root mean squared distance between the guesses and the
 // site's rows, (x, y) in standardised units.
 func rmse(site *Site, guess *mat.Dense) float64 {
+	site.prepare()
 	var ss float64
 	for k := range site.n {
 		for j, v := range append(append([]float64(nil), site.x.RawRowView(k)...), site.y[k]) {

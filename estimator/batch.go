@@ -89,8 +89,7 @@ func (s *Site) batch(kind Kind, round int) []*Site {
 	for c, sub := range bt.subs {
 		sub.n0 = 0
 		for r, i := range bt.idx[c*batchChunk : c*batchChunk+sub.n] {
-			copy(sub.x.RawRowView(r), s.x.RawRowView(i))
-			sub.w[r], sub.y[r] = s.w[i], s.y[i]
+			sub.w[r], sub.y[r] = s.readRow(i, sub.x.RawRowView(r))
 			if i < s.n0 {
 				sub.n0++
 			}
@@ -119,10 +118,9 @@ func (s *Site) rowsChanged() {
 // subSite returns an empty Site of n rows for s's rows to be copied into,
 // sharing s's setup and layouts.
 func (s *Site) subSite(n int, chunk uint64) *Site {
-	_, dx := s.x.Dims()
 	sub := &Site{
-		index: s.index, chunk: chunk, setup: s.setup, lays: s.lays, n: n, pos: make([]int, n),
-		x: mat.NewDense(n, dx, nil), w: make([]float64, n), y: make([]float64, n),
+		index: s.index, chunk: chunk, setup: s.setup, lays: s.lays, n: n, dx: s.dx, pos: make([]int, n),
+		x: mat.NewDense(n, s.dx, nil), w: make([]float64, n), y: make([]float64, n),
 		col: mat.NewDense(n, 1, nil), dcol: mat.NewDense(n, 1, nil),
 	}
 	for i := range sub.pos {

@@ -55,6 +55,14 @@ func TestBatchesAreUnbiased(t *testing.T) {
 				if e := relErr([]float64{loss}, []float64{want.Loss}, 1e-8); e > 1e-12 {
 					t.Errorf("mean batch loss %v, full %v", loss, want.Loss)
 				}
+				// The batched Site read each batch from the rows: it
+				// holds no copy of them, where the full one does.
+				if b := batched[0]; b.x != nil || b.w != nil || b.y != nil || b.pos != nil || b.col != nil {
+					t.Error("a Site of mini-batches holds a copy of its rows")
+				}
+				if f := full[0]; f.x == nil || f.w == nil {
+					t.Error("a Site computing on every row holds no copy of its rows")
+				}
 				for name, g := range want.Grads {
 					if e := relErr(sum[name], g.RawMatrix().Data, 1e-8); e > 1e-12 {
 						t.Errorf("gradient %s: relative error %.3g of the epoch mean", name, e)

@@ -67,11 +67,11 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 		e.Propensity = []float64{}
 		return e, nil
 	}
-	x := setup.standardizeX(data.X)
-
-	// Propensity and outcome means of every row.
+	// Propensity and outcome means of every row. Each step standardises
+	// the rows it reads a chunk at a time: no standardised copy of every
+	// row is made.
 	var mu0, mu1 []float64
-	e.Propensity, mu0, mu1 = m.nuisanceModelUnits(site, x)
+	e.Propensity, mu0, mu1 = m.nuisanceModelUnits(site, data.X)
 	sdY := m.outcomeSD()
 
 	// Chunks of rows are scored on every core, each worker in its own
@@ -83,7 +83,7 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 	workers := min(runtime.GOMAXPROCS(0), chunks)
 	pool := make(chan *scorer, workers)
 	for range workers {
-		pool <- newScorer(m, site, x)
+		pool <- newScorer(m, site, data.X)
 	}
 	var (
 		mu   sync.Mutex
@@ -135,7 +135,8 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 type scorer struct {
 	setup  *Setup
 	site   int
-	x      *mat.Dense // n×dx standardised covariates
+	raw    *mat.Dense // n×dx covariates as the rows hold them
+	x      *mat.Dense // the chunk's rows of raw, standardised
 	preX   *mat.Dense // rows×D: x·Ω_enc[:dx] of the chunk's rows, the y-free part of the encoder input
 	omegaY []float64  // D: the encoder frequencies of y; nil when it reads x alone
 	u      []float64  // D: one sample's encoder pre-activations, when it reads y
@@ -164,10 +165,10 @@ type scorer struct {
 	tau          []float64  // per sample of one row: ŷ1 − ŷ0
 }
 
-func newScorer(m *Model, site int, x *mat.Dense) *scorer {
+func newScorer(m *Model, site int, raw *mat.Dense) *scorer {
 	setup := m.Setup
 	cfg := setup.Config
-	_, dx := x.Dims()
+	_, dx := raw.Dims()
 	R := max(1, effectChunk/cfg.Samples) * cfg.Samples
 	D, dz := cfg.Features, cfg.Latent
 	enc := setup.Maps[mapEncoder].Omega0
@@ -179,7 +180,8 @@ func newScorer(m *Model, site int, x *mat.Dense) *scorer {
 		cols = decX + dx
 	}
 	sc := &scorer{
-		setup: setup, site: site, x: x,
+		setup: setup, site: site, raw: raw,
+		x:    mat.NewDense(R/cfg.Samples, dx, nil),
 		preX: mat.NewDense(R/cfg.Samples, D, nil),
 		tau:  make([]float64, cfg.Samples),
 		aq:   m.Latent.Shared["a_q"][0],
@@ -239,7 +241,10 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 	n0, n1 := 0, 0 // samples of each arm
 	enc := sc.setup.Maps[mapEncoder].Omega0
 	_, dx := sc.x.Dims()
-	sc.gemm.mul(view(sc.preX).block(0, i1-i0, 0, D), view(sc.x).block(i0, i1, 0, dx), view(enc).block(0, dx, 0, D))
+	for i := i0; i < i1; i++ {
+		sc.setup.Scaler.standardizeRow(sc.x.RawRowView(i-i0), sc.raw.RawRowView(i))
+	}
+	sc.gemm.mul(view(sc.preX).block(0, i1-i0, 0, D), view(sc.x).block(0, i1-i0, 0, dx), view(enc).block(0, dx, 0, D))
 	for i := i0; i < i1; i++ {
 		r := i - i0
 		sc.pcg[r].Seed(cfg.Seed, mix(streamEffects, uint64(sc.site), uint64(i)))
@@ -292,7 +297,7 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 			sincosKernel(row[:D], row[D:2*D], sc.u, scale, c)
 			if lin > 0 {
 				lrow := row[2*D:]
-				for j, v := range sc.x.RawRowView(i) {
+				for j, v := range sc.x.RawRowView(r) {
 					lrow[j] = lin * v
 				}
 				lrow[len(lrow)-1] = lin * y
@@ -306,7 +311,7 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 			row := sc.phiQ.RawRowView(r)
 			sincosKernel(row[:D], row[D:2*D], sc.preX.RawRowView(r), scale, c)
 			if lin > 0 {
-				for j, v := range sc.x.RawRowView(i0 + r) {
+				for j, v := range sc.x.RawRowView(r) {
 					row[2*D+j] = lin * v
 				}
 			}
@@ -330,7 +335,7 @@ func (sc *scorer) sample(i0, i1 int, prop, mu0, mu1 []float64, sdY float64) {
 		}
 	}
 	if cfg.MHSteps > 0 {
-		sc.metropolis(i0, R)
+		sc.metropolis(R)
 	}
 	sc.decode(z, R)
 	for k := range R {
@@ -384,14 +389,14 @@ func (sc *scorer) logWeight(k, row int, z, mq []float64) float64 {
 
 // metropolis runs independence Metropolis–Hastings with proposal q and
 // target p(y|w,z)p(w|z)p(x|z)N(z;0,I), starting from the q draw in z.
-func (sc *scorer) metropolis(i0, R int) {
+func (sc *scorer) metropolis(R int) {
 	cfg := sc.setup.Config
 	N, dz := cfg.Samples, cfg.Latent
 	z := sc.z.Slice(0, R, 0, dz).(*mat.Dense)
 	zp := sc.zp.Slice(0, R, 0, dz).(*mat.Dense)
 	sc.decode(z, R)
 	for k := range R {
-		sc.logw[k] = sc.logWeight(k, i0+k/N, sc.z.RawRowView(k), sc.mq.RawRowView(k))
+		sc.logw[k] = sc.logWeight(k, k/N, sc.z.RawRowView(k), sc.mq.RawRowView(k))
 	}
 	for range cfg.MHSteps {
 		for k := range R {
@@ -404,7 +409,7 @@ func (sc *scorer) metropolis(i0, R int) {
 		sc.decode(zp, R)
 		for k := range R {
 			rng := sc.rng[k/N]
-			lw := sc.logWeight(k, i0+k/N, sc.zp.RawRowView(k), sc.mq.RawRowView(k))
+			lw := sc.logWeight(k, k/N, sc.zp.RawRowView(k), sc.mq.RawRowView(k))
 			if math.Log(rng.Float64()) < lw-sc.logw[k] {
 				sc.logw[k] = lw
 				copy(sc.z.RawRowView(k), sc.zp.RawRowView(k))

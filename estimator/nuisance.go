@@ -38,7 +38,7 @@ func (m *Model) Nuisance(site int, data *Data) (inference.Nuisance, error) {
 	if _, dx := data.X.Dims(); dx != len(m.Setup.Schema.Binary) {
 		return inference.Nuisance{}, fmt.Errorf("estimator: %d covariates, want %d", dx, len(m.Setup.Schema.Binary))
 	}
-	prop, mu0, mu1 := m.nuisanceModelUnits(site, m.Setup.standardizeX(data.X))
+	prop, mu0, mu1 := m.nuisanceModelUnits(site, data.X)
 	nu := inference.Nuisance{Propensity: prop, Mu0: mu0, Mu1: mu1}
 	sd := m.outcomeSD()
 	for i := range mu0 {
@@ -49,12 +49,16 @@ func (m *Model) Nuisance(site int, data *Data) (inference.Nuisance, error) {
 }
 
 // nuisanceModelUnits returns the propensity and the outcome model's means,
-// in model units (logits for a binary outcome), of standardised rows x. It
-// maps FeatureChunk rows at a time, so that its memory does not grow with
-// the rows beyond the three results.
-func (m *Model) nuisanceModelUnits(site int, x *mat.Dense) (prop, mu0, mu1 []float64) {
-	n, _ := x.Dims()
+// in model units (logits for a binary outcome), of the rows raw (not yet
+// standardised). It standardises and maps FeatureChunk rows at a time, so
+// that its memory does not grow with the rows beyond the three results.
+func (m *Model) nuisanceModelUnits(site int, raw *mat.Dense) (prop, mu0, mu1 []float64) {
+	n, dx := raw.Dims()
+	if n == 0 {
+		return []float64{}, []float64{}, []float64{}
+	}
 	setup := m.Setup
+	buf := mat.NewDense(min(n, FeatureChunk), dx, nil)
 	prop, mu0, mu1 = make([]float64, n), make([]float64, n), make([]float64, n)
 	pw, ow := m.Propensity.Weights[site]["psi"], m.Outcome.Weights[site]
 	fp, fo := setup.Maps[mapPropensity], setup.Maps[mapOutcome]
@@ -63,7 +67,10 @@ func (m *Model) nuisanceModelUnits(site int, x *mat.Dense) (prop, mu0, mu1 []flo
 	var a, b mat.VecDense
 	for i0 := 0; i0 < n; i0 += FeatureChunk {
 		i1 := min(n, i0+FeatureChunk)
-		xs := x.Slice(i0, i1, 0, x.RawMatrix().Cols)
+		xs := buf.Slice(0, i1-i0, 0, dx).(*mat.Dense)
+		for i := i0; i < i1; i++ {
+			setup.Scaler.standardizeRow(xs.RawRowView(i-i0), raw.RawRowView(i))
+		}
 		col.Reset()
 		col.Mul(fp.Map(nil, xs, ap), pw)
 		for i := i0; i < i1; i++ {
@@ -97,12 +104,16 @@ func (s Scaler) standardizeX(src *mat.Dense) *mat.Dense {
 	n, dx := src.Dims()
 	x := mat.NewDense(n, dx, nil)
 	for i := range n {
-		in, out := src.RawRowView(i), x.RawRowView(i)
-		for j := range dx {
-			out[j] = (in[j] - s.Mean[j]) / s.Scale[j]
-		}
+		s.standardizeRow(x.RawRowView(i), src.RawRowView(i))
 	}
 	return x
+}
+
+// standardizeRow sets dst to the row src standardised: (x − Mean)/Scale.
+func (s Scaler) standardizeRow(dst, src []float64) {
+	for j, v := range src {
+		dst[j] = (v - s.Mean[j]) / s.Scale[j]
+	}
 }
 
 // CrossFit returns nuisance predictions for every row of data, the rows

@@ -58,7 +58,7 @@ func TestNuisanceUnits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, raw0, raw1 := m.nuisanceModelUnits(0, m.Setup.standardizeX(d.X))
+			_, raw0, raw1 := m.nuisanceModelUnits(0, d.X)
 			c, sc := m.Setup.yLoc()
 			s := m.outcomeSD() * sc
 			for i := range d.W {
@@ -332,5 +332,43 @@ func TestRowsReadInPlace(t *testing.T) {
 	}
 	if _, err := newSite(0, d, []int{}, m.Setup); err == nil {
 		t.Error("a Site of no rows was made")
+	}
+
+	// Under mini-batches the Site of picked rows holds no copy and reads
+	// each batch from d: the same rounds as the Site of their copy.
+	bs := *m.Setup
+	bs.Config.BatchSize = 4
+	copied, err = NewSite(0, d.Subset(rows), &bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inPlace, err = NewSiteRows(0, d, rows, &bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range Kinds {
+		in := randomInput(newLayout(kind, &bs), rand.New(rand.NewPCG(3, uint64(kind))))
+		for r := range 5 {
+			in.Round, in.Noise = r, uint64(r)
+			a, err := copied.Compute(ctx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := inPlace.Compute(ctx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Loss != b.Loss {
+				t.Errorf("%v round %d: loss %v in place, %v of the copy", kind, r, b.Loss, a.Loss)
+			}
+			for name, g := range a.Grads {
+				if !mat.Equal(g, b.Grads[name]) {
+					t.Errorf("%v round %d: gradient %s differs", kind, r, name)
+				}
+			}
+		}
+	}
+	if inPlace.x != nil {
+		t.Error("the Site of mini-batches of picked rows holds a copy of them")
 	}
 }

@@ -107,6 +107,7 @@ func (s *Site) SetPrivacy(p *Privacy) error {
 		}
 	}
 	s.priv = &q
+	s.prepare()
 	s.rowKeys = siteRowKeys(s, q.Key)
 	return nil
 }

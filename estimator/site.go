@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"gonum.org/v1/gonum/mat"
@@ -43,15 +44,25 @@ type Site struct {
 	setup *Setup
 	lays  [3]*layout
 
-	n, n0 int        // rows; the n0 control rows come first
-	pos   []int      // pos[i] = prepared position of original row i
-	x     *mat.Dense // n×dx standardised covariates, arm-sorted
-	w, y  []float64  // arm-sorted treatments and outcomes (model units)
+	n, n0 int // rows; the n0 control rows come first
+
+	// The rows as read: prepared position k is row at(k) of data, where
+	// at(k) = rows[order[k]], or order[k] when rows is nil. A Site that
+	// trains on mini-batches reads each batch from them; x, w, y and pos
+	// are made only for computations on every row (see prepare).
+	data  *Data
+	rows  []int
+	order []int32
+	dx    int
+
+	pos  []int      // pos[i] = prepared position of original row i; nil until prepare
+	x    *mat.Dense // n×dx standardised covariates, arm-sorted; nil until prepare
+	w, y []float64  // arm-sorted treatments and outcomes (model units); nil until prepare
 
 	prop, out *rffLayer // feature maps on fixed inputs, built lazily
 	lat       *latentWork
-	col       *mat.Dense // n×1 scratch
-	dcol      *mat.Dense // n×1 scratch
+	col       *mat.Dense // n×1 scratch; nil until prepare
+	dcol      *mat.Dense // n×1 scratch; nil until prepare
 	outs      [3]*SiteOutput
 	bt        *batches     // mini-batches (Config.BatchSize); nil until the first
 	priv      *Privacy     // nil: exact answers (see SetPrivacy)
@@ -63,13 +74,16 @@ type Site struct {
 // NewSite prepares site index's rows for training under setup. Rows are
 // standardised with setup.Scaler and reordered so that control rows come
 // first, which lets each arm's weights act on a contiguous block of rows.
+// A Site that trains on mini-batches (Config.BatchSize below its rows)
+// holds no copy of its rows: it reads and standardises each batch from
+// data, which must not change while the Site is in use.
 func NewSite(index int, data *Data, setup *Setup) (*Site, error) {
 	return newSite(index, data, nil, setup)
 }
 
 // NewSiteRows is NewSite of the rows of data at positions rows (nil: every
-// row), standardised straight into the Site's own arm-sorted copy, so that
-// neither the rows picked nor their standardised values are copied first.
+// row), which are read in place and must not change while the Site is in
+// use either.
 func NewSiteRows(index int, data *Data, rows []int, setup *Setup) (*Site, error) {
 	return newSite(index, data, rows, setup)
 }
@@ -91,39 +105,60 @@ func newSite(index int, data *Data, rows []int, setup *Setup) (*Site, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("estimator: site %d has no rows", index)
 	}
-	src := func(k int) int { return k }
-	if rows != nil {
-		src = func(k int) int { return rows[k] }
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("estimator: site %d has %d rows; at most %d", index, n, math.MaxInt32)
 	}
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return data.W[src(order[a])] < data.W[src(order[b])] })
 	_, dx := data.X.Dims()
-	s := &Site{
-		index: index, setup: setup, n: n, pos: make([]int, n),
-		x: mat.NewDense(n, dx, nil), w: make([]float64, n), y: make([]float64, n),
-		col: mat.NewDense(n, 1, nil), dcol: mat.NewDense(n, 1, nil),
+	s := &Site{index: index, setup: setup, n: n, data: data, rows: rows, order: make([]int32, n), dx: dx}
+	for i := range s.order {
+		s.order[i] = int32(i)
 	}
-	sc := setup.Scaler
-	for k, i := range order {
-		r := src(i)
-		s.pos[i] = k
-		in, out := data.X.RawRowView(r), s.x.RawRowView(k)
-		for j := range dx {
-			out[j] = (in[j] - sc.Mean[j]) / sc.Scale[j]
-		}
-		s.w[k] = data.W[r]
-		s.y[k] = setup.yToModel(data.Y[r])
-		if data.W[r] == 0 {
+	sort.SliceStable(s.order, func(a, b int) bool { return data.W[s.at(a)] < data.W[s.at(b)] })
+	for k := range s.order {
+		if data.W[s.at(k)] == 0 {
 			s.n0++
 		}
 	}
 	for _, k := range Kinds {
 		s.lays[k] = newLayout(k, setup)
 	}
+	if s.batchSize() == s.n {
+		s.prepare()
+	}
 	return s, nil
+}
+
+// at returns the row of data at prepared position k.
+func (s *Site) at(k int) int {
+	if s.rows != nil {
+		return s.rows[s.order[k]]
+	}
+	return int(s.order[k])
+}
+
+// readRow sets dst, the treatment and the outcome (model units) to those of
+// prepared position k, its covariates standardised.
+func (s *Site) readRow(k int, dst []float64) (w, y float64) {
+	r := s.at(k)
+	s.setup.Scaler.standardizeRow(dst, s.data.X.RawRowView(r))
+	return s.data.W[r], s.setup.yToModel(s.data.Y[r])
+}
+
+// prepare makes the Site hold its rows standardised and arm-sorted (x, w,
+// y) and the workspaces of computations on every row: what a Site that
+// computes on every row, or is private (whose rounds sample rows by key),
+// needs. A Site of mini-batches never calls it and holds none of them.
+func (s *Site) prepare() {
+	if s.x != nil {
+		return
+	}
+	n := s.n
+	s.pos, s.x, s.w, s.y = make([]int, n), mat.NewDense(n, s.dx, nil), make([]float64, n), make([]float64, n)
+	s.col, s.dcol = mat.NewDense(n, 1, nil), mat.NewDense(n, 1, nil)
+	for k, i := range s.order {
+		s.pos[i] = k
+		s.w[k], s.y[k] = s.readRow(k, s.x.RawRowView(k))
+	}
 }
 
 // Index returns the site's number in the federation.
@@ -161,6 +196,7 @@ func (s *Site) Compute(ctx context.Context, in *SiteInput) (*SiteOutput, error) 
 	if s.batchSize() < s.n {
 		return s.computeBatch(ctx, in)
 	}
+	s.prepare()
 	out := s.output(lay)
 	out.Round = in.Round
 	switch in.Model {

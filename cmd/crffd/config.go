@@ -22,7 +22,7 @@ type app struct {
 	// configFile is the --config path, against which relative paths in
 	// the configuration are resolved.
 	configFile string
-	profile    *profile.Run // --cpu-profile and --mem-profile while the command runs
+	profile    *profile.Run // the profiles --cpu-profile, --mem-profile and --peak-heap-profile ask for, while the command runs
 }
 
 // load builds the configuration of cmd: defaults, then the YAML file named

@@ -37,6 +37,7 @@ func rootCmd(a *app) *cobra.Command {
 	pf.String("log-format", "text", "log format: text or json")
 	pf.String("cpu-profile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
 	pf.String("mem-profile", "", "write a profile of the memory the command allocated to this file when it ends (go tool pprof reads it)")
+	pf.String("peak-heap-profile", "", "write the heap in use when the live heap was at its largest to this file (go tool pprof reads it)")
 	bindFlag(pf, "plugin-dir", "plugin_dir")
 	bindFlag(pf, "log-level", "log_level")
 	bindFlag(pf, "log-format", "log_format")
@@ -45,12 +46,15 @@ func rootCmd(a *app) *cobra.Command {
 	return root
 }
 
-// startProfile starts the profiles --cpu-profile and --mem-profile name.
+// startProfile starts the profiles --cpu-profile, --mem-profile and
+// --peak-heap-profile name.
 func (a *app) startProfile(cmd *cobra.Command) error {
-	cpu, _ := cmd.Flags().GetString("cpu-profile")
-	mem, _ := cmd.Flags().GetString("mem-profile")
+	var paths profile.Paths
+	paths.CPU, _ = cmd.Flags().GetString("cpu-profile")
+	paths.Mem, _ = cmd.Flags().GetString("mem-profile")
+	paths.Peak, _ = cmd.Flags().GetString("peak-heap-profile")
 	var err error
-	a.profile, err = profile.Start(cpu, mem)
+	a.profile, err = profile.Start(paths)
 	return err
 }
 

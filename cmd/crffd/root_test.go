@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestCPUProfile: --cpu-profile and --mem-profile write profiles of the
-// command, and name the file they cannot create.
+// TestCPUProfile: --cpu-profile, --mem-profile and --peak-heap-profile
+// write profiles of the command, and name the file they cannot create.
 func TestCPUProfile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cpu.pprof")
 	if _, err := execute(t, "simulate", "--out", t.TempDir(), "--cpu-profile", path); err != nil {
@@ -32,5 +32,17 @@ func TestCPUProfile(t *testing.T) {
 	}
 	if _, err := execute(t, "version", "--mem-profile", missing); err == nil || !strings.Contains(err.Error(), "--mem-profile") {
 		t.Errorf("memory profile in a missing folder: %v", err)
+	}
+	// --peak-heap-profile: the heap at its largest (internal/profile
+	// tests that it is the peak's).
+	peak := filepath.Join(t.TempDir(), "peak.pprof")
+	if _, err := execute(t, "simulate", "--out", t.TempDir(), "--peak-heap-profile", peak); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(peak); err != nil || fi.Size() == 0 {
+		t.Errorf("peak heap profile %s: %v, %v", peak, fi, err)
+	}
+	if _, err := execute(t, "version", "--peak-heap-profile", missing); err == nil || !strings.Contains(err.Error(), "--peak-heap-profile") {
+		t.Errorf("peak heap profile in a missing folder: %v", err)
 	}
 }
