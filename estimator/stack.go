@@ -82,7 +82,7 @@ func (s *Setup) fitGLM(ctx context.Context, d *Data, rows []int) (*NuisanceStack
 
 // pick returns the rows of d at positions rows (nil: every row): a view
 // of the covariates, and copies of the treatments and outcomes.
-func pick(d *Data, rows []int) (x mat.Matrix, w, y []float64) {
+func pick(d *Data, rows []int) (x rowMatrix, w, y []float64) {
 	if rows == nil {
 		return d.X, d.W, d.Y
 	}
@@ -99,12 +99,21 @@ func pickValues(v []float64, rows []int) []float64 {
 }
 
 // rowView is the rows of a matrix at positions rows, read in place: a
-// fold's training rows, which the GLMs copy once into their design matrix
-// rather than twice.
+// fold's training rows, which the GLMs read a chunk at a time.
 type rowView struct {
-	m    mat.Matrix
+	m    rowMatrix
 	rows []int
 }
+
+// rowMatrix is a matrix whose rows can be read in place.
+type rowMatrix interface {
+	mat.Matrix
+	mat.RawRowViewer
+}
+
+// RawRowView returns row i of the view, row rows[i] of the matrix, in
+// place: the GLMs read their design matrix's rows through it.
+func (v rowView) RawRowView(i int) []float64 { return v.m.RawRowView(v.rows[i]) }
 
 // Dims returns the rows picked and the matrix's columns.
 func (v rowView) Dims() (r, c int) {

@@ -75,36 +75,76 @@ func (m *Model) Predict(dst []float64, x mat.Matrix) ([]float64, error) {
 	return dst, nil
 }
 
-// design returns the n×(d+1) design matrix of x: a column of ones, then
-// x's columns standardised (a constant column becomes zeros), with the
-// means and scales it used.
-func design(x mat.Matrix, targets int) (z *mat.Dense, mean, scale []float64, err error) {
+// designChunk is the most rows of the design matrix made at once; a
+// variable so that tests can split a few rows into several chunks.
+var designChunk = 1024
+
+// design is the n×(d+1) design matrix of x, a column of ones, then x's
+// columns standardised (a constant column becomes zeros), made a chunk of
+// rows at a time as each pass over the rows reads it: a fit holds no copy
+// of every row, only x itself, which it reads in place.
+type design struct {
+	x           mat.Matrix
+	rows        mat.RawRowViewer // x's rows in place, when x gives them
+	n, d        int
+	mean, scale []float64
+	buf         *mat.Dense // designChunk×(d+1): the chunk last made
+}
+
+// newDesign returns the design of x with the means and scales of its
+// columns.
+func newDesign(x mat.Matrix, targets int) (*design, error) {
 	n, d := x.Dims()
 	if targets != n {
-		return nil, nil, nil, fmt.Errorf("%w: %d rows of covariates, %d targets", ErrShape, n, targets)
+		return nil, fmt.Errorf("%w: %d rows of covariates, %d targets", ErrShape, n, targets)
 	}
 	if n == 0 {
-		return nil, nil, nil, fmt.Errorf("%w: no rows", ErrShape)
+		return nil, fmt.Errorf("%w: no rows", ErrShape)
 	}
-	z = mat.NewDense(n, d+1, nil)
-	mean, scale = make([]float64, d), make([]float64, d)
-	for i := range n {
-		z.Set(i, 0, 1)
-	}
+	z := &design{x: x, n: n, d: d, mean: make([]float64, d), scale: make([]float64, d), buf: mat.NewDense(min(n, designChunk), d+1, nil)}
+	z.rows, _ = x.(mat.RawRowViewer)
 	col := make([]float64, n)
 	for j := range d {
 		mat.Col(col, j, x)
 		mu, sd := stat.MeanStdDev(col, nil)
-		mean[j] = mu
-		if !(sd > 0) {
-			continue // a constant column (or a single row)
-		}
-		scale[j] = sd
-		for i, v := range col {
-			z.Set(i, j+1, (v-mu)/sd)
+		z.mean[j] = mu
+		if sd > 0 { // else a constant column (or a single row)
+			z.scale[j] = sd
 		}
 	}
-	return z, mean, scale, nil
+	return z, nil
+}
+
+// chunk returns the design's rows [i0, min(n, i0+designChunk)), valid
+// until the next call.
+func (z *design) chunk(i0 int) *mat.Dense {
+	i1 := min(z.n, i0+designChunk)
+	c := z.buf.Slice(0, i1-i0, 0, z.d+1).(*mat.Dense)
+	for i := i0; i < i1; i++ {
+		row := c.RawRowView(i - i0)
+		row[0] = 1
+		for j := range z.d {
+			var v float64
+			if z.rows != nil {
+				v = z.rows.RawRowView(i)[j]
+			} else {
+				v = z.x.At(i, j)
+			}
+			row[j+1] = 0
+			if z.scale[j] > 0 {
+				row[j+1] = (v - z.mean[j]) / z.scale[j]
+			}
+		}
+	}
+	return c
+}
+
+// chunks calls f with each chunk of the design in turn and the row its
+// first row is.
+func (z *design) chunks(f func(i0 int, c *mat.Dense)) {
+	for i0 := 0; i0 < z.n; i0 += designChunk {
+		f(i0, z.chunk(i0))
+	}
 }
 
 // FitLinear fits least squares of y on the columns of x with an intercept
@@ -115,28 +155,35 @@ func FitLinear(x mat.Matrix, y []float64, ridge float64) (*Model, error) {
 			return nil, fmt.Errorf("glm: target of row %d is %v", i, v)
 		}
 	}
-	z, mean, scale, err := design(x, len(y))
+	z, err := newDesign(x, len(y))
 	if err != nil {
 		return nil, err
 	}
-	_, k := z.Dims()
-	var a mat.SymDense
-	a.SymOuterK(1, z.T())
+	k := z.d + 1
+	// The normal equations, added a chunk of rows at a time.
+	a := mat.NewSymDense(k, nil)
+	b := mat.NewVecDense(k, nil)
+	var zy mat.VecDense
+	z.chunks(func(i0 int, c *mat.Dense) {
+		r, _ := c.Dims()
+		a.SymRankK(a, 1, c.T())
+		zy.MulVec(c.T(), mat.NewVecDense(r, y[i0:i0+r]))
+		b.AddVec(b, &zy)
+	})
 	for j := 1; j < k; j++ {
 		a.SetSym(j, j, a.At(j, j)+ridge)
 	}
 	// A tiny jitter on the intercept keeps a single-row fit solvable.
 	a.SetSym(0, 0, a.At(0, 0)+1e-12)
-	var b, beta mat.VecDense
-	b.MulVec(z.T(), mat.NewVecDense(len(y), y))
+	var beta mat.VecDense
 	var chol mat.Cholesky
-	if !chol.Factorize(&a) {
+	if !chol.Factorize(a) {
 		return nil, errors.New("glm: least squares: the normal equations are singular")
 	}
-	if err := chol.SolveVecTo(&beta, &b); err != nil {
+	if err := chol.SolveVecTo(&beta, b); err != nil {
 		return nil, fmt.Errorf("glm: least squares: %w", err)
 	}
-	return &Model{Mean: mean, Scale: scale, Beta: append([]float64(nil), beta.RawVector().Data...)}, nil
+	return &Model{Mean: z.mean, Scale: z.scale, Beta: append([]float64(nil), beta.RawVector().Data...)}, nil
 }
 
 // FitLogistic fits a logistic regression of w (each 0 or 1) on the
@@ -150,10 +197,11 @@ func FitLogistic(ctx context.Context, x mat.Matrix, w []float64, ridge float64) 
 			return nil, fmt.Errorf("glm: row %d: %v is not 0 or 1", i, v)
 		}
 	}
-	z, mean, scale, err := design(x, len(w))
+	z, err := newDesign(x, len(w))
 	if err != nil {
 		return nil, err
 	}
+	mean, scale := z.mean, z.scale
 	if treated := floats.Sum(w); treated == 0 || treated == float64(len(w)) {
 		// One class alone: the likelihood has no maximum (the intercept
 		// runs to ±∞). The covariates cannot tell anything, and the
@@ -172,8 +220,8 @@ func FitLogistic(ctx context.Context, x mat.Matrix, w []float64, ridge float64) 
 }
 
 // newton minimises penalisedLoss over β.
-func newton(ctx context.Context, z *mat.Dense, w []float64, ridge float64) ([]float64, error) {
-	n, k := z.Dims()
+func newton(ctx context.Context, z *design, w []float64, ridge float64) ([]float64, error) {
+	n, k := z.n, z.d+1
 	beta := make([]float64, k)
 	obj := func(b []float64) float64 { return penalisedLoss(z, w, b, ridge) }
 	cur := obj(beta)
@@ -252,31 +300,37 @@ func damped(h *mat.SymDense) (*mat.Cholesky, error) {
 }
 
 // fitted sets p to σ(zβ).
-func fitted(z *mat.Dense, beta, p []float64) {
-	n, k := z.Dims()
-	for i := range n {
-		row := z.RawRowView(i)
-		eta := 0.0
-		for j := range k {
-			eta += row[j] * beta[j]
+func fitted(z *design, beta, p []float64) {
+	k := z.d + 1
+	z.chunks(func(i0 int, c *mat.Dense) {
+		r, _ := c.Dims()
+		for i := range r {
+			row := c.RawRowView(i)
+			eta := 0.0
+			for j := range k {
+				eta += row[j] * beta[j]
+			}
+			p[i0+i] = 1 / (1 + math.Exp(-eta))
 		}
-		p[i] = 1 / (1 + math.Exp(-eta))
-	}
+	})
 }
 
 // penalisedLoss is the negative log-likelihood of β plus ridge/2·‖β₁:‖².
-func penalisedLoss(z *mat.Dense, w, beta []float64, ridge float64) float64 {
-	n, k := z.Dims()
+func penalisedLoss(z *design, w, beta []float64, ridge float64) float64 {
+	k := z.d + 1
 	l := 0.0
-	for i := range n {
-		row := z.RawRowView(i)
-		eta := 0.0
-		for j := range k {
-			eta += row[j] * beta[j]
+	z.chunks(func(i0 int, c *mat.Dense) {
+		r, _ := c.Dims()
+		for i := range r {
+			row := c.RawRowView(i)
+			eta := 0.0
+			for j := range k {
+				eta += row[j] * beta[j]
+			}
+			// log(1 + e^η) − wη, computed without overflow.
+			l += math.Max(eta, 0) + math.Log1p(math.Exp(-math.Abs(eta))) - w[i0+i]*eta
 		}
-		// log(1 + e^η) − wη, computed without overflow.
-		l += math.Max(eta, 0) + math.Log1p(math.Exp(-math.Abs(eta))) - w[i]*eta
-	}
+	})
 	for j := 1; j < k; j++ {
 		l += ridge / 2 * beta[j] * beta[j]
 	}
@@ -285,17 +339,20 @@ func penalisedLoss(z *mat.Dense, w, beta []float64, ridge float64) float64 {
 
 // gradient sets p to σ(zβ) and g to the negative gradient of
 // penalisedLoss: zᵀ(w − p) − ridge·β₁:.
-func gradient(z *mat.Dense, w, beta, p, g []float64, ridge float64) {
+func gradient(z *design, w, beta, p, g []float64, ridge float64) {
 	fitted(z, beta, p)
-	n, k := z.Dims()
+	k := z.d + 1
 	clear(g)
-	for i := range n {
-		row := z.RawRowView(i)
-		r := w[i] - p[i]
-		for j := range k {
-			g[j] += row[j] * r
+	z.chunks(func(i0 int, c *mat.Dense) {
+		r, _ := c.Dims()
+		for i := range r {
+			row := c.RawRowView(i)
+			res := w[i0+i] - p[i0+i]
+			for j := range k {
+				g[j] += row[j] * res
+			}
 		}
-	}
+	})
 	for j := 1; j < k; j++ {
 		g[j] -= ridge * beta[j]
 	}
@@ -305,23 +362,26 @@ func gradient(z *mat.Dense, w, beta, p, g []float64, ridge float64) {
 // ridge on the diagonal but for the intercept. acc is scratch of k²
 // numbers, so that the loop over the rows does not go through h's
 // accessors.
-func hessian(z *mat.Dense, p []float64, h *mat.SymDense, acc []float64, ridge float64) {
-	n, k := z.Dims()
+func hessian(z *design, p []float64, h *mat.SymDense, acc []float64, ridge float64) {
+	k := z.d + 1
 	clear(acc)
-	for i := range n {
-		row := z.RawRowView(i)
-		s := p[i] * (1 - p[i])
-		for a := range k {
-			sa := s * row[a]
-			if sa == 0 {
-				continue
-			}
-			dst := acc[a*k : (a+1)*k]
-			for b := a; b < k; b++ {
-				dst[b] += sa * row[b]
+	z.chunks(func(i0 int, c *mat.Dense) {
+		r, _ := c.Dims()
+		for i := range r {
+			row := c.RawRowView(i)
+			s := p[i0+i] * (1 - p[i0+i])
+			for a := range k {
+				sa := s * row[a]
+				if sa == 0 {
+					continue
+				}
+				dst := acc[a*k : (a+1)*k]
+				for b := a; b < k; b++ {
+					dst[b] += sa * row[b]
+				}
 			}
 		}
-	}
+	})
 	for a := range k {
 		for b := a; b < k; b++ {
 			h.SetSym(a, b, acc[a*k+b])

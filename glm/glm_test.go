@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,11 +37,12 @@ func simulated(seed uint64, n int) (x *mat.Dense, w, y []float64) {
 
 func TestGradientFiniteDifference(t *testing.T) {
 	x, w, _ := simulated(1, 60)
-	z, _, _, err := design(x, len(w))
+	defer setDesignChunk(7)() // several chunks of rows
+	z, err := newDesign(x, len(w))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, k := z.Dims()
+	k := z.d + 1
 	const ridge = 0.7
 	beta := []float64{0.3, -0.7, 1.1}
 	g := make([]float64, k)
@@ -206,5 +208,51 @@ func TestErrors(t *testing.T) {
 	cancel()
 	if _, err := FitLogistic(ctx, x, w, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
+	}
+}
+
+// setDesignChunk sets designChunk to c and returns what restores it.
+func setDesignChunk(c int) func() {
+	old := designChunk
+	designChunk = c
+	return func() { designChunk = old }
+}
+
+// atOnly hides a matrix's rows, so that the design reads it by At.
+type atOnly struct{ mat.Matrix }
+
+// TestChunkedDesign: the fits read the rows a chunk at a time, in place
+// or element by element, and come out as from one chunk of every row:
+// the logistic fit bit for bit (its sums run over the rows in order), the
+// least squares to rounding (BLAS adds its chunks' products).
+func TestChunkedDesign(t *testing.T) {
+	ctx := context.Background()
+	x, w, y := simulated(3, 500)
+	wantL, err := FitLogistic(ctx, x, w, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantY, err := FitLinear(x, y, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setDesignChunk(64)()
+	for _, m := range []mat.Matrix{x, atOnly{x}} {
+		gotL, err := FitLogistic(ctx, m, w, 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(gotL.Beta, wantL.Beta) || !slices.Equal(gotL.Mean, wantL.Mean) || !slices.Equal(gotL.Scale, wantL.Scale) {
+			t.Errorf("%T: logistic fit in chunks %v, in one %v", m, gotL.Beta, wantL.Beta)
+		}
+		gotY, err := FitLinear(m, y, 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, b := range gotY.Beta {
+			if math.Abs(b-wantY.Beta[j]) > 1e-12*math.Max(1, math.Abs(b)) {
+				t.Errorf("%T: least squares coefficient %d in chunks %v, in one %v", m, j, b, wantY.Beta[j])
+			}
+		}
 	}
 }
