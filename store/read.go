@@ -122,7 +122,7 @@ func (s *Site) ReadRecords(ctx context.Context, src Source) (*Records, error) {
 		if err != nil {
 			return err
 		}
-		recs, err = s.readRows(ctx, tx, p, false, 1)
+		recs, err = s.readRows(ctx, tx, p, false, 1, -1)
 		return err
 	})
 	if err != nil {
@@ -167,7 +167,7 @@ func (s *Site) SampleRecords(ctx context.Context, src Source, rows int) (*Sample
 			return err
 		}
 		out.Stride = max(n/max(rows, 1), 1)
-		out.Records, err = s.readRows(ctx, tx, p, false, out.Stride)
+		out.Records, err = s.readRows(ctx, tx, p, false, out.Stride, n/out.Stride+1)
 		if err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func (s *Site) UnscoredRows(ctx context.Context) (*Records, error) {
 			}
 			p.types = append(p.types, t)
 		}
-		recs, err = s.readRows(ctx, tx, p, true, 1)
+		recs, err = s.readRows(ctx, tx, p, true, 1, 0)
 		return err
 	})
 	return recs, err
@@ -216,18 +216,29 @@ func (s *Site) UnscoredRows(ctx context.Context) (*Records, error) {
 // training, or only those without a CATE or rejection for scoring.
 // With stride > 1 only every stride-th row is validated and kept; Read
 // still counts every row, and Records.validating is the time spent
-// validating them.
-func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, stride int) (*Records, error) {
+// validating them. expect is the rows expected, which the read's arrays are
+// made for at once: a count, or −1 to count the table's rows first (in the
+// same transaction, so the count is exact), or 0 for none known.
+func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, stride, expect int) (*Records, error) {
 	query, err := selectRows(p.Layout, scoring)
 	if err != nil {
 		return nil, err
+	}
+	if expect < 0 {
+		qt, err := sqlfiles.QuoteIdent(p.Table)
+		if err != nil {
+			return nil, err
+		}
+		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM `+qt).Scan(&expect); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	v := newValidator(s.path, p, scoring)
+	v := newValidator(s.path, p, scoring, expect)
 	vals := make([]any, 3+len(p.Covariates))
 	ptrs := make([]any, len(vals))
 	for i := range vals {
@@ -298,7 +309,13 @@ func selectRows(l Layout, scoring bool) (string, error) {
 		// may have been mended (AppendScores keeps unchanged lines).
 		fmt.Fprintf(&b, " WHERE NOT EXISTS (SELECT 1 FROM crff_cate AS c WHERE c.row_id = +r.%[1]s)", qi)
 	}
-	b.WriteString(" ORDER BY 1")
+	// Rows come in id order. Ids that SQLite orders as equal but that are
+	// not the same value (1 and 1.0, or 'A' and 'a' under a NOCASE
+	// collation) are ordered by storage class and bytes, so that equal
+	// ids are always next to each other and the duplicates are found by
+	// comparing each id with the one before.
+	qi, _ := sqlfiles.QuoteIdent(l.ID)
+	fmt.Fprintf(&b, " ORDER BY 1, typeof(+r.%[1]s), +r.%[1]s COLLATE BINARY", qi)
 	return b.String(), nil
 }
 

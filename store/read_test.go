@@ -280,6 +280,30 @@ func TestReadRecordsRefuses(t *testing.T) {
 	}
 }
 
+// TestReadRecordsDuplicatesApart: ids that SQLite orders as equal without
+// being the same value (the integer 1 and the real 1.0; 'A' and 'a' under
+// a NOCASE collation), stored so that they interleave, still have their
+// duplicates found: the rows come with equal ids next to each other.
+func TestReadRecordsDuplicatesApart(t *testing.T) {
+	for _, c := range []struct {
+		name, create, rows, ids string
+	}{
+		{"integer and real", `CREATE TABLE mixed (id, w INTEGER, y REAL, age REAL)`,
+			`(1, 0, 1.0, 30), (1.0, 1, 2.0, 40), (1, 1, 3.0, 50), (2, 0, 1.5, 35)`, "(ids 1, 1)"},
+		{"nocase text", `CREATE TABLE mixed (id TEXT COLLATE NOCASE, w INTEGER, y REAL, age REAL)`,
+			`('A', 0, 1.0, 30), ('a', 1, 2.0, 40), ('A', 1, 3.0, 50), ('b', 0, 1.5, 35)`, `(ids "A", "A")`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := newRecordsFile(t, c.create, `INSERT INTO mixed VALUES `+c.rows)
+			src := store.Source{DB: path, Table: "mixed", IDColumn: "id", TreatmentColumn: "w", OutcomeColumn: "y", Covariates: []string{"age"}}
+			_, err := openSite(t, path).ReadRecords(context.Background(), src)
+			if !errors.Is(err, store.ErrDuplicateID) || !strings.Contains(err.Error(), "duplicate id in 2 rows "+c.ids) {
+				t.Errorf("err = %v, want the duplicates %s", err, c.ids)
+			}
+		})
+	}
+}
+
 // TestReadRecordsJoinsFaults checks that several faults are all reported.
 func TestReadRecordsJoinsFaults(t *testing.T) {
 	path := newRecordsFile(t,

@@ -28,11 +28,19 @@ type validator struct {
 	x       []float64   // row-major, every row read
 	xd      []RowDigest // per row read: valuesDigest of its stored treatment, outcome and covariates
 	faults  map[int][]fault
-	count   map[RowID]int
+	run     int // the first row of the run of rows with the last row's id
 }
 
-func newValidator(file string, p *plan, scoring bool) *validator {
-	return &validator{file: file, p: p, scoring: scoring, faults: map[int][]fault{}, count: map[RowID]int{}}
+// newValidator returns the validator of a read of about rows rows (0: not
+// known), whose arrays are made for them at once: they become the
+// Records' own, so that a read holds its rows once.
+func newValidator(file string, p *plan, scoring bool, rows int) *validator {
+	d := len(p.Covariates)
+	return &validator{
+		file: file, p: p, scoring: scoring, faults: map[int][]fault{},
+		ids: make([]RowID, 0, rows), w: make([]float64, 0, rows), y: make([]float64, 0, rows),
+		x: make([]float64, 0, rows*d), xd: make([]RowDigest, 0, rows),
+	}
 }
 
 func (v *validator) fault(i int, column string, err error) {
@@ -47,10 +55,11 @@ func (v *validator) add(vals []any) error {
 	if err != nil {
 		return err
 	}
+	if i == 0 || id != v.ids[i-1] {
+		v.endRun(i)
+	}
 	v.ids = append(v.ids, id)
-	if id.Valid() {
-		v.count[id]++
-	} else {
+	if !id.Valid() {
 		v.fault(i, p.ID, ErrBadID)
 	}
 
@@ -91,16 +100,24 @@ func (v *validator) add(vals []any) error {
 	return nil
 }
 
-// finish checks what needs every row (duplicate ids, counts, automatic
-// types) and returns the Records, or the faults as errors.
+// endRun ends the run of rows with one id, which row end does not share:
+// the rows read in id order (selectRows), an id that more than one row
+// has is a run of them, each a duplicate.
+func (v *validator) endRun(end int) {
+	if end-v.run > 1 && v.ids[v.run].Valid() {
+		for i := v.run; i < end; i++ {
+			v.fault(i, v.p.ID, ErrDuplicateID)
+		}
+	}
+	v.run = end
+}
+
+// finish checks what needs every row (the last run of ids, counts,
+// automatic types) and returns the Records, or the faults as errors.
 func (v *validator) finish() (*Records, error) {
 	p := v.p
 	n, d := len(v.ids), len(p.Covariates)
-	for i, id := range v.ids {
-		if id.Valid() && v.count[id] > 1 {
-			v.fault(i, p.ID, ErrDuplicateID)
-		}
-	}
+	v.endRun(n)
 
 	// One ValidationError per (column, fault), in order of first
 	// appearance; one Rejection per fault of each row.
@@ -140,18 +157,20 @@ func (v *validator) finish() (*Records, error) {
 	if m == 0 && !v.scoring {
 		return nil, &ValidationError{File: v.file, Table: p.Table, Err: emptyError(n)}
 	}
-	ids := make([]RowID, m)
-	xd := make([]RowDigest, m)
-	w, y := make([]float64, m), make([]float64, m)
-	x := make([]float64, m*d)
+	// The kept rows are moved up over the rejected ones in place (keep is
+	// ascending), so that the rows are not copied.
+	ids, xd, w, y, x := v.ids[:m], v.xd[:m], v.w[:m], v.y[:m], v.x[:m*d]
 	treated := 0
 	for k, i := range keep {
-		ids[k], xd[k], w[k], y[k] = v.ids[i], v.xd[i], v.w[i], v.y[i]
-		copy(x[k*d:(k+1)*d], v.x[i*d:(i+1)*d])
+		if k != i {
+			ids[k], xd[k], w[k], y[k] = v.ids[i], v.xd[i], v.w[i], v.y[i]
+			copy(x[k*d:(k+1)*d], v.x[i*d:(i+1)*d])
+		}
 		if w[k] == 1 {
 			treated++
 		}
 	}
+	clear(v.ids[m:]) // the rejected rows' ids, text ones, are not kept alive
 	if !v.scoring {
 		switch {
 		case treated == 0:
