@@ -115,12 +115,12 @@ const peakPoll = 100 * time.Millisecond
 
 // peakWatch keeps the heap profile of the largest live heap seen. The
 // live heap (runtime/metrics /gc/heap/live:bytes) is what the last
-// collection marked; the heap profile's in-use figures lag two
-// collections behind it (runtime.MemProfile), so the profile of a new
-// high is taken two collections after the high was seen, and then shows
-// the heap as that collection marked it. A new high must exceed the last
-// profiled one by 1/32, so that a slowly rising heap costs a few dozen
-// profiles.
+// collection marked; the heap profile publishes a collection's in-use
+// figures only when the next one ends (runtime.MemProfile: "up to two
+// garbage collection cycles old"), so the profile of a new high is taken
+// after the collection that follows it, and shows the heap as the high's
+// collection marked it. A new high must exceed the last profiled one by
+// 1/32, so that a slowly rising heap costs a few dozen profiles.
 type peakWatch struct {
 	mu      sync.Mutex
 	max     uint64 // the largest live heap seen
@@ -151,7 +151,7 @@ func watchPeak(every time.Duration) *peakWatch {
 }
 
 // poll reads the live heap and the collections so far, notes a new high,
-// and profiles a noted high two collections on.
+// and profiles a noted high one collection on.
 func (w *peakWatch) poll() {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
@@ -164,7 +164,7 @@ func (w *peakWatch) poll() {
 	if cycles > 0 && (w.profAt == 0 || live > w.profAt+w.profAt/32) {
 		w.profAt, w.pending = live, cycles
 	}
-	take := w.pending > 0 && cycles >= w.pending+2
+	take := w.pending > 0 && cycles >= w.pending+1
 	w.mu.Unlock()
 	if !take {
 		return
@@ -177,7 +177,7 @@ func (w *peakWatch) poll() {
 }
 
 // stop ends the watch and returns the profile of the largest live heap;
-// a high still waiting for its two collections gets them now.
+// a high still waiting for its next collection gets it now.
 func (w *peakWatch) stop() ([]byte, error) {
 	if w == nil {
 		return nil, nil
@@ -188,7 +188,6 @@ func (w *peakWatch) stop() ([]byte, error) {
 	pending := w.pending > 0
 	w.mu.Unlock()
 	if pending {
-		runtime.GC()
 		runtime.GC()
 		w.poll()
 	}
