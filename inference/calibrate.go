@@ -94,31 +94,21 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 			return nil, fmt.Errorf("%w: row %d: pseudo-outcome %v, estimate %v", ErrInput, i, psi[i], cate[i])
 		}
 	}
-	// [1, z] once, with room for u, which needs [1, z] to be fitted.
-	z := mat.NewDense(n, p+1, nil)
-	r := mat.NewVecDense(n, nil)
+	// The design's rows [1, z_i] (then u_i, once fitOrth has fitted it)
+	// are made as each pass reads them, a chunk at a time for the normal
+	// equations: no copy of every row is held.
+	r := make([]float64, n)
 	for i := range n {
-		c.row(z.RawRowView(i), x, i, 0)
-		r.SetVec(i, psi[i]-cate[i])
+		r[i] = psi[i] - cate[i]
 	}
-	base := z.Slice(0, n, 0, p).(*mat.Dense)
 	if n > p+1 {
-		c.fitOrth(cate, base)
+		c.fitOrth(cate, x)
 	}
-	if c.orth == nil {
-		z = base
-	} else {
-		for i := range n {
-			row := z.RawRowView(i)
-			row[p] = c.u(row[:p], cate[i])
-		}
+	if c.orth != nil {
 		p++
 	}
 	c.coef = make([]float64, p)
-	var ztz mat.SymDense
-	ztz.SymOuterK(1, z.T())
-	var ztr mat.VecDense
-	ztr.MulVec(z.T(), r)
+	ztz, ztr := c.normal(x, cate, r)
 
 	// The interval is that of the least-penalised fit (λ = 1e-4·n, nearly
 	// least squares but defined for collinear covariates): a penalised
@@ -126,9 +116,10 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 	// interval about it under-covers (TestCalibrationRemovesNonlinearNoise).
 	best := math.Inf(1)
 	var bestA, waldA *mat.Cholesky
+	zi := mat.NewVecDense(p, nil)
 	for _, l := range calibrationGrid {
 		a := mat.NewSymDense(p, nil)
-		a.CopySym(&ztz)
+		a.CopySym(ztz)
 		for j := 1; j < p; j++ {
 			a.SetSym(j, j, a.At(j, j)+l*float64(n))
 		}
@@ -137,18 +128,18 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 			continue
 		}
 		var g mat.VecDense
-		if err := ch.SolveVecTo(&g, &ztr); err != nil {
+		if err := ch.SolveVecTo(&g, ztr); err != nil {
 			continue
 		}
 		// Leave-one-out: (r_i − ŷ_i)/(1 − h_ii), h_ii = z_iᵀA⁻¹z_i.
 		var loo float64
 		var h mat.VecDense
 		for i := range n {
-			zi := mat.NewVecDense(p, z.RawRowView(i))
+			c.row(zi.RawVector().Data, x, i, cate[i])
 			if err := ch.SolveVecTo(&h, zi); err != nil {
 				return nil, err
 			}
-			e := (r.AtVec(i) - mat.Dot(zi, &g)) / (1 - mat.Dot(zi, &h))
+			e := (r[i] - mat.Dot(zi, &g)) / (1 - mat.Dot(zi, &h))
 			loo += e * e
 		}
 		if loo < best {
@@ -163,13 +154,13 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 		return nil, fmt.Errorf("%w: the correction's normal equations are singular", ErrInput)
 	}
 	var err error
-	if c.cov, err = sandwich(z, r, waldA, c.wald); err != nil {
+	if c.cov, err = c.sandwich(x, cate, r, waldA, c.wald); err != nil {
 		return nil, err
 	}
 	// The James–Stein factor is of the correction it shrinks, the
 	// penalised one, under that fit's own sandwich.
 	c.Shrink = 1
-	pen, err := sandwich(z, r, bestA, c.coef)
+	pen, err := c.sandwich(x, cate, r, bestA, c.coef)
 	if err != nil {
 		return nil, err
 	}
@@ -186,23 +177,51 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 	return c, nil
 }
 
+// calibrationChunk is the most design rows made at once for the normal
+// equations.
+const calibrationChunk = 1024
+
+// normal returns ZᵀZ and Zᵀv of the design Z, the rows of x made by row
+// (with u when orth is set) for the estimates cate, a chunk of rows at a
+// time.
+func (c *Calibration) normal(x mat.Matrix, cate, v []float64) (*mat.SymDense, *mat.VecDense) {
+	n, _ := x.Dims()
+	p := len(c.mean) + 1
+	if c.orth != nil {
+		p++
+	}
+	ztz, ztv := mat.NewSymDense(p, nil), mat.NewVecDense(p, nil)
+	z := mat.NewDense(min(n, calibrationChunk), p, nil)
+	var part mat.VecDense
+	for i0 := 0; i0 < n; i0 += calibrationChunk {
+		i1 := min(n, i0+calibrationChunk)
+		zc := z.Slice(0, i1-i0, 0, p).(*mat.Dense)
+		for i := i0; i < i1; i++ {
+			c.row(zc.RawRowView(i-i0), x, i, cate[i])
+		}
+		ztz.SymRankK(ztz, 1, zc.T())
+		part.MulVec(zc.T(), mat.NewVecDense(i1-i0, v[i0:i1]))
+		ztv.AddVec(ztv, &part)
+	}
+	return ztz, ztv
+}
+
 // fitOrth sets orth and orthScale from the least-squares fit of cate on
-// the rows [1, z] of z, or leaves orth nil when cate is linear in x to
+// the rows [1, z] of x, or leaves orth nil when cate is linear in x to
 // rounding (or the fit is singular): τ̂ then stays an offset alone.
-func (c *Calibration) fitOrth(cate []float64, z *mat.Dense) {
-	n, p := z.Dims()
-	var ztz mat.SymDense
-	ztz.SymOuterK(1, z.T())
+func (c *Calibration) fitOrth(cate []float64, x mat.Matrix) {
+	n, _ := x.Dims()
+	p := len(c.mean) + 1
+	ztz, ztc := c.normal(x, cate, cate) // orth is nil: the rows [1, z]
 	for j := range p {
 		ztz.SetSym(j, j, ztz.At(j, j)*(1+1e-10)+1e-12)
 	}
 	var ch mat.Cholesky
-	if !ch.Factorize(&ztz) {
+	if !ch.Factorize(ztz) {
 		return
 	}
-	var ztc, delta mat.VecDense
-	ztc.MulVec(z.T(), mat.NewVecDense(n, cate))
-	if err := ch.SolveVecTo(&delta, &ztc); err != nil {
+	var delta mat.VecDense
+	if err := ch.SolveVecTo(&delta, ztc); err != nil {
 		return
 	}
 	var ss, sc, mc float64
@@ -210,8 +229,10 @@ func (c *Calibration) fitOrth(cate []float64, z *mat.Dense) {
 		mc += cate[i]
 	}
 	mc /= float64(n)
+	zi := mat.NewVecDense(p, nil)
 	for i := range n {
-		u := cate[i] - mat.Dot(z.RowView(i), &delta)
+		c.row(zi.RawVector().Data, x, i, 0)
+		u := cate[i] - mat.Dot(zi, &delta)
 		ss += u * u
 		sc += (cate[i] - mc) * (cate[i] - mc)
 	}
@@ -223,15 +244,18 @@ func (c *Calibration) fitOrth(cate []float64, z *mat.Dense) {
 }
 
 // sandwich returns the heteroskedasticity-robust covariance of the ridge
-// coefficients g of residuals r on the rows of z, whose penalised normal
-// matrix A is factorised in a: A⁻¹ (Σ e_i² z_i z_iᵀ) A⁻¹ · n/(n − p).
-func sandwich(z *mat.Dense, r *mat.VecDense, a *mat.Cholesky, g []float64) (*mat.SymDense, error) {
-	n, p := z.Dims()
+// coefficients g of residuals r on the design's rows (see normal), whose
+// penalised normal matrix A is factorised in a:
+// A⁻¹ (Σ e_i² z_i z_iᵀ) A⁻¹ · n/(n − p).
+func (c *Calibration) sandwich(x mat.Matrix, cate, r []float64, a *mat.Cholesky, g []float64) (*mat.SymDense, error) {
+	n, _ := x.Dims()
+	p := len(g)
 	meat := mat.NewSymDense(p, nil)
 	gv := mat.NewVecDense(p, g)
+	zi := mat.NewVecDense(p, nil)
 	for i := range n {
-		zi := mat.NewVecDense(p, z.RawRowView(i))
-		e := r.AtVec(i) - mat.Dot(zi, gv)
+		c.row(zi.RawVector().Data, x, i, cate[i])
+		e := r[i] - mat.Dot(zi, gv)
 		meat.SymRankOne(meat, e*e, zi)
 	}
 	var ainv mat.SymDense
