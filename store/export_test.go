@@ -37,3 +37,10 @@ func QueryPlan(t testing.TB, db interface {
 	}
 	return strings.Join(plan, "; ")
 }
+
+// SetMapRowsMin makes reads of s with Options.MapRows map covariates of
+// at least values values, so that a test's few rows are mapped.
+func SetMapRowsMin(s *Site, values int) { s.mapRows = values }
+
+// Mapped reports whether r's covariates are in a mapping.
+func Mapped(r *Records) bool { return r.mapped }

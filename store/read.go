@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/records"
 	"github.com/crffd/crffd/sqlfiles"
 )
@@ -40,6 +42,8 @@ type Records struct {
 	// validating is, for a sample (SampleRecords), the time spent
 	// validating the rows kept.
 	validating time.Duration
+	// mapped reports covariates kept in a mapping (Options.MapRows).
+	mapped bool
 }
 
 // UnusedColumn is a column of the table left out of the covariates when
@@ -238,7 +242,14 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, s
 		return nil, err
 	}
 	defer rows.Close()
-	v := newValidator(s.path, p, scoring, expect)
+	var x []float64
+	if n := expect * len(p.Covariates); s.mapRows > 0 && n >= s.mapRows && !scoring {
+		// Where the system has no unnamed files the heap serves.
+		if x, err = mapped.Float64s(filepath.Dir(s.path), n); err != nil {
+			x = nil
+		}
+	}
+	v := newValidator(s.path, p, scoring, expect, x)
 	vals := make([]any, 3+len(p.Covariates))
 	ptrs := make([]any, len(vals))
 	for i := range vals {
@@ -278,6 +289,7 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, s
 	if stride > 1 {
 		recs.Read, recs.validating = read, validating+time.Since(t)
 	}
+	recs.mapped = x != nil && recs.Data != nil && len(recs.Data.X.RawMatrix().Data) > 0 && &recs.Data.X.RawMatrix().Data[0] == &x[:1][0]
 	return recs, nil
 }
 

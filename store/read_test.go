@@ -304,6 +304,39 @@ func TestReadRecordsDuplicatesApart(t *testing.T) {
 	}
 }
 
+// TestReadRecordsMapped: with Options.MapRows a read's covariates go to a
+// mapping (here from the first value), rejected rows and all, and come out
+// as the heap's read: the same rows, ids and values.
+func TestReadRecordsMapped(t *testing.T) {
+	path := newRecordsFile(t,
+		`UPDATE records SET age = NULL WHERE patient_id = 2`,
+		`UPDATE records SET patient_id = 9 WHERE patient_id = 10`)
+	src := recordsSource(path)
+	src.OnInvalid = store.Skip
+	ctx := context.Background()
+	heap, err := openSite(t, path).ReadRecords(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, path, store.Options{MapRows: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	store.SetMapRowsMin(s, 1)
+	got, err := s.ReadRecords(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.Mapped(heap) || !store.Mapped(got) {
+		t.Skipf("mapped: heap read %v, mapped read %v (no unnamed files here?)", store.Mapped(heap), store.Mapped(got))
+	}
+	if !slices.Equal(got.IDs, heap.IDs) || !slices.Equal(got.Data.W, heap.Data.W) || !slices.Equal(got.Data.Y, heap.Data.Y) ||
+		!slices.Equal(got.Data.X.RawMatrix().Data, heap.Data.X.RawMatrix().Data) || got.Len() != 9 {
+		t.Errorf("the mapped read differs from the heap's: %d rows, ids %v", got.Len(), got.IDs)
+	}
+}
+
 // TestReadRecordsJoinsFaults checks that several faults are all reported.
 func TestReadRecordsJoinsFaults(t *testing.T) {
 	path := newRecordsFile(t,

@@ -48,7 +48,18 @@ type Options struct {
 	// Logger receives the store's structured log (migrations, runs
 	// published, views recreated), never a record's values. Nil discards it.
 	Logger *slog.Logger `mapstructure:"-" yaml:"-"`
+	// MapRows makes ReadRecords keep the covariates of a large read (at
+	// least MapRowsMin bytes) in a shared mapping of an unnamed temporary
+	// file beside the site file (package mapped) instead of the Go heap,
+	// where the system allows it, and the heap where it does not. The
+	// mapping lasts as long as the process: one-shot commands such as
+	// crffd fit set it, daemons do not.
+	MapRows bool `mapstructure:"-" yaml:"-"`
 }
+
+// MapRowsMin is the size of the covariates from which Options.MapRows maps
+// them: smaller reads stay in the heap.
+const MapRowsMin = 16 << 20
 
 // Site is an open site file. Its methods are safe for concurrent use. Writes
 // go through one connection, in IMMEDIATE transactions; reads use a separate
@@ -59,6 +70,7 @@ type Site struct {
 	timeout time.Duration
 	log     *slog.Logger
 	minArm  int     // Options.MinArmRows, or its default
+	mapRows int     // the least covariate values a read maps (Options.MapRows); 0: none
 	rw      *sql.DB // one connection, BEGIN IMMEDIATE
 	ro      *sql.DB // query_only connections
 	closed  atomic.Bool
@@ -80,6 +92,9 @@ func Open(ctx context.Context, path string, opts Options) (*Site, error) {
 		return nil, errors.New("open site: empty path")
 	}
 	s := &Site{path: path, timeout: opts.BusyTimeout, log: opts.Logger, minArm: opts.MinArmRows}
+	if opts.MapRows {
+		s.mapRows = MapRowsMin / 8
+	}
 	if s.minArm <= 0 {
 		s.minArm = DefaultMinArmRows
 	}

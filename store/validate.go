@@ -33,13 +33,16 @@ type validator struct {
 
 // newValidator returns the validator of a read of about rows rows (0: not
 // known), whose arrays are made for them at once: they become the
-// Records' own, so that a read holds its rows once.
-func newValidator(file string, p *plan, scoring bool, rows int) *validator {
-	d := len(p.Covariates)
+// Records' own, so that a read holds its rows once. x, when not nil, is
+// the room for the covariates, else it is made in the heap.
+func newValidator(file string, p *plan, scoring bool, rows int, x []float64) *validator {
+	if x == nil {
+		x = make([]float64, 0, rows*len(p.Covariates))
+	}
 	return &validator{
 		file: file, p: p, scoring: scoring, faults: map[int][]fault{},
 		ids: make([]RowID, 0, rows), w: make([]float64, 0, rows), y: make([]float64, 0, rows),
-		x: make([]float64, 0, rows*d), xd: make([]RowDigest, 0, rows),
+		x: x[:0], xd: make([]RowDigest, 0, rows),
 	}
 }
 

@@ -1,0 +1,41 @@
+//go:build linux
+
+package mapped
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Float64s returns n zeroed float64s in a shared mapping of an unnamed
+// file made in dir, whose n·8 bytes are reserved on disk first.
+func Float64s(dir string, n int) ([]float64, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("mapped: %d values", n)
+	}
+	size := n * 8
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+			return nil, fmt.Errorf("%w: an unnamed file in %q: %w", ErrUnsupported, dir, err)
+		}
+		return nil, fmt.Errorf("mapped: an unnamed file in %q: %w", dir, err)
+	}
+	// The mapping keeps the file; closing the descriptor leaves nothing
+	// to clean up should a later step fail.
+	defer unix.Close(fd)
+	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			return nil, fmt.Errorf("%w: reserving %d bytes in %q: %w", ErrUnsupported, size, dir, err)
+		}
+		return nil, fmt.Errorf("mapped: reserving %d bytes in %q: %w", size, dir, err)
+	}
+	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapped: mapping %d bytes: %w", size, err)
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), n), nil
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package mapped
+
+// Float64s fails with ErrUnsupported: unnamed temporary files are
+// Linux's.
+func Float64s(dir string, n int) ([]float64, error) { return nil, ErrUnsupported }
