@@ -53,8 +53,7 @@ type Plan struct {
 	Time      time.Duration // the sum of Steps
 	// Memory is the predicted peak of the memory the process holds from
 	// the system (about its peak resident size; see memory). It is the
-	// rougher figure: measured 60–70% above the peak while the rows are
-	// held whole (docs/benchmarks.md).
+	// rougher figure (docs/benchmarks.md).
 	Memory uint64
 	// RoundCost is the measured wall time of a training round on
 	// RoundRows rows (a batch), and RowCost of one row's other work
@@ -193,7 +192,8 @@ func PlanFit(ctx context.Context, in PlanInput) (*Plan, error) {
 	for _, st := range p.Steps {
 		p.Time += st.Time
 	}
-	p.Memory = memory(memSmall, memLarge, s.Rows)
+	_, d := whole.Data.X.Dims()
+	p.Memory = memory(memSmall, memLarge, s.Rows, mappedBytes(s.Rows, d))
 	log.Debug("plan memory", slog.Int("small", memSmall.rows), slog.Any("small_live", memSmall.phases),
 		slog.Int("large", memLarge.rows), slog.Any("large_live", memLarge.phases), slog.Uint64("other", max(memSmall.other, memLarge.other)))
 	p.Measured = time.Since(start)

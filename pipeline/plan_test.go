@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,14 +57,14 @@ func TestSolveCosts(t *testing.T) {
 func TestMemory(t *testing.T) {
 	a := &sampleFit{rows: 1000, live: 10 << 20, other: 4 << 20}
 	b := &sampleFit{rows: 2000, live: 12 << 20, other: 3 << 20}
-	got := memory(a, b, 11000)
+	got := memory(a, b, 11000, 0)
 	live := float64(12<<20) + 9000*float64(2<<20)/1000
 	if want := uint64(2*live) + 4<<20; got != want { // GOGC=100 in tests
 		t.Errorf("memory %d, want %d", got, want)
 	}
 	// A smaller heap at more rows is noise: no slope, not a fall.
 	b.live = 8 << 20
-	if got, want := memory(a, b, 11000), uint64(2*float64(8<<20))+4<<20; got != want {
+	if got, want := memory(a, b, 11000, 0), uint64(2*float64(8<<20))+4<<20; got != want {
 		t.Errorf("memory %d, want %d", got, want)
 	}
 	// Phase by phase: the training's workspaces dominate both fits, but
@@ -71,12 +72,25 @@ func TestMemory(t *testing.T) {
 	// site's size.
 	a = &sampleFit{rows: 1000, live: 10 << 20, phases: []uint64{10 << 20, 5 << 20}, other: 1 << 20}
 	b = &sampleFit{rows: 2000, live: 10 << 20, phases: []uint64{10 << 20, 8 << 20}, other: 1 << 20}
-	if got, want := memory(a, b, 11000), uint64(2*float64(35<<20))+1<<20; got != want {
+	if got, want := memory(a, b, 11000, 0), uint64(2*float64(35<<20))+1<<20; got != want {
 		t.Errorf("memory by phase %d, want %d", got, want)
 	}
 	b.phases = b.phases[:1] // fits of different phases: the whole fit's line
-	if got, want := memory(a, b, 11000), uint64(2*float64(10<<20))+1<<20; got != want {
+	if got, want := memory(a, b, 11000, 0), uint64(2*float64(10<<20))+1<<20; got != want {
 		t.Errorf("memory of unlike phases %d, want %d", got, want)
+	}
+	// Mapped covariates come out of the live heap and are counted once.
+	if got, want := memory(a, b, 11000, 3<<20), uint64(2*float64(10<<20-3<<20))+3<<20+1<<20; got != want {
+		t.Errorf("memory with mapped rows %d, want %d", got, want)
+	}
+	if got, want := memory(a, b, 11000, 30<<20), uint64(30<<20)+1<<20; got != want {
+		t.Errorf("memory with mapped rows beyond the live heap %d, want %d", got, want)
+	}
+	if got := mappedBytes(1000, 30); got != 0 {
+		t.Errorf("a small site's %d bytes mapped", got)
+	}
+	if got, want := mappedBytes(1000000, 30), uint64(240000000); runtime.GOOS == "linux" && got != want {
+		t.Errorf("a million rows of 30: %d bytes mapped, want %d", got, want)
 	}
 	for _, c := range []struct{ m, n, small, large int }{
 		{20000, 1000000, 40000, 80000},

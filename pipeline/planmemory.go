@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -17,7 +18,10 @@ import (
 // before a collection), plus the memory outside the heap. Phase by phase,
 // because what dominates at the sample's size (the training's
 // workspaces) is not what dominates at the site's (the rows' copies).
-func memory(a, b *sampleFit, rows int) uint64 {
+// mapped is the bytes of covariates the site's read keeps outside the heap
+// (store.Options.MapRows), which the samples held in it: they are taken
+// out of the live heap before the headroom and added once.
+func memory(a, b *sampleFit, rows int, mapped uint64) uint64 {
 	lo, hi := a, b
 	if lo.rows > hi.rows {
 		lo, hi = hi, lo
@@ -42,7 +46,19 @@ func memory(a, b *sampleFit, rows int) uint64 {
 	if gc < 0 {
 		gc = 100
 	}
-	return uint64(live*(1+float64(gc)/100)) + max(a.other, b.other)
+	live = max(live-float64(mapped), 0)
+	return uint64(live*(1+float64(gc)/100)) + mapped + max(a.other, b.other)
+}
+
+// mappedBytes returns the bytes of a site's covariates, rows rows of d,
+// that its read maps rather than holds in the heap: all of them when
+// they reach store.MapRowsMin on Linux (package mapped), else none.
+func mappedBytes(rows, d int) uint64 {
+	b := uint64(rows) * uint64(d) * 8
+	if runtime.GOOS != "linux" || b < store.MapRowsMin {
+		return 0
+	}
+	return b
 }
 
 // memorySizes returns the two row counts the live heap is measured at,
