@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync"
 
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
@@ -23,15 +24,19 @@ const streamBatch uint64 = 0x6261746368 // "batch"
 var batchChunk = 1024
 
 // batches holds a site's mini-batch state: the permutation of its rows for
-// the current epoch of one model, and the Sites of the current batch's
-// chunks, whose workspaces are reused from round to round.
+// the current epoch of one model, the Sites the current batch's chunks
+// are computed in, whose workspaces are reused from chunk to chunk and
+// round to round, and a copy of each chunk's output.
 type batches struct {
 	size  int // B
 	kind  Kind
 	epoch int // of perm; −1 before the first
 	perm  []int
-	idx   []int   // the current batch's rows, ascending
-	subs  []*Site // one per chunk of idx
+	idx   []int         // the current batch's rows, ascending
+	full  chan *Site    // Sites of batchChunk rows, one per core at most
+	made  int           // Sites made into full
+	tail  *Site         // the Site of a last chunk shorter than batchChunk, or nil
+	outs  []*SiteOutput // per chunk: a copy of its output
 }
 
 // batchSize returns the rows a round of model kind computes on: B when
@@ -46,22 +51,26 @@ func (s *Site) batchSize() int {
 	return b
 }
 
-// batch returns the Sites of the chunks of rows that round round of model
-// kind computes on. Rounds go through epochs: epoch e = round / (n/B) draws
-// a permutation of the site's rows from PCG(Seed, mix(streamBatch, site,
-// kind, e)), and round r takes its (r mod n/B)-th block of B rows. The
-// n mod B rows past the last block sit out that epoch, a different few in
-// each. Every batch is thus a uniformly random B-subset of the rows, and
-// (n/B)·J(batch) an unbiased estimate of the site's objective J and its
-// gradients; and the batch is a function of the seed, the site, the model
-// and the round alone, so a simulated federation and site daemons, or a
-// run resumed from a checkpoint, compute on the same rows. Chunk c of the
-// batch draws the latent model's noise from its own stream (Site.chunk).
-func (s *Site) batch(kind Kind, round int) []*Site {
+// batch draws the rows round round of model kind computes on into s.bt.idx
+// and returns their number of chunks. Rounds go through epochs: epoch
+// e = round / (n/B) draws a permutation of the site's rows from PCG(Seed,
+// mix(streamBatch, site, kind, e)), and round r takes its (r mod n/B)-th
+// block of B rows. The n mod B rows past the last block sit out that
+// epoch, a different few in each. Every batch is thus a uniformly random
+// B-subset of the rows, and (n/B)·J(batch) an unbiased estimate of the
+// site's objective J and its gradients; and the batch is a function of the
+// seed, the site, the model and the round alone, so a simulated federation
+// and site daemons, or a run resumed from a checkpoint, compute on the same
+// rows. Chunk c of the batch draws the latent model's noise from its own
+// stream (Site.chunk).
+func (s *Site) batch(kind Kind, round int) (chunks int) {
 	b := s.batchSize()
 	bt := s.bt
 	if bt == nil || bt.size != b {
-		bt = &batches{size: b, epoch: -1, perm: make([]int, s.n), idx: make([]int, b)}
+		bt = &batches{size: b, epoch: -1, perm: make([]int, s.n), idx: make([]int, b), full: make(chan *Site, (b+batchChunk-1)/batchChunk)}
+		if tail := b % batchChunk; tail > 0 && b > batchChunk {
+			bt.tail = s.subSite(tail, 0)
+		}
 		s.bt = bt
 	}
 	per := s.n / b
@@ -81,22 +90,41 @@ func (s *Site) batch(kind Kind, round int) []*Site {
 	// Ascending prepared positions keep the batch, and each chunk of it,
 	// arm-sorted, controls first, as every model expects.
 	slices.Sort(bt.idx)
-	if bt.subs == nil {
-		for c := 0; c*batchChunk < b; c++ {
-			bt.subs = append(bt.subs, s.subSite(min(batchChunk, b-c*batchChunk), uint64(c+1)))
+	return (b + batchChunk - 1) / batchChunk
+}
+
+// chunkSite returns a Site for chunk c of the current batch: the tail
+// Site for a short last chunk, else a full one, made when every one made
+// is in use (so at most one per core as parallel.ForEach runs them). The
+// caller loads the chunk's rows into it (loadChunk) and returns a full one
+// to s.bt.full when done with it.
+func (s *Site) chunkSite(c int) *Site {
+	bt := s.bt
+	if rows := min(len(bt.idx)-c*batchChunk, batchChunk); rows < batchChunk && bt.tail != nil {
+		return bt.tail
+	}
+	select {
+	case sub := <-bt.full:
+		return sub
+	default:
+		bt.made++
+		return s.subSite(min(len(bt.idx), batchChunk), 0)
+	}
+}
+
+// loadChunk makes sub hold chunk c of the current batch.
+func (s *Site) loadChunk(sub *Site, c int) {
+	lo := c * batchChunk
+	rows := s.bt.idx[lo:min(len(s.bt.idx), lo+batchChunk)]
+	sub.chunk = uint64(c + 1)
+	sub.n0 = 0
+	for r, i := range rows {
+		sub.w[r], sub.y[r] = s.readRow(i, sub.x.RawRowView(r))
+		if i < s.n0 {
+			sub.n0++
 		}
 	}
-	for c, sub := range bt.subs {
-		sub.n0 = 0
-		for r, i := range bt.idx[c*batchChunk : c*batchChunk+sub.n] {
-			sub.w[r], sub.y[r] = s.readRow(i, sub.x.RawRowView(r))
-			if i < s.n0 {
-				sub.n0++
-			}
-		}
-		sub.rowsChanged()
-	}
-	return bt.subs
+	sub.rowsChanged()
 }
 
 // rowsChanged rebuilds what depends on a sub-Site's rows after they were
@@ -131,18 +159,41 @@ func (s *Site) subSite(n int, chunk uint64) *Site {
 
 // computeBatch computes round in.Round's batch, chunk by chunk on every
 // core, into the site's own output: the chunks' sums, added in chunk
-// order, times n/B.
+// order, times n/B. A chunk's result depends on its rows, its number and
+// the input alone, not on the Site it is computed in, so the chunks share
+// one Site per core.
 func (s *Site) computeBatch(ctx context.Context, in *SiteInput) (*SiteOutput, error) {
-	subs := s.batch(in.Model, in.Round)
-	outs := make([]*SiteOutput, len(subs))
-	errs := make([]error, len(subs))
-	parallel.ForEach(len(subs), 0, func(c int) {
-		outs[c], errs[c] = subs[c].Compute(ctx, in)
+	chunks := s.batch(in.Model, in.Round)
+	bt := s.bt
+	lay := s.lays[in.Model]
+	for len(bt.outs) < chunks {
+		bt.outs = append(bt.outs, nil)
+	}
+	for c := range chunks {
+		if bt.outs[c] == nil || bt.outs[c].Model != in.Model {
+			bt.outs[c] = newOutput(lay, s.index)
+		}
+	}
+	errs := make([]error, chunks)
+	var mu sync.Mutex // guards the making of full Sites (bt.made)
+	parallel.ForEach(chunks, 0, func(c int) {
+		mu.Lock()
+		sub := s.chunkSite(c)
+		mu.Unlock()
+		s.loadChunk(sub, c)
+		out, err := sub.Compute(ctx, in)
+		if err == nil {
+			setOutput(bt.outs[c], out)
+		}
+		errs[c] = err
+		if sub != bt.tail {
+			bt.full <- sub
+		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	out := s.output(s.lays[in.Model])
+	out := s.output(lay)
 	out.Round, out.Rows, out.Loss = in.Round, s.n, 0
 	for _, g := range out.Grads {
 		g.Zero()
@@ -150,7 +201,7 @@ func (s *Site) computeBatch(ctx context.Context, in *SiteInput) (*SiteOutput, er
 	for _, v := range out.Shared {
 		clear(v)
 	}
-	for _, o := range outs {
+	for _, o := range bt.outs[:chunks] {
 		out.Loss += o.Loss
 		for name, g := range out.Grads {
 			g.Add(g, o.Grads[name])
@@ -161,6 +212,17 @@ func (s *Site) computeBatch(ctx context.Context, in *SiteInput) (*SiteOutput, er
 	}
 	scaleOutput(out, float64(s.n)/float64(s.batchSize()))
 	return out, nil
+}
+
+// setOutput sets dst's loss, gradients and shared gradients to src's.
+func setOutput(dst, src *SiteOutput) {
+	dst.Loss = src.Loss
+	for name, g := range src.Grads {
+		dst.Grads[name].Copy(g)
+	}
+	for name, v := range src.Shared {
+		copy(dst.Shared[name], v)
+	}
 }
 
 // scaleOutput multiplies out's loss and gradients by f: a batch's share

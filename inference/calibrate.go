@@ -114,56 +114,44 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 	// least squares but defined for collinear covariates): a penalised
 	// fit's sandwich ignores the bias its penalty adds, and a Wald
 	// interval about it under-covers (TestCalibrationRemovesNonlinearNoise).
-	best := math.Inf(1)
-	var bestA, waldA *mat.Cholesky
-	zi := mat.NewVecDense(p, nil)
+	var fits []*penalised
 	for _, l := range calibrationGrid {
 		a := mat.NewSymDense(p, nil)
 		a.CopySym(ztz)
 		for j := 1; j < p; j++ {
 			a.SetSym(j, j, a.At(j, j)+l*float64(n))
 		}
-		var ch mat.Cholesky
-		if !ch.Factorize(a) {
+		f := &penalised{lambda: l}
+		if !f.ch.Factorize(a) {
 			continue
 		}
-		var g mat.VecDense
-		if err := ch.SolveVecTo(&g, ztr); err != nil {
+		if err := f.ch.SolveVecTo(&f.g, ztr); err != nil {
 			continue
 		}
-		// Leave-one-out: (r_i − ŷ_i)/(1 − h_ii), h_ii = z_iᵀA⁻¹z_i.
-		var loo float64
-		var h mat.VecDense
-		for i := range n {
-			c.row(zi.RawVector().Data, x, i, cate[i])
-			if err := ch.SolveVecTo(&h, zi); err != nil {
-				return nil, err
-			}
-			e := (r[i] - mat.Dot(zi, &g)) / (1 - mat.Dot(zi, &h))
-			loo += e * e
+		if err := f.ch.InverseTo(&f.inv); err != nil {
+			continue
 		}
-		if loo < best {
-			best, c.Lambda, bestA = loo, l, &ch
-			copy(c.coef, g.RawVector().Data)
-		}
-		if waldA == nil {
-			waldA, c.wald = &ch, slices.Clone(g.RawVector().Data)
-		}
+		fits = append(fits, f)
 	}
-	if bestA == nil {
+	if len(fits) == 0 {
 		return nil, fmt.Errorf("%w: the correction's normal equations are singular", ErrInput)
 	}
-	var err error
-	if c.cov, err = c.sandwich(x, cate, r, waldA, c.wald); err != nil {
-		return nil, err
+	c.looErrors(x, cate, r, fits)
+	best, wald := fits[0], fits[0]
+	for _, f := range fits[1:] {
+		if f.loo < best.loo {
+			best = f
+		}
 	}
+	c.Lambda = best.lambda
+	copy(c.coef, best.g.RawVector().Data)
+	c.wald = slices.Clone(wald.g.RawVector().Data)
+	covs := c.sandwiches(x, cate, r, wald, best)
+	c.cov = covs[0]
+	pen := covs[1]
 	// The James–Stein factor is of the correction it shrinks, the
 	// penalised one, under that fit's own sandwich.
 	c.Shrink = 1
-	pen, err := c.sandwich(x, cate, r, bestA, c.coef)
-	if err != nil {
-		return nil, err
-	}
 	var vch mat.Cholesky
 	if vch.Factorize(pen) {
 		var vg mat.VecDense
@@ -178,8 +166,8 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 }
 
 // calibrationChunk is the most design rows made at once for the normal
-// equations.
-const calibrationChunk = 1024
+// equations; a variable so that tests can split a few rows into chunks.
+var calibrationChunk = 1024
 
 // normal returns ZᵀZ and Zᵀv of the design Z, the rows of x made by row
 // (with u when orth is set) for the estimates cate, a chunk of rows at a
@@ -243,36 +231,97 @@ func (c *Calibration) fitOrth(cate []float64, x mat.Matrix) {
 	c.orthScale = math.Sqrt(ss / float64(n-p))
 }
 
-// sandwich returns the heteroskedasticity-robust covariance of the ridge
-// coefficients g of residuals r on the design's rows (see normal), whose
-// penalised normal matrix A is factorised in a:
-// A⁻¹ (Σ e_i² z_i z_iᵀ) A⁻¹ · n/(n − p).
-func (c *Calibration) sandwich(x mat.Matrix, cate, r []float64, a *mat.Cholesky, g []float64) (*mat.SymDense, error) {
+// penalised is the ridge fit of the correction at one penalty: its
+// normal matrix A factorised and inverted, its coefficients g, and its
+// leave-one-out squared error.
+type penalised struct {
+	lambda float64
+	ch     mat.Cholesky
+	inv    mat.SymDense
+	g      mat.VecDense
+	loo    float64
+}
+
+// looErrors sets each fit's leave-one-out squared error,
+// Σ ((r_i − z_iᵀg)/(1 − h_ii))², h_ii = z_iᵀA⁻¹z_i, in one pass over the
+// design's rows a chunk at a time, each chunk's A⁻¹z_i one product.
+func (c *Calibration) looErrors(x mat.Matrix, cate, r []float64, fits []*penalised) {
 	n, _ := x.Dims()
-	p := len(g)
-	meat := mat.NewSymDense(p, nil)
-	gv := mat.NewVecDense(p, g)
-	zi := mat.NewVecDense(p, nil)
-	for i := range n {
-		c.row(zi.RawVector().Data, x, i, cate[i])
-		e := r[i] - mat.Dot(zi, gv)
-		meat.SymRankOne(meat, e*e, zi)
-	}
-	var ainv mat.SymDense
-	if err := a.InverseTo(&ainv); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInput, err)
-	}
-	var t, cov mat.Dense
-	t.Mul(&ainv, meat)
-	cov.Mul(&t, &ainv)
-	out := mat.NewSymDense(p, nil)
-	f := float64(n) / float64(n-p)
-	for a := range p {
-		for b := a; b < p; b++ {
-			out.SetSym(a, b, f*0.5*(cov.At(a, b)+cov.At(b, a)))
+	p := fits[0].g.Len()
+	z := mat.NewDense(min(n, calibrationChunk), p, nil)
+	var h mat.Dense
+	for i0 := 0; i0 < n; i0 += calibrationChunk {
+		i1 := min(n, i0+calibrationChunk)
+		zc := z.Slice(0, i1-i0, 0, p).(*mat.Dense)
+		for i := i0; i < i1; i++ {
+			c.row(zc.RawRowView(i-i0), x, i, cate[i])
+		}
+		for _, f := range fits {
+			h.Reset()
+			h.Mul(zc, &f.inv)
+			g := f.g.RawVector().Data
+			for i := i0; i < i1; i++ {
+				zi, hi := zc.RawRowView(i-i0), h.RawRowView(i-i0)
+				var fit, lev float64
+				for j, v := range zi {
+					fit += v * g[j]
+					lev += v * hi[j]
+				}
+				e := (r[i] - fit) / (1 - lev)
+				f.loo += e * e
+			}
 		}
 	}
-	return out, nil
+}
+
+// sandwiches returns the heteroskedasticity-robust covariance of each
+// fit's coefficients g, of residuals r on the design's rows (see normal):
+// A⁻¹ (Σ e_i² z_i z_iᵀ) A⁻¹ · n/(n − p), the middle sum added a chunk of
+// rows at a time.
+func (c *Calibration) sandwiches(x mat.Matrix, cate, r []float64, fits ...*penalised) []*mat.SymDense {
+	n, _ := x.Dims()
+	p := fits[0].g.Len()
+	meats := make([]*mat.SymDense, len(fits))
+	for k := range meats {
+		meats[k] = mat.NewSymDense(p, nil)
+	}
+	rows := min(n, calibrationChunk)
+	z, ez := mat.NewDense(rows, p, nil), mat.NewDense(rows, p, nil)
+	for i0 := 0; i0 < n; i0 += calibrationChunk {
+		i1 := min(n, i0+calibrationChunk)
+		zc, ec := z.Slice(0, i1-i0, 0, p).(*mat.Dense), ez.Slice(0, i1-i0, 0, p).(*mat.Dense)
+		for i := i0; i < i1; i++ {
+			c.row(zc.RawRowView(i-i0), x, i, cate[i])
+		}
+		for k, f := range fits {
+			g := f.g.RawVector().Data
+			for i := i0; i < i1; i++ {
+				zi, ei := zc.RawRowView(i-i0), ec.RawRowView(i-i0)
+				e := r[i]
+				for j, v := range zi {
+					e -= v * g[j]
+				}
+				for j, v := range zi {
+					ei[j] = e * v
+				}
+			}
+			meats[k].SymRankK(meats[k], 1, ec.T())
+		}
+	}
+	out := make([]*mat.SymDense, len(fits))
+	scale := float64(n) / float64(n-p)
+	for k, f := range fits {
+		var t, cov mat.Dense
+		t.Mul(&f.inv, meats[k])
+		cov.Mul(&t, &f.inv)
+		out[k] = mat.NewSymDense(p, nil)
+		for a := range p {
+			for b := a; b < p; b++ {
+				out[k].SetSym(a, b, scale*0.5*(cov.At(a, b)+cov.At(b, a)))
+			}
+		}
+	}
+	return out
 }
 
 // row fills dst with [1, (x_i − x̄)/s], then u_i of the estimate cate_i

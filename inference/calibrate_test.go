@@ -334,3 +334,84 @@ func TestCalibrationRemovesNonlinearNoise(t *testing.T) {
 		})
 	}
 }
+
+// TestCalibrationLeaveOneOut: the closed-form leave-one-out error of each
+// penalty, computed a chunk of rows at a time, is that of refitting
+// without each row in turn; and the sandwich's middle sum, added a chunk
+// at a time, is Σ e_i² z_i z_iᵀ row by row. Chunks of 7 rows split the 60.
+func TestCalibrationLeaveOneOut(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	x, _, cate, psi := attenuated(rng, 60, 0.5)
+	for i := range cate {
+		cate[i] += 0.3 * math.Sin(3*x.At(i, 0)) // a part not linear in x: u is in
+	}
+	c, err := FitCalibration(psi, cate, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.orth == nil {
+		t.Fatal("u left out")
+	}
+	defer func(old int) { calibrationChunk = old }(calibrationChunk)
+	calibrationChunk = 7
+	n, p := len(cate), len(c.coef)
+	r := make([]float64, n)
+	for i := range r {
+		r[i] = psi[i] - cate[i]
+	}
+	ztz, ztr := c.normal(x, cate, r)
+	var fits []*penalised
+	for _, l := range []float64{1e-3, 0.3} {
+		a := mat.NewSymDense(p, nil)
+		a.CopySym(ztz)
+		for j := 1; j < p; j++ {
+			a.SetSym(j, j, a.At(j, j)+l*float64(n))
+		}
+		f := &penalised{lambda: l}
+		if !f.ch.Factorize(a) || f.ch.SolveVecTo(&f.g, ztr) != nil || f.ch.InverseTo(&f.inv) != nil {
+			t.Fatal("singular")
+		}
+		fits = append(fits, f)
+	}
+	c.looErrors(x, cate, r, fits)
+	covs := c.sandwiches(x, cate, r, fits...)
+	zi := mat.NewVecDense(p, nil)
+	for k, f := range fits {
+		var loo float64
+		meat := mat.NewSymDense(p, nil)
+		for i := range n {
+			c.row(zi.RawVector().Data, x, i, cate[i])
+			// Refit without row i: A − z_i z_iᵀ, Zᵀr − z_i r_i.
+			a := mat.NewSymDense(p, nil)
+			a.CopySym(ztz)
+			a.SymRankOne(a, -1, zi)
+			for j := 1; j < p; j++ {
+				a.SetSym(j, j, a.At(j, j)+f.lambda*float64(n))
+			}
+			var b, g mat.VecDense
+			b.AddScaledVec(ztr, -r[i], zi)
+			var ch mat.Cholesky
+			if !ch.Factorize(a) || ch.SolveVecTo(&g, &b) != nil {
+				t.Fatal("singular without a row")
+			}
+			e := r[i] - mat.Dot(zi, &g)
+			loo += e * e
+			res := r[i] - mat.Dot(zi, &f.g)
+			meat.SymRankOne(meat, res*res, zi)
+		}
+		if math.Abs(f.loo-loo) > 1e-9*loo {
+			t.Errorf("λ %v: leave-one-out error %v, refitting gives %v", f.lambda, f.loo, loo)
+		}
+		var m1, m2 mat.Dense
+		m1.Mul(&f.inv, meat)
+		m2.Mul(&m1, &f.inv)
+		for a := range p {
+			for b := range p {
+				want := float64(n) / float64(n-p) * 0.5 * (m2.At(a, b) + m2.At(b, a))
+				if math.Abs(covs[k].At(a, b)-want) > 1e-9*math.Max(1e-12, math.Abs(want)) {
+					t.Fatalf("λ %v: covariance (%d,%d) %v, row by row %v", f.lambda, a, b, covs[k].At(a, b), want)
+				}
+			}
+		}
+	}
+}
