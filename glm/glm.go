@@ -301,16 +301,10 @@ func damped(h *mat.SymDense) (*mat.Cholesky, error) {
 
 // fitted sets p to σ(zβ).
 func fitted(z *design, beta, p []float64) {
-	k := z.d + 1
 	z.chunks(func(i0 int, c *mat.Dense) {
 		r, _ := c.Dims()
 		for i := range r {
-			row := c.RawRowView(i)
-			eta := 0.0
-			for j := range k {
-				eta += row[j] * beta[j]
-			}
-			p[i0+i] = 1 / (1 + math.Exp(-eta))
+			p[i0+i] = 1 / (1 + math.Exp(-floats.Dot(c.RawRowView(i), beta)))
 		}
 	})
 }
@@ -322,11 +316,7 @@ func penalisedLoss(z *design, w, beta []float64, ridge float64) float64 {
 	z.chunks(func(i0 int, c *mat.Dense) {
 		r, _ := c.Dims()
 		for i := range r {
-			row := c.RawRowView(i)
-			eta := 0.0
-			for j := range k {
-				eta += row[j] * beta[j]
-			}
+			eta := floats.Dot(c.RawRowView(i), beta)
 			// log(1 + e^η) − wη, computed without overflow.
 			l += math.Max(eta, 0) + math.Log1p(math.Exp(-math.Abs(eta))) - w[i0+i]*eta
 		}

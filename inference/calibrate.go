@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -169,28 +170,37 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 // equations; a variable so that tests can split a few rows into chunks.
 var calibrationChunk = 1024
 
-// normal returns ZᵀZ and Zᵀv of the design Z, the rows of x made by row
-// (with u when orth is set) for the estimates cate, a chunk of rows at a
-// time.
-func (c *Calibration) normal(x mat.Matrix, cate, v []float64) (*mat.SymDense, *mat.VecDense) {
+// chunks calls f with each chunk of the design's rows in turn (see row:
+// p values each, with u when orth is set) and the row its first row is.
+func (c *Calibration) chunks(x mat.Matrix, cate []float64, p int, f func(i0 int, zc *mat.Dense)) {
 	n, _ := x.Dims()
-	p := len(c.mean) + 1
-	if c.orth != nil {
-		p++
-	}
-	ztz, ztv := mat.NewSymDense(p, nil), mat.NewVecDense(p, nil)
 	z := mat.NewDense(min(n, calibrationChunk), p, nil)
-	var part mat.VecDense
 	for i0 := 0; i0 < n; i0 += calibrationChunk {
 		i1 := min(n, i0+calibrationChunk)
 		zc := z.Slice(0, i1-i0, 0, p).(*mat.Dense)
 		for i := i0; i < i1; i++ {
 			c.row(zc.RawRowView(i-i0), x, i, cate[i])
 		}
-		ztz.SymRankK(ztz, 1, zc.T())
-		part.MulVec(zc.T(), mat.NewVecDense(i1-i0, v[i0:i1]))
-		ztv.AddVec(ztv, &part)
+		f(i0, zc)
 	}
+}
+
+// normal returns ZᵀZ and Zᵀv of the design Z, the rows of x made by row
+// (with u when orth is set) for the estimates cate, a chunk of rows at a
+// time.
+func (c *Calibration) normal(x mat.Matrix, cate, v []float64) (*mat.SymDense, *mat.VecDense) {
+	p := len(c.mean) + 1
+	if c.orth != nil {
+		p++
+	}
+	ztz, ztv := mat.NewSymDense(p, nil), mat.NewVecDense(p, nil)
+	var part mat.VecDense
+	c.chunks(x, cate, p, func(i0 int, zc *mat.Dense) {
+		r, _ := zc.Dims()
+		ztz.SymRankK(ztz, 1, zc.T())
+		part.MulVec(zc.T(), mat.NewVecDense(r, v[i0:i0+r]))
+		ztv.AddVec(ztv, &part)
+	})
 	return ztz, ztv
 }
 
@@ -246,32 +256,21 @@ type penalised struct {
 // Σ ((r_i − z_iᵀg)/(1 − h_ii))², h_ii = z_iᵀA⁻¹z_i, in one pass over the
 // design's rows a chunk at a time, each chunk's A⁻¹z_i one product.
 func (c *Calibration) looErrors(x mat.Matrix, cate, r []float64, fits []*penalised) {
-	n, _ := x.Dims()
 	p := fits[0].g.Len()
-	z := mat.NewDense(min(n, calibrationChunk), p, nil)
 	var h mat.Dense
-	for i0 := 0; i0 < n; i0 += calibrationChunk {
-		i1 := min(n, i0+calibrationChunk)
-		zc := z.Slice(0, i1-i0, 0, p).(*mat.Dense)
-		for i := i0; i < i1; i++ {
-			c.row(zc.RawRowView(i-i0), x, i, cate[i])
-		}
+	c.chunks(x, cate, p, func(i0 int, zc *mat.Dense) {
+		rows, _ := zc.Dims()
 		for _, f := range fits {
 			h.Reset()
 			h.Mul(zc, &f.inv)
 			g := f.g.RawVector().Data
-			for i := i0; i < i1; i++ {
-				zi, hi := zc.RawRowView(i-i0), h.RawRowView(i-i0)
-				var fit, lev float64
-				for j, v := range zi {
-					fit += v * g[j]
-					lev += v * hi[j]
-				}
-				e := (r[i] - fit) / (1 - lev)
+			for i := range rows {
+				zi, hi := zc.RawRowView(i), h.RawRowView(i)
+				e := (r[i0+i] - floats.Dot(zi, g)) / (1 - floats.Dot(zi, hi))
 				f.loo += e * e
 			}
 		}
-	}
+	})
 }
 
 // sandwiches returns the heteroskedasticity-robust covariance of each
@@ -285,29 +284,19 @@ func (c *Calibration) sandwiches(x mat.Matrix, cate, r []float64, fits ...*penal
 	for k := range meats {
 		meats[k] = mat.NewSymDense(p, nil)
 	}
-	rows := min(n, calibrationChunk)
-	z, ez := mat.NewDense(rows, p, nil), mat.NewDense(rows, p, nil)
-	for i0 := 0; i0 < n; i0 += calibrationChunk {
-		i1 := min(n, i0+calibrationChunk)
-		zc, ec := z.Slice(0, i1-i0, 0, p).(*mat.Dense), ez.Slice(0, i1-i0, 0, p).(*mat.Dense)
-		for i := i0; i < i1; i++ {
-			c.row(zc.RawRowView(i-i0), x, i, cate[i])
-		}
+	ez := mat.NewDense(min(n, calibrationChunk), p, nil)
+	c.chunks(x, cate, p, func(i0 int, zc *mat.Dense) {
+		rows, _ := zc.Dims()
+		ec := ez.Slice(0, rows, 0, p).(*mat.Dense)
 		for k, f := range fits {
 			g := f.g.RawVector().Data
-			for i := i0; i < i1; i++ {
-				zi, ei := zc.RawRowView(i-i0), ec.RawRowView(i-i0)
-				e := r[i]
-				for j, v := range zi {
-					e -= v * g[j]
-				}
-				for j, v := range zi {
-					ei[j] = e * v
-				}
+			for i := range rows {
+				zi := zc.RawRowView(i)
+				floats.ScaleTo(ec.RawRowView(i), r[i0+i]-floats.Dot(zi, g), zi)
 			}
 			meats[k].SymRankK(meats[k], 1, ec.T())
 		}
-	}
+	})
 	out := make([]*mat.SymDense, len(fits))
 	scale := float64(n) / float64(n-p)
 	for k, f := range fits {
