@@ -33,7 +33,7 @@ type batches struct {
 	epoch int // of perm; −1 before the first
 	perm  []int
 	idx   []int         // the current batch's rows, ascending
-	full  chan *Site    // Sites of batchChunk rows, one per core at most
+	full  chan *Site    // Sites of min(B, batchChunk) rows, one per core at most
 	made  int           // Sites made into full
 	tail  *Site         // the Site of a last chunk shorter than batchChunk, or nil
 	outs  []*SiteOutput // per chunk: a copy of its output

@@ -289,7 +289,9 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, s
 	if stride > 1 {
 		recs.Read, recs.validating = read, validating+time.Since(t)
 	}
-	recs.mapped = x != nil && recs.Data != nil && len(recs.Data.X.RawMatrix().Data) > 0 && &recs.Data.X.RawMatrix().Data[0] == &x[:1][0]
+	// The covariates are in the mapping unless more rows came than were
+	// counted and appending moved them to the heap.
+	recs.mapped = x != nil && recs.Data != nil && &recs.Data.X.RawMatrix().Data[0] == &x[0]
 	return recs, nil
 }
 
