@@ -246,7 +246,13 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, s
 	if n := expect * len(p.Covariates); s.mapRows > 0 && n >= s.mapRows && !scoring {
 		// Where the system has no unnamed files the heap serves.
 		if x, err = mapped.Float64s(filepath.Dir(s.path), n); err != nil {
+			s.log.DebugContext(ctx, "covariates kept in the heap", "path", s.path, "reason", err.Error())
 			x = nil
+		} else {
+			// What crffd writes beside the site file is said: the
+			// folder and the size, never a value.
+			s.log.InfoContext(ctx, "covariates kept in an unnamed temporary file", "path", s.path,
+				"folder", filepath.Dir(s.path), "bytes", 8*n)
 		}
 	}
 	v := newValidator(s.path, p, scoring, expect, x)

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -318,7 +319,8 @@ func TestReadRecordsMapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(ctx, path, store.Options{MapRows: true})
+	var log strings.Builder
+	s, err := store.Open(ctx, path, store.Options{MapRows: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,6 +332,11 @@ func TestReadRecordsMapped(t *testing.T) {
 	}
 	if store.Mapped(heap) || !store.Mapped(got) {
 		t.Skipf("mapped: heap read %v, mapped read %v (no unnamed files here?)", store.Mapped(heap), store.Mapped(got))
+	}
+	// The log says where and how much, and no value: the 12 rows read,
+	// of 4 covariates.
+	if !strings.Contains(log.String(), "covariates kept in an unnamed temporary file") || !strings.Contains(log.String(), "bytes=384") {
+		t.Errorf("log:\n%s", log.String())
 	}
 	if !slices.Equal(got.IDs, heap.IDs) || !slices.Equal(got.Data.W, heap.Data.W) || !slices.Equal(got.Data.Y, heap.Data.Y) ||
 		!slices.Equal(got.Data.X.RawMatrix().Data, heap.Data.X.RawMatrix().Data) || got.Len() != 9 {
