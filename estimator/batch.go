@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
-	"sync"
 
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
@@ -33,8 +33,7 @@ type batches struct {
 	epoch int // of perm; −1 before the first
 	perm  []int
 	idx   []int         // the current batch's rows, ascending
-	full  chan *Site    // Sites of min(B, batchChunk) rows, one per core at most
-	made  int           // Sites made into full
+	subs  []*Site       // one per worker, of min(B, batchChunk) rows
 	tail  *Site         // the Site of a last chunk shorter than batchChunk, or nil
 	outs  []*SiteOutput // per chunk: a copy of its output
 }
@@ -67,7 +66,7 @@ func (s *Site) batch(kind Kind, round int) (chunks int) {
 	b := s.batchSize()
 	bt := s.bt
 	if bt == nil || bt.size != b {
-		bt = &batches{size: b, epoch: -1, perm: make([]int, s.n), idx: make([]int, b), full: make(chan *Site, (b+batchChunk-1)/batchChunk)}
+		bt = &batches{size: b, epoch: -1, perm: make([]int, s.n), idx: make([]int, b)}
 		if tail := b % batchChunk; tail > 0 && b > batchChunk {
 			bt.tail = s.subSite(tail, 0)
 		}
@@ -91,25 +90,6 @@ func (s *Site) batch(kind Kind, round int) (chunks int) {
 	// arm-sorted, controls first, as every model expects.
 	slices.Sort(bt.idx)
 	return (b + batchChunk - 1) / batchChunk
-}
-
-// chunkSite returns a Site for chunk c of the current batch: the tail
-// Site for a short last chunk, else a full one, made when every one made
-// is in use (so at most one per core as parallel.ForEach runs them). The
-// caller loads the chunk's rows into it (loadChunk) and returns a full one
-// to s.bt.full when done with it.
-func (s *Site) chunkSite(c int) *Site {
-	bt := s.bt
-	if rows := min(len(bt.idx)-c*batchChunk, batchChunk); rows < batchChunk && bt.tail != nil {
-		return bt.tail
-	}
-	select {
-	case sub := <-bt.full:
-		return sub
-	default:
-		bt.made++
-		return s.subSite(min(len(bt.idx), batchChunk), 0)
-	}
 }
 
 // loadChunk makes sub hold chunk c of the current batch.
@@ -161,7 +141,8 @@ func (s *Site) subSite(n int, chunk uint64) *Site {
 // core, into the site's own output: the chunks' sums, added in chunk
 // order, times n/B. A chunk's result depends on its rows, its number and
 // the input alone, not on the Site it is computed in, so the chunks share
-// one Site per core.
+// one Site per worker, and a chunk's output is copied out before its Site
+// takes the next.
 func (s *Site) computeBatch(ctx context.Context, in *SiteInput) (*SiteOutput, error) {
 	chunks := s.batch(in.Model, in.Round)
 	bt := s.bt
@@ -174,20 +155,33 @@ func (s *Site) computeBatch(ctx context.Context, in *SiteInput) (*SiteOutput, er
 			bt.outs[c] = newOutput(lay, s.index)
 		}
 	}
+	// Worker k computes chunks k, k+W, k+2W, … in its own Site; a short
+	// last chunk has a Site of its size.
+	full := chunks
+	if bt.tail != nil {
+		full--
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), full))
+	for len(bt.subs) < workers {
+		bt.subs = append(bt.subs, s.subSite(min(len(bt.idx), batchChunk), 0))
+	}
 	errs := make([]error, chunks)
-	var mu sync.Mutex // guards the making of full Sites (bt.made)
-	parallel.ForEach(chunks, 0, func(c int) {
-		mu.Lock()
-		sub := s.chunkSite(c)
-		mu.Unlock()
+	compute := func(sub *Site, c int) {
 		s.loadChunk(sub, c)
 		out, err := sub.Compute(ctx, in)
 		if err == nil {
 			setOutput(bt.outs[c], out)
 		}
 		errs[c] = err
-		if sub != bt.tail {
-			bt.full <- sub
+	}
+	parallel.ForEach(workers+1, workers+1, func(k int) {
+		switch {
+		case k < workers:
+			for c := k; c < full; c += workers {
+				compute(bt.subs[k], c)
+			}
+		case bt.tail != nil:
+			compute(bt.tail, full)
 		}
 	})
 	if err := errors.Join(errs...); err != nil {

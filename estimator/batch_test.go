@@ -111,7 +111,7 @@ func TestBatchRows(t *testing.T) {
 		if other := rows(again[0], Outcome, r); !slices.Equal(idx, other) {
 			t.Errorf("round %d: rows %v, then %v from the same seed", r, idx, other)
 		}
-		sub := sites[0].chunkSite(0)
+		sub := sites[0].subSite(b, 0)
 		sites[0].loadChunk(sub, 0)
 		for k := 1; k < b; k++ {
 			if sub.w[k] < sub.w[k-1] {
@@ -266,10 +266,10 @@ func TestBatchChunksIgnoreCores(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Chunks of 2, 2 and 1 rows: the two of 2 share the Sites of
-			// the cores they ran on, the one of 1 has its own.
-			if bt := many[0].bt; bt.made < 1 || bt.made > 2 || bt.tail == nil || bt.tail.n != 1 {
-				t.Fatalf("%d Sites of full chunks and a tail of %v; want 1 or 2 and one of 1 row", bt.made, bt.tail)
+			// Chunks of 2, 2 and 1 rows: the two of 2 in the Sites of the
+			// workers they ran on, the one of 1 in its own.
+			if bt := many[0].bt; len(bt.subs) < 1 || len(bt.subs) > 2 || bt.tail == nil || bt.tail.n != 1 {
+				t.Fatalf("%d Sites of full chunks and a tail of %v; want 1 or 2 and one of 1 row", len(bt.subs), bt.tail)
 			}
 			if a.Loss != got.Loss {
 				t.Errorf("%s/%v: loss %v on one core, %v on several", sc.name, kind, a.Loss, got.Loss)
