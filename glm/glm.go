@@ -105,7 +105,13 @@ func newDesign(x mat.Matrix, targets int) (*design, error) {
 	z.rows, _ = x.(mat.RawRowViewer)
 	col := make([]float64, n)
 	for j := range d {
-		mat.Col(col, j, x)
+		if z.rows == nil {
+			mat.Col(col, j, x)
+		} else {
+			for i := range col {
+				col[i] = z.rows.RawRowView(i)[j]
+			}
+		}
 		mu, sd := stat.MeanStdDev(col, nil)
 		z.mean[j] = mu
 		if sd > 0 { // else a constant column (or a single row)
@@ -122,14 +128,15 @@ func (z *design) chunk(i0 int) *mat.Dense {
 	c := z.buf.Slice(0, i1-i0, 0, z.d+1).(*mat.Dense)
 	for i := i0; i < i1; i++ {
 		row := c.RawRowView(i - i0)
+		// x's row goes to the design row's tail, then is standardised
+		// over itself.
+		if z.rows != nil {
+			copy(row[1:], z.rows.RawRowView(i))
+		} else {
+			mat.Row(row[1:], i, z.x)
+		}
 		row[0] = 1
-		for j := range z.d {
-			var v float64
-			if z.rows != nil {
-				v = z.rows.RawRowView(i)[j]
-			} else {
-				v = z.x.At(i, j)
-			}
+		for j, v := range row[1:] {
 			row[j+1] = 0
 			if z.scale[j] > 0 {
 				row[j+1] = (v - z.mean[j]) / z.scale[j]
