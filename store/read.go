@@ -162,12 +162,8 @@ func (s *Site) SampleRecords(ctx context.Context, src Source, rows int) (*Sample
 		if err != nil {
 			return err
 		}
-		qt, err := sqlfiles.QuoteIdent(p.Table)
+		n, err := countRows(ctx, tx, p.Table)
 		if err != nil {
-			return err
-		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+qt).Scan(&n); err != nil {
 			return err
 		}
 		out.Stride = max(n/max(rows, 1), 1)
@@ -229,11 +225,7 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, s
 		return nil, err
 	}
 	if expect < 0 {
-		qt, err := sqlfiles.QuoteIdent(p.Table)
-		if err != nil {
-			return nil, err
-		}
-		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM `+qt).Scan(&expect); err != nil {
+		if expect, err = countRows(ctx, q, p.Table); err != nil {
 			return nil, err
 		}
 	}
@@ -299,6 +291,17 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, s
 	// counted and appending moved them to the heap.
 	recs.mapped = x != nil && recs.Data != nil && &recs.Data.X.RawMatrix().Data[0] == &x[0]
 	return recs, nil
+}
+
+// countRows returns the rows of table.
+func countRows(ctx context.Context, q querier, table string) (int, error) {
+	qt, err := sqlfiles.QuoteIdent(table)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = q.QueryRowContext(ctx, `SELECT count(*) FROM `+qt).Scan(&n)
+	return n, err
 }
 
 // selectRows returns the query that reads p's columns: id, treatment,
