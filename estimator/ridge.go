@@ -22,10 +22,7 @@ type RidgeStats struct {
 	Gram      []float64 // p×p row-major: ΦᵀΦ
 	Moment    []float64 // p: Φᵀv
 
-	// Workspaces of AddRows, kept between calls: the selected rows and
-	// their Gram matrix.
-	sub, ff []float64
-	g       gemm
+	chunk RidgeChunk // AddRows' workspace, kept between calls
 }
 
 // NewRidgeStats returns empty statistics for p features.
@@ -34,26 +31,45 @@ func NewRidgeStats(p int) *RidgeStats {
 }
 
 // AddRows adds the rows of phi (n×p) with targets v; rows, when not nil,
-// selects the rows to add.
+// selects the rows to add. It is Set of a RidgeChunk, then AddChunk.
 func (s *RidgeStats) AddRows(phi *mat.Dense, v []float64, rows []int) error {
+	if err := s.chunk.Set(phi, v, rows); err != nil {
+		return err
+	}
+	return s.AddChunk(&s.chunk)
+}
+
+// A RidgeChunk is one chunk of rows' contribution to RidgeStats: their
+// Gram matrix, the costly part, computed apart from the statistics so that
+// several chunks can be computed at once and then added in order
+// (AddChunk), with the same result, bit for bit, as AddRows of each in
+// turn. It keeps phi, v and rows until it is set again. The zero value is
+// ready to use; a RidgeChunk is not safe for concurrent use.
+type RidgeChunk struct {
+	phi     *mat.Dense
+	v       []float64
+	rows    []int
+	sub, ff []float64 // the selected rows, gathered; their Gram matrix
+	g       gemm
+}
+
+// Set makes c the chunk of the rows of phi (n×p) with targets v; rows,
+// when not nil, selects the rows. A refused chunk is empty.
+func (c *RidgeChunk) Set(phi *mat.Dense, v []float64, rows []int) error {
+	c.phi, c.v, c.rows = nil, nil, nil
 	n, p := phi.Dims()
-	if p != s.P || len(v) != n {
-		return fmt.Errorf("estimator: ridge statistics of %d features: got %d×%d features and %d targets", s.P, n, p, len(v))
+	if len(v) != n {
+		return fmt.Errorf("estimator: ridge statistics: %d×%d features and %d targets", n, p, len(v))
 	}
 	m := n
 	if rows != nil {
 		m = len(rows)
 	}
-	row := func(r int) int {
-		if rows == nil {
-			return r
-		}
-		return rows[r]
-	}
-	// Checked before anything is added, so that a refused call leaves s
-	// as it was.
 	for r := range m {
-		i := row(r)
+		i := r
+		if rows != nil {
+			i = rows[r]
+		}
 		if i < 0 || i >= n {
 			return fmt.Errorf("estimator: ridge statistics: row %d of %d", i, n)
 		}
@@ -67,26 +83,59 @@ func (s *RidgeStats) AddRows(phi *mat.Dense, v []float64, rows []int) error {
 	// Every row, as they lie in phi; a selection, gathered first.
 	sv := view(phi)
 	if rows != nil {
-		s.sub = grow(s.sub, m*p)
+		c.sub = grow(c.sub, m*p)
 		for r, i := range rows {
-			copy(s.sub[r*p:(r+1)*p], phi.RawRowView(i))
+			copy(c.sub[r*p:(r+1)*p], phi.RawRowView(i))
 		}
-		sv = strided{data: s.sub, rows: m, cols: p, rs: p, cs: 1}
+		sv = strided{data: c.sub, rows: m, cols: p, rs: p, cs: 1}
+	}
+	// The package's gemm, not gonum's: for this Φᵀ·Φ of a few thousand
+	// rows gonum's dgemm runs axpy kernels at a sixth of its speed. Only
+	// the strips of columns on and above the diagonal are computed, and
+	// the rest mirrored: entry (j, i) is the same sum as (i, j), its
+	// products' factors swapped, which rounds alike.
+	c.ff = grow(c.ff, p*p)
+	ff := strided{data: c.ff, rows: p, cols: p, rs: p, cs: 1}
+	at := sv.t()
+	for j0 := 0; j0 < p; j0 += gemmCols {
+		j1 := min(p, j0+gemmCols)
+		lo := max(0, j1-gemmCols) // a last narrow strip overlaps the one before
+		c.g.mul(ff.block(0, j1, lo, j1), at.block(0, j1, 0, m), sv.block(0, m, lo, j1))
+	}
+	for i := range p {
+		for j := range i {
+			c.ff[i*p+j] = c.ff[j*p+i]
+		}
+	}
+	c.phi, c.v, c.rows = phi, v, rows
+	return nil
+}
+
+// AddChunk adds the rows of c to s.
+func (s *RidgeStats) AddChunk(c *RidgeChunk) error {
+	if c.phi == nil {
+		return nil
+	}
+	if _, p := c.phi.Dims(); p != s.P {
+		return fmt.Errorf("estimator: ridge statistics of %d features: got %d", s.P, p)
+	}
+	m := len(c.v)
+	if c.rows != nil {
+		m = len(c.rows)
 	}
 	for r := range m {
-		i := row(r)
-		for j, f := range phi.RawRowView(i) {
-			s.FeatSum[j] += f
-			s.Moment[j] += f * v[i]
+		i := r
+		if c.rows != nil {
+			i = c.rows[r]
 		}
-		s.TargetSum += v[i]
+		for j, f := range c.phi.RawRowView(i) {
+			s.FeatSum[j] += f
+			s.Moment[j] += f * c.v[i]
+		}
+		s.TargetSum += c.v[i]
 	}
 	s.N += float64(m)
-	// The package's gemm, not gonum's: for this Φᵀ·Φ of a few thousand
-	// rows gonum's dgemm runs axpy kernels at a sixth of its speed.
-	s.ff = grow(s.ff, p*p)
-	s.g.mul(strided{data: s.ff, rows: p, cols: p, rs: p, cs: 1}, sv.t(), sv)
-	floats.Add(s.Gram, s.ff)
+	floats.Add(s.Gram, c.ff)
 	return nil
 }
 

@@ -150,3 +150,74 @@ func BenchmarkRidgeStatsAddRows(b *testing.B) {
 		}
 	}
 }
+
+// TestRidgeGramTriangle checks that the Gram matrix computed on and above
+// the diagonal and mirrored is, bit for bit, the full product ΦᵀΦ, for
+// widths that are and are not a multiple of the kernel's strip, and that
+// chunks set apart and added in order give AddRows' statistics.
+func TestRidgeGramTriangle(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, p := range []int{3, 8, 13, 430} {
+		const n = 37
+		phi := mat.NewDense(n, p, nil)
+		v := make([]float64, n)
+		for i := range n {
+			v[i] = rng.NormFloat64()
+			for j := range p {
+				phi.Set(i, j, rng.NormFloat64())
+			}
+		}
+		var g gemm
+		full := make([]float64, p*p)
+		g.mul(strided{data: full, rows: p, cols: p, rs: p, cs: 1}, view(phi).t(), view(phi))
+		s := NewRidgeStats(p)
+		if err := s.AddRows(phi, v, nil); err != nil {
+			t.Fatal(err)
+		}
+		for k := range full {
+			if math.Float64bits(full[k]) != math.Float64bits(s.Gram[k]) {
+				t.Fatalf("p=%d: Gram[%d,%d] = %v, full product %v", p, k/p, k%p, s.Gram[k], full[k])
+			}
+		}
+		// Two chunks computed apart, added in order, against AddRows of
+		// each in turn.
+		rows := []int{1, 4, 9, 36}
+		seq := NewRidgeStats(p)
+		if err := seq.AddRows(phi, v, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := seq.AddRows(phi, v, nil); err != nil {
+			t.Fatal(err)
+		}
+		var a, b RidgeChunk
+		if err := a.Set(phi, v, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Set(phi, v, nil); err != nil {
+			t.Fatal(err)
+		}
+		apart := NewRidgeStats(p)
+		if err := apart.AddChunk(&a); err != nil {
+			t.Fatal(err)
+		}
+		if err := apart.AddChunk(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !sameBits(seq.Gram, apart.Gram) || !sameBits(seq.Moment, apart.Moment) || !sameBits(seq.FeatSum, apart.FeatSum) ||
+			seq.N != apart.N || seq.TargetSum != apart.TargetSum {
+			t.Errorf("p=%d: chunks added in order differ from AddRows in turn", p)
+		}
+	}
+}
+
+func sameBits(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}

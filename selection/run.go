@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -552,33 +553,73 @@ func SiteStatsRows(ctx context.Context, m *estimator.Model, site int, d *estimat
 		}
 		st.DR = estimator.NewRidgeStats(p)
 	}
-	var arm [2][]int
-	for lo := 0; lo < n; lo += estimator.FeatureChunk {
-		hi := min(n, lo+estimator.FeatureChunk)
-		chunk, clo, chi := d, lo, hi
-		if rows != nil {
-			chunk, clo, chi = d.Subset(rows[lo:hi]), 0, hi-lo
-		}
-		phi, err := m.OutcomeFeatures(chunk, clo, chi)
-		if err != nil {
-			return Stats{}, err
-		}
-		arm[0], arm[1] = arm[0][:0], arm[1][:0]
-		for i, w := range chunk.W[clo:chi] {
-			arm[int(w)] = append(arm[int(w)], i)
-		}
-		for a := range 2 {
-			if err := st.Arms[a].AddRows(phi, chunk.Y[clo:chi], arm[a]); err != nil {
+	// Each chunk's features and Gram matrices, the costly part, are
+	// computed on every core; the chunks are then added in order, so the
+	// statistics are the same, bit for bit, whatever the cores.
+	workers := max(1, runtime.GOMAXPROCS(0))
+	parts := make([]statsChunk, workers)
+	chunks := (n + estimator.FeatureChunk - 1) / estimator.FeatureChunk
+	for c0 := 0; c0 < chunks; c0 += workers {
+		group := min(workers, chunks-c0)
+		parallel.ForEach(group, workers, func(w int) {
+			lo := (c0 + w) * estimator.FeatureChunk
+			parts[w].set(ctx, m, d, rows, psi, lo, min(n, lo+estimator.FeatureChunk), dr)
+		})
+		for w := range group {
+			if err := parts[w].err; err != nil {
 				return Stats{}, err
 			}
-		}
-		if dr {
-			if err := st.DR.AddRows(phi, psi[lo:hi], nil); err != nil {
-				return Stats{}, err
+			for a := range 2 {
+				if err := st.Arms[a].AddChunk(&parts[w].arms[a]); err != nil {
+					return Stats{}, err
+				}
+			}
+			if dr {
+				if err := st.DR.AddChunk(&parts[w].dr); err != nil {
+					return Stats{}, err
+				}
 			}
 		}
 	}
 	return st, nil
+}
+
+// statsChunk is one chunk of rows' contribution to Stats.
+type statsChunk struct {
+	arms [2]estimator.RidgeChunk
+	dr   estimator.RidgeChunk
+	arm  [2][]int
+	err  error
+}
+
+// set computes the chunk of rows [lo, hi) of d (of its rows at positions
+// rows, when not nil).
+func (c *statsChunk) set(ctx context.Context, m *estimator.Model, d *estimator.Data, rows []int, psi []float64, lo, hi int, dr bool) {
+	c.err = ctx.Err()
+	if c.err != nil {
+		return
+	}
+	chunk, clo, chi := d, lo, hi
+	if rows != nil {
+		chunk, clo, chi = d.Subset(rows[lo:hi]), 0, hi-lo
+	}
+	phi, err := m.OutcomeFeatures(chunk, clo, chi)
+	if err != nil {
+		c.err = err
+		return
+	}
+	c.arm[0], c.arm[1] = c.arm[0][:0], c.arm[1][:0]
+	for i, w := range chunk.W[clo:chi] {
+		c.arm[int(w)] = append(c.arm[int(w)], i)
+	}
+	for a := range 2 {
+		if c.err = c.arms[a].Set(phi, chunk.Y[clo:chi], c.arm[a]); c.err != nil {
+			return
+		}
+	}
+	if dr {
+		c.err = c.dr.Set(phi, psi[lo:hi], nil)
+	}
 }
 
 // momentsOf returns the Moments of the rows of d at positions rows, as

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -507,7 +508,7 @@ func TestSplitTransfer(t *testing.T) {
 // picked in place, a chunk at a time, are bit for bit those of their copy.
 func TestStatsOfRowsInPlace(t *testing.T) {
 	ctx := context.Background()
-	d, m := chunkedSite(t, 5, estimator.FeatureChunk+301)
+	d, m := chunkedSite(t, 5, 3*estimator.FeatureChunk+301)
 	var rows []int
 	for i := range d.Rows() {
 		if i%7 != 3 {
@@ -530,6 +531,26 @@ func TestStatsOfRowsInPlace(t *testing.T) {
 		a, b := pair[0], pair[1]
 		if a.N != b.N || a.TargetSum != b.TargetSum || !slices.Equal(a.Gram, b.Gram) || !slices.Equal(a.Moment, b.Moment) || !slices.Equal(a.FeatSum, b.FeatSum) {
 			t.Errorf("statistics %d differ", k)
+		}
+	}
+	// The chunks are computed on every core and added in order: one core
+	// gives the same statistics, bit for bit.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	one, err := SiteStatsRows(ctx, m, 0, d, rows, psi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GOMAXPROCS(3)
+	three, err := SiteStatsRows(ctx, m, 0, d, rows, psi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, st := range []Stats{one, three} {
+		for a, pair := range [][2]*estimator.RidgeStats{{inPlace.Arms[0], st.Arms[0]}, {inPlace.Arms[1], st.Arms[1]}, {inPlace.DR, st.DR}} {
+			a2, b := pair[0], pair[1]
+			if a2.N != b.N || a2.TargetSum != b.TargetSum || !slices.Equal(a2.Gram, b.Gram) || !slices.Equal(a2.Moment, b.Moment) || !slices.Equal(a2.FeatSum, b.FeatSum) {
+				t.Errorf("cores %d: statistics %d differ from the default cores'", []int{1, 3}[k], a)
+			}
 		}
 	}
 	want, got := d.Subset(rows).MomentsWithin(d), momentsOf(d, rows)

@@ -15,13 +15,13 @@ func SetCATEChunk(t testing.TB, n int) {
 	t.Cleanup(func() { cateChunk = old })
 }
 
-// QueryPlan returns SQLite's plan of query on db, its steps joined by
-// "; ".
+// QueryPlan returns SQLite's plan of query (with args) on db, its steps
+// joined by "; ".
 func QueryPlan(t testing.TB, db interface {
 	Query(string, ...any) (*sql.Rows, error)
-}, query string) string {
+}, query string, args ...any) string {
 	t.Helper()
-	rows, err := db.Query(`EXPLAIN QUERY PLAN ` + query)
+	rows, err := db.Query(`EXPLAIN QUERY PLAN `+query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

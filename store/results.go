@@ -722,7 +722,7 @@ func requireCurrent(ctx context.Context, q querier, run string) error {
 // cateRowsPerInsert is how many CATEs one INSERT statement writes: a
 // statement per row spends more on the driver's call than on SQLite's
 // insert (BenchmarkWriteResults).
-const cateRowsPerInsert = 32
+const cateRowsPerInsert = 256
 
 func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreScored bool) error {
 	if len(cs) == 0 {

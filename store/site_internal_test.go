@@ -63,9 +63,9 @@ func TestRowID(t *testing.T) {
 	}
 }
 
-// TestPropensitiesQuerySearchesByKey: the query of ReadPropensities scans
-// the user's table once and finds each row's CATE by key, not the other
-// way round (which took minutes at 100 000 rows).
+// TestPropensitiesQuerySearchesByKey: the queries of ReadPropensities and
+// ReadPositivity scan the user's table once and find each row's CATE by
+// key, not the other way round (which took minutes at 100 000 rows).
 func TestPropensitiesQuerySearchesByKey(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.sqlite"), Options{Create: true})
@@ -76,7 +76,9 @@ func TestPropensitiesQuerySearchesByKey(t *testing.T) {
 	if _, err := s.rw.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, w INTEGER)`); err != nil {
 		t.Fatal(err)
 	}
-	if p := QueryPlan(t, s.rw, propensitiesQuery(`"t"`, `"id"`, `"w"`)); !strings.HasPrefix(p, "SCAN r") || !strings.Contains(p, "SEARCH crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") {
-		t.Errorf("plan: %s", p)
+	for q, args := range map[string][]any{propensitiesQuery(`"t"`, `"id"`, `"w"`): nil, positivityQuery(`"t"`, `"id"`, `"w"`): {0.01, 0.99}} {
+		if p := QueryPlan(t, s.rw, q, args...); !strings.HasPrefix(p, "SCAN r") || !strings.Contains(p, "SEARCH crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") {
+			t.Errorf("plan of %s: %s", q, p)
+		}
 	}
 }
