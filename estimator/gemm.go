@@ -34,7 +34,8 @@ const (
 // gemm computes matrix products with a reusable packing buffer. A gemm is
 // not safe for concurrent use; each site's workspaces have their own.
 type gemm struct {
-	pack []float64                    // K×gemmCols: one strip of B, row k contiguous
+	pack []float64                    // K×gemmCols per strip of B, row k contiguous
+	j0   []int                        // the strips' first columns
 	tile [gemmRows * gemmCols]float64 // a tile C cannot take directly
 }
 
@@ -103,26 +104,38 @@ func packCost(b strided, K, N int) int {
 	return K * N
 }
 
-// run sets C = A·B for strided operands, one strip of gemmCols columns of C
-// at a time and, within a strip, one tile of gemmRows rows at a time. A
-// last partial strip or tile is moved back to overlap the previous one when
-// the matrix is large enough, so that tiles are always whole; only a C with
-// fewer than gemmRows rows or gemmCols columns, or with non-contiguous rows,
-// goes through the tile buffer.
+// run sets C = A·B for strided operands, one tile of gemmRows rows and
+// gemmCols columns of C at a time: for each tile of rows, every strip of
+// gemmCols columns, so that the tile's rows of A are read from memory once
+// and then from cache (A may be megabytes, as the scorer's features are;
+// B, the weights, is small). A last partial strip or tile is moved back to
+// overlap the previous one when the matrix is large enough, so that tiles
+// are always whole; only a C with fewer than gemmRows rows or gemmCols
+// columns, or with non-contiguous rows, goes through the tile buffer.
 func (g *gemm) run(A, B, C strided) {
 	M, K, N := A.rows, A.cols, B.cols
 	direct := packCost(B, K, N) == 0
-	if !direct && cap(g.pack) < K*gemmCols {
-		g.pack = make([]float64, K*gemmCols)
+	// The strips' first columns, and where each strip's rows of B lie:
+	// in B itself, or copied ("packed") into g.pack, strip after strip.
+	strips := (N + gemmCols - 1) / gemmCols
+	if cap(g.j0) < strips {
+		g.j0 = make([]int, strips)
 	}
-	for j0 := 0; j0 < N; j0 += gemmCols {
+	j0s := g.j0[:strips]
+	for s := range strips {
+		j0 := s * gemmCols
 		if j0+gemmCols > N && N >= gemmCols {
 			j0 = N - gemmCols
 		}
-		nc := min(gemmCols, N-j0)
-		b, bi, brs := B.data, j0, B.rs
-		if !direct {
-			b, bi, brs = g.pack[:K*gemmCols], 0, gemmCols
+		j0s[s] = j0
+	}
+	if !direct {
+		if cap(g.pack) < strips*K*gemmCols {
+			g.pack = make([]float64, strips*K*gemmCols)
+		}
+		for s, j0 := range j0s {
+			nc := min(gemmCols, N-j0)
+			b := g.pack[s*K*gemmCols : (s+1)*K*gemmCols]
 			for k := range K {
 				p := b[k*gemmCols : (k+1)*gemmCols]
 				off := k*B.rs + j0*B.cs
@@ -132,21 +145,34 @@ func (g *gemm) run(A, B, C strided) {
 				clear(p[nc:])
 			}
 		}
-		if C.cs == 1 && nc == gemmCols && M >= gemmRows {
-			for i0 := 0; i0 < M; i0 += gemmRows {
-				i0 = min(i0, M-gemmRows)
+	}
+	strip := func(s int) (b []float64, bi, brs int) {
+		if direct {
+			return B.data, j0s[s], B.rs
+		}
+		return g.pack, s * K * gemmCols, gemmCols
+	}
+	if C.cs == 1 && N >= gemmCols && M >= gemmRows {
+		for i0 := 0; i0 < M; i0 += gemmRows {
+			i0 = min(i0, M-gemmRows)
+			for s, j0 := range j0s {
+				b, bi, brs := strip(s)
 				kernel(K, A.data, i0*A.rs, A.rs, A.cs, b, bi, brs, C.data, i0*C.rs+j0, C.rs)
 			}
-			continue
 		}
-		// Through the tile buffer: whole tiles if M allows, otherwise one
-		// row at a time (ars = 0: the kernel's four rows all read row i0).
-		nr, ars := gemmRows, A.rs
-		if M < gemmRows {
-			nr, ars = 1, 0
-		}
-		for i0 := 0; i0 < M; i0 += nr {
-			i0 = min(i0, M-nr)
+		return
+	}
+	// Through the tile buffer: whole tiles if M allows, otherwise one row
+	// at a time (ars = 0: the kernel's four rows all read row i0).
+	nr, ars := gemmRows, A.rs
+	if M < gemmRows {
+		nr, ars = 1, 0
+	}
+	for i0 := 0; i0 < M; i0 += nr {
+		i0 = min(i0, M-nr)
+		for s, j0 := range j0s {
+			b, bi, brs := strip(s)
+			nc := min(gemmCols, N-j0)
 			kernel(K, A.data, i0*A.rs, ars, A.cs, b, bi, brs, g.tile[:], 0, gemmCols)
 			for r := range nr {
 				ci := (i0+r)*C.rs + j0*C.cs

@@ -34,7 +34,7 @@ func TestWithScoringProgress(t *testing.T) {
 	schema := Schema{Binary: []bool{true, false, false}}
 	sites := toySites(1, 300, schema)
 	cfg := smallConfig()
-	cfg.Samples = 50 // chunks of 4096/50 = 81 rows
+	cfg.Samples = 30 // chunks of effectChunk/30 rows
 	m, err := Fit(context.Background(), sites, schema, GaussianSpectral{}, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -44,17 +44,22 @@ func TestWithScoringProgress(t *testing.T) {
 	if _, err := m.Effects(ctx, 0, sites[0]); err != nil {
 		t.Fatal(err)
 	}
-	// Chunks of 81, 81, 81 and 57 rows, scored on every core: one report
-	// per chunk, as each finishes, counting the rows scored so far.
-	if len(got) != 4 || got[3] != [2]int{300, 300} {
-		t.Fatalf("reports %v, want 4 ending with 300 of 300", got)
+	// Chunks scored on every core: one report per chunk, as each
+	// finishes, counting the rows scored so far.
+	rows := effectChunk / cfg.Samples
+	chunks := (300 + rows - 1) / rows
+	if chunks < 2 || 300%rows == 0 {
+		t.Fatalf("%d chunks of %d rows: the test needs several, and a last one smaller", chunks, rows)
+	}
+	if len(got) != chunks || got[chunks-1] != [2]int{300, 300} {
+		t.Fatalf("reports %v, want %d ending with 300 of 300", got, chunks)
 	}
 	for i, r := range got {
 		if r[1] != 300 || (i > 0 && r[0] <= got[i-1][0]) {
 			t.Fatalf("reports %v: want rising counts of 300", got)
 		}
-		if d := r[0]; d%81 != 0 && (d-57)%81 != 0 {
-			t.Fatalf("reports %v: %d is not a sum of chunk sizes", got, d)
+		if last := 300 - (chunks-1)*rows; r[0]%rows != 0 && (r[0]-last)%rows != 0 {
+			t.Fatalf("reports %v: %d is not a sum of chunk sizes", got, r[0])
 		}
 	}
 }
