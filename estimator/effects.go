@@ -358,6 +358,10 @@ func (sc *scorer) decode(z *mat.Dense, R int) {
 	mapRows(phiZ, preZ, math.Exp(sc.az), D)
 	setLinear(phiZ, z, fm.linScale(), D)
 	_, c := sc.out.Dims()
+	if c == 2 {
+		sc.gemm.mulTwoCols(view(sc.out).block(0, R, 0, c), view(phiZ), view(sc.wdec))
+		return
+	}
 	sc.gemm.mul(view(sc.out).block(0, R, 0, c), view(phiZ), view(sc.wdec))
 }
 

@@ -184,6 +184,63 @@ func (g *gemm) run(A, B, C strided) {
 	}
 }
 
+// mulTwoCols sets C = A·B for B of two columns and A whose rows are
+// contiguous (cs 1), each entry the same sum, in the same order, as mul
+// computes; mul would pad B to a strip of gemmCols columns and do four
+// times the work. The decoder's two outcome columns are such a product.
+func (g *gemm) mulTwoCols(C, A, B strided) {
+	M, K := A.rows, A.cols
+	if B.rows != K || B.cols != 2 || C.rows != M || C.cols != 2 {
+		panic(fmt.Sprintf("estimator: two-column product of %d×%d by %d×%d into %d×%d", A.rows, A.cols, B.rows, B.cols, C.rows, C.cols))
+	}
+	if A.cs != 1 || K == 0 {
+		g.mul(C, A, B)
+		return
+	}
+	var acc [8]float64
+	i := 0
+	for ; i+4 <= M; i += 4 {
+		twoCols4(&acc, A, B, i)
+		for r := range 4 {
+			C.data[(i+r)*C.rs], C.data[(i+r)*C.rs+C.cs] = acc[r], acc[4+r]
+		}
+	}
+	for ; i < M; i++ {
+		a := A.data[i*A.rs : i*A.rs+K]
+		var s0, s1 float64
+		for k, v := range a {
+			s0 += float64(v * B.data[k*B.rs])
+			s1 += float64(v * B.data[k*B.rs+B.cs])
+		}
+		C.data[i*C.rs], C.data[i*C.rs+C.cs] = s0, s1
+	}
+}
+
+// twoCols4 sets acc[r] and acc[4+r] to row i+r of A times the columns of
+// B, for r < 4: twoCols4Go, or a vector version with identical results.
+var twoCols4 = twoCols4Go
+
+// twoCols4Go is twoCols4 in Go.
+func twoCols4Go(acc *[8]float64, A, B strided, i int) {
+	*acc = [8]float64{}
+	twoColsTail(acc, A, B, i, 0)
+}
+
+// twoColsTail adds to acc the products of columns [k0, K) of rows i…i+3
+// of A, as twoCols4 sums them.
+func twoColsTail(acc *[8]float64, A, B strided, i, k0 int) {
+	K := A.cols
+	for r := range 4 {
+		a := A.data[(i+r)*A.rs : (i+r)*A.rs+K]
+		s0, s1 := acc[r], acc[4+r]
+		for k := k0; k < K; k++ {
+			s0 += float64(a[k] * B.data[k*B.rs])
+			s1 += float64(a[k] * B.data[k*B.rs+B.cs])
+		}
+		acc[r], acc[4+r] = s0, s1
+	}
+}
+
 // kernel computes one gemmRows×gemmCols tile,
 //
 //	c[ci + r*crs + j] = Σ_k a[ai + r*ars + k*acs] · b[bi + k*brs + j],

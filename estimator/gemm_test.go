@@ -90,3 +90,44 @@ func TestGemm(t *testing.T) {
 		}
 	}
 }
+
+// TestMulTwoCols checks the two-column product against mul, bit for bit,
+// with the Go and the active four-row kernels, for row counts and widths
+// that are and are not multiples of 4, a row stride wider than the rows,
+// and signed zeros and large values in the operands.
+func TestMulTwoCols(t *testing.T) {
+	kernels := map[string]func(*[8]float64, strided, strided, int){"go": twoCols4Go, "active": twoCols4}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for name, k4 := range kernels {
+		defer func(old func(*[8]float64, strided, strided, int)) { twoCols4 = old }(twoCols4)
+		twoCols4 = k4
+		for _, M := range []int{1, 3, 4, 7, 9, 40} {
+			for _, K := range []int{1, 3, 4, 8, 13, 420} {
+				a := mat.NewDense(M, K+5, nil)
+				b := mat.NewDense(K, 3, nil)
+				for i := range M {
+					for k := range K + 5 {
+						a.Set(i, k, rng.NormFloat64()*math.Pow(10, float64(rng.IntN(9)-4)))
+					}
+				}
+				for k := range K {
+					for j := range 3 {
+						b.Set(k, j, rng.NormFloat64())
+					}
+				}
+				a.Set(0, 0, math.Copysign(0, -1))
+				A := view(a).block(0, M, 0, K)
+				B := view(b).block(0, K, 1, 3)
+				var g gemm
+				want, got := make([]float64, 2*M), make([]float64, 2*M)
+				g.mul(strided{data: want, rows: M, cols: 2, rs: 2, cs: 1}, A, B)
+				g.mulTwoCols(strided{data: got, rows: M, cols: 2, rs: 2, cs: 1}, A, B)
+				for i := range want {
+					if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+						t.Fatalf("%s: %d×%d: entry (%d,%d) = %v, mul gives %v", name, M, K, i/2, i%2, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

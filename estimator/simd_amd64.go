@@ -8,14 +8,16 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// On amd64 the inner loops of a training round (the gemm micro-kernel, the
-// Adam update and the feature maps' sines and cosines) have vector versions
-// in simd_amd64.s, chosen at init when the CPU supports them. Each performs,
-// lane by lane, exactly the IEEE operations of its Go version (kernelGo,
-// adamGo, sincosGo) in the same order and without fused multiply-adds, so
-// the choice changes the speed, never the results; TestGemm, TestAdamKernel,
-// TestSincosKernel and TestFitPureGo check this bit for bit. The build tag
-// purego leaves this file and simd_amd64.s out, so that the Go versions
+// On amd64 the inner loops of a training round and of scoring (the gemm
+// micro-kernel, the two-column product, the Adam update and the feature
+// maps' sines and cosines) have vector versions in simd_amd64.s, chosen at
+// init when the CPU supports them. Each performs, lane by lane, exactly the
+// IEEE operations of its Go version (kernelGo, twoCols4Go, adamGo,
+// sincosGo) in the same order and without fused multiply-adds, so the
+// choice changes the speed, never the results; TestGemm, TestMulTwoCols,
+// TestAdamKernel, TestSincosKernel and TestFitPureGo check this bit for
+// bit. The build tag purego leaves this file and simd_amd64.s out, so that
+// the Go versions
 // alone run: go test -tags purego ./estimator/... tests that path.
 
 // kernel4x8AVX is kernelGo's tile in AVX: a, b and c point
@@ -25,6 +27,28 @@ import (
 //
 //go:noescape
 func kernel4x8AVX(k int, a *float64, ars, acs int, b *float64, brs int, c *float64, crs int)
+
+// twoCols4AVX sums four rows of A times the two columns of B over the
+// first k columns of A (k a positive multiple of 4), as twoColsGo does:
+// a points at the first row's first element, b at B's first; strides in
+// bytes. Column 0's sums go to acc[0:4], column 1's to acc[4:8].
+//
+//go:noescape
+func twoCols4AVX(k int, a *float64, ars int, b *float64, brs, bcs int, acc *[8]float64)
+
+// twoCols4Vec is twoCols4 with twoCols4AVX over the largest multiple of 4
+// columns.
+func twoCols4Vec(acc *[8]float64, A, B strided, i int) {
+	K := A.cols
+	k4 := K &^ 3
+	*acc = [8]float64{}
+	if k4 > 0 {
+		_ = A.data[(i+3)*A.rs+K-1]
+		_ = B.data[(K-1)*B.rs+B.cs]
+		twoCols4AVX(k4, &A.data[i*A.rs], 8*A.rs, &B.data[0], 8*B.rs, 8*B.cs, acc)
+	}
+	twoColsTail(acc, A, B, i, k4)
+}
 
 // adamAVX is adamGo on n parameters, n a multiple of 4, in AVX.
 //
@@ -46,6 +70,7 @@ func init() {
 	// x/sys/cpu reports AVX only when the OS also saves the YMM registers.
 	if cpu.X86.HasAVX {
 		kernel = kernelAVX
+		twoCols4 = twoCols4Vec
 		adamKernel = adamVec
 	}
 	if cpu.X86.HasAVX2 {

@@ -232,3 +232,62 @@ sincosdone:
 	VZEROUPPER
 	MOVQ R9, slow+56(FP)
 	RET
+
+// TWO adds the products of column (col) of the four rows with row k of B,
+// whose two values lie at (SI) and (SI)(BX*1), to Y0 and Y1.
+#define TWO(col) \
+	VBROADCASTSD (SI), Y14;        \
+	VMULPD       Y14, col, Y15;    \
+	VADDPD       Y15, Y0, Y0;      \
+	VBROADCASTSD (SI)(BX*1), Y14;  \
+	VMULPD       Y14, col, Y15;    \
+	VADDPD       Y15, Y1, Y1;      \
+	ADDQ         R13, SI
+
+// func twoCols4AVX(k int, a *float64, ars int, b *float64, brs, bcs int, acc *[8]float64)
+//
+// For four rows of A and the two columns of B, the sums over the first k
+// columns of A (k a positive multiple of 4), in order of column, each
+// product rounded before it is added (no FMA): acc[r] of column 0 and
+// acc[4+r] of column 1. The lanes are the rows: each four columns of the
+// four rows are transposed in registers.
+TEXT ·twoCols4AVX(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), R8
+	MOVQ ars+16(FP), DX
+	MOVQ b+24(FP), SI
+	MOVQ brs+32(FP), R13
+	MOVQ bcs+40(FP), BX
+	MOVQ acc+48(FP), DI
+	LEAQ (R8)(DX*1), R9
+	LEAQ (R9)(DX*1), R10
+	LEAQ (R10)(DX*1), R11
+	XORQ AX, AX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+
+twoloop:
+	VMOVUPD    (R8)(AX*1), Y2
+	VMOVUPD    (R9)(AX*1), Y3
+	VMOVUPD    (R10)(AX*1), Y4
+	VMOVUPD    (R11)(AX*1), Y5
+	VUNPCKLPD  Y3, Y2, Y6        // a0k a1k a0k+2 a1k+2
+	VUNPCKHPD  Y3, Y2, Y7        // a0k+1 a1k+1 a0k+3 a1k+3
+	VUNPCKLPD  Y5, Y4, Y8
+	VUNPCKHPD  Y5, Y4, Y9
+	VPERM2F128 $0x20, Y8, Y6, Y10 // column k
+	VPERM2F128 $0x20, Y9, Y7, Y11 // k+1
+	VPERM2F128 $0x31, Y8, Y6, Y12 // k+2
+	VPERM2F128 $0x31, Y9, Y7, Y13 // k+3
+	TWO(Y10)
+	TWO(Y11)
+	TWO(Y12)
+	TWO(Y13)
+	ADDQ       $32, AX
+	SUBQ       $4, CX
+	JNZ        twoloop
+
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	VZEROUPPER
+	RET
