@@ -17,8 +17,8 @@ import (
 // choice changes the speed, never the results; TestGemm, TestMulTwoCols,
 // TestAdamKernel, TestSincosKernel and TestFitPureGo check this bit for
 // bit. The build tag purego leaves this file and simd_amd64.s out, so that
-// the Go versions
-// alone run: go test -tags purego ./estimator/... tests that path.
+// the Go versions alone run: go test -tags purego ./estimator/... tests
+// that path.
 
 // kernel4x8AVX is kernelGo's tile in AVX: a, b and c point
 // at the tile's first elements and the strides are in bytes. It uses
