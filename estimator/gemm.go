@@ -25,10 +25,13 @@ import (
 // depend on the tiling; overlapping tiles (used at the edges) recompute the
 // same values.
 
-// Tile of the micro-kernel: gemmRows rows by gemmCols columns of C.
+// Tile of the micro-kernel: gemmRows rows (the Go and AVX kernels';
+// maxTileRows for AVX-512's, kernel.rows in general) by gemmCols columns
+// of C.
 const (
-	gemmRows = 4
-	gemmCols = 8
+	gemmRows    = 4
+	maxTileRows = 8
+	gemmCols    = 8
 )
 
 // gemm computes matrix products with a reusable packing buffer. A gemm is
@@ -36,7 +39,7 @@ const (
 type gemm struct {
 	pack []float64                    // K×gemmCols per strip of B, row k contiguous
 	j0   []int                        // the strips' first columns
-	tile [gemmRows * gemmCols]float64 // a tile C cannot take directly
+	tile [maxTileRows * gemmCols]float64 // a tile C cannot take directly
 }
 
 // strided is a matrix view: element (i, j) is data[i*rs + j*cs]. Unlike
@@ -104,11 +107,16 @@ func packCost(b strided, K, N int) int {
 	return K * N
 }
 
-// run sets C = A·B for strided operands, one tile of gemmRows rows and
-// gemmCols columns of C at a time: for each tile of rows, every strip of
-// gemmCols columns, so that the tile's rows of A are read from memory once
-// and then from cache (A may be megabytes, as the scorer's features are;
-// B, the weights, is small). A last partial strip or tile is moved back to
+// cachedB is the most elements of B that run expects to stay in a core's
+// cache (512 KiB) while it reads each tile of rows of A against all of B.
+var cachedB = 64 << 10
+
+// run sets C = A·B for strided operands, one tile of kernel.rows rows and
+// gemmCols columns of C at a time. When B is small (the weights, which
+// the scorer's and a round's products have), it computes, for each tile of
+// rows, every strip of gemmCols columns, so that the tile's rows of A are
+// read from memory once and then from cache (A may be megabytes, as the
+// scorer's features are); otherwise, for each strip, every tile of rows. A last partial strip or tile is moved back to
 // overlap the previous one when the matrix is large enough, so that tiles
 // are always whole; only a C with fewer than gemmRows rows or gemmCols
 // columns, or with non-contiguous rows, goes through the tile buffer.
@@ -152,20 +160,35 @@ func (g *gemm) run(A, B, C strided) {
 		}
 		return g.pack, s * K * gemmCols, gemmCols
 	}
-	if C.cs == 1 && N >= gemmCols && M >= gemmRows {
-		for i0 := 0; i0 < M; i0 += gemmRows {
-			i0 = min(i0, M-gemmRows)
-			for s, j0 := range j0s {
-				b, bi, brs := strip(s)
-				kernel(K, A.data, i0*A.rs, A.rs, A.cs, b, bi, brs, C.data, i0*C.rs+j0, C.rs)
+	k, tr := kernel.run, kernel.rows
+	if C.cs == 1 && N >= gemmCols && M >= tr {
+		tile := func(i0, s int) {
+			b, bi, brs := strip(s)
+			k(K, A.data, i0*A.rs, A.rs, A.cs, b, bi, brs, C.data, i0*C.rs+j0s[s], C.rs)
+		}
+		if K*N <= cachedB {
+			for i0 := 0; i0 < M; i0 += tr {
+				i0 = min(i0, M-tr)
+				for s := range j0s {
+					tile(i0, s)
+				}
+			}
+			return
+		}
+		// A large B (ΦᵀΦ of a chunk of rows) is read a strip at a time,
+		// each strip used by every tile of rows while it is in cache.
+		for s := range j0s {
+			for i0 := 0; i0 < M; i0 += tr {
+				i0 = min(i0, M-tr)
+				tile(i0, s)
 			}
 		}
 		return
 	}
 	// Through the tile buffer: whole tiles if M allows, otherwise one row
-	// at a time (ars = 0: the kernel's four rows all read row i0).
-	nr, ars := gemmRows, A.rs
-	if M < gemmRows {
+	// at a time (ars = 0: the kernel's rows all read row i0).
+	nr, ars := tr, A.rs
+	if M < tr {
 		nr, ars = 1, 0
 	}
 	for i0 := 0; i0 < M; i0 += nr {
@@ -173,7 +196,7 @@ func (g *gemm) run(A, B, C strided) {
 		for s, j0 := range j0s {
 			b, bi, brs := strip(s)
 			nc := min(gemmCols, N-j0)
-			kernel(K, A.data, i0*A.rs, ars, A.cs, b, bi, brs, g.tile[:], 0, gemmCols)
+			k(K, A.data, i0*A.rs, ars, A.cs, b, bi, brs, g.tile[:], 0, gemmCols)
 			for r := range nr {
 				ci := (i0+r)*C.rs + j0*C.cs
 				for j, v := range g.tile[r*gemmCols : r*gemmCols+nc] {
@@ -241,13 +264,19 @@ func twoColsTail(acc *[8]float64, A, B strided, i, k0 int) {
 	}
 }
 
-// kernel computes one gemmRows×gemmCols tile,
+// A tileKernel computes one rows×gemmCols tile,
 //
 //	c[ci + r*crs + j] = Σ_k a[ai + r*ars + k*acs] · b[bi + k*brs + j],
 //
-// for r < gemmRows, j < gemmCols, summing in order of k as described above.
-// It is kernelAVX where the CPU and OS support AVX, kernelGo otherwise.
-var kernel = kernelGo
+// for r < rows, j < gemmCols, summing in order of k as described above.
+type tileKernel struct {
+	rows int
+	run  func(K int, a []float64, ai, ars, acs int, b []float64, bi, brs int, c []float64, ci, crs int)
+}
+
+// kernel is the active tile kernel: kernelGo's, or a vector one where the
+// CPU and OS support it (AVX: four rows; AVX-512: eight).
+var kernel = tileKernel{gemmRows, kernelGo}
 
 // kernelGo is the portable micro-kernel. The explicit float64 conversions
 // forbid fusing the multiply and add into an FMA (which the Go compiler does

@@ -24,11 +24,11 @@ func operand(m mat.Matrix) strided {
 // which it must match bit for bit, for every kernel, operand transposition
 // and edge shape (rows and columns not multiples of the tile).
 func TestGemm(t *testing.T) {
-	kernels := map[string]func(int, []float64, int, int, int, []float64, int, int, []float64, int, int){"go": kernelGo}
-	if kernel != nil {
-		kernels["active"] = kernel
+	kernels := map[string]tileKernel{"go": {gemmRows, kernelGo}, "active": kernel}
+	for name, k := range vectorKernels {
+		kernels[name] = k
 	}
-	defer func(k func(int, []float64, int, int, int, []float64, int, int, []float64, int, int)) { kernel = k }(kernel)
+	defer func(k tileKernel) { kernel = k }(kernel)
 	rng := rand.New(rand.NewPCG(3, 4))
 	fill := func(r, c int) *mat.Dense {
 		m := mat.NewDense(r, c, nil)

@@ -40,9 +40,9 @@ func TestFitPureGo(t *testing.T) {
 	}
 	active := fit()
 
-	k, a, s := kernel, adamKernel, sincosKernel
-	defer func() { kernel, adamKernel, sincosKernel = k, a, s }()
-	kernel, adamKernel, sincosKernel = kernelGo, adamGo, sincosGo
+	k, a, s, two := kernel, adamKernel, sincosKernel, twoCols4
+	defer func() { kernel, adamKernel, sincosKernel, twoCols4 = k, a, s, two }()
+	kernel, adamKernel, sincosKernel, twoCols4 = tileKernel{gemmRows, kernelGo}, adamGo, sincosGo, twoCols4Go
 	pure := fit()
 
 	const tolerance = 0.0

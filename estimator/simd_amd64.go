@@ -50,6 +50,11 @@ func twoCols4Vec(acc *[8]float64, A, B strided, i int) {
 	twoColsTail(acc, A, B, i, k4)
 }
 
+// kernel8x8AVX512 is kernel4x8AVX with a tile of eight rows, in AVX-512.
+//
+//go:noescape
+func kernel8x8AVX512(k int, a *float64, ars, acs int, b *float64, brs int, c *float64, crs int)
+
 // adamAVX is adamGo on n parameters, n a multiple of 4, in AVX.
 //
 //go:noescape
@@ -66,15 +71,25 @@ func sincosAVX2(cos, sin, x *float64, n int, scale, c float64, tab *sincosTable)
 // whether they run.
 const asm = true
 
+// vectorKernels are the vector tile kernels this CPU and OS support, by
+// name, so that tests can check each of them, not only the active one.
+var vectorKernels = map[string]tileKernel{}
+
 func init() {
-	// x/sys/cpu reports AVX only when the OS also saves the YMM registers.
+	// x/sys/cpu reports AVX (AVX-512) only when the OS also saves the YMM
+	// (ZMM and mask) registers.
 	if cpu.X86.HasAVX {
-		kernel = kernelAVX
+		kernel = tileKernel{gemmRows, kernelAVX}
+		vectorKernels["avx"] = kernel
 		twoCols4 = twoCols4Vec
 		adamKernel = adamVec
 	}
 	if cpu.X86.HasAVX2 {
 		sincosKernel = sincosVec
+	}
+	if cpu.X86.HasAVX512F {
+		kernel = tileKernel{maxTileRows, kernelAVX512}
+		vectorKernels["avx512"] = kernel
 	}
 }
 
@@ -145,4 +160,19 @@ func kernelAVX(K int, a []float64, ai, ars, acs int, b []float64, bi, brs int, c
 	_ = b[bi+(K-1)*brs+gemmCols-1]
 	_ = c[ci+(gemmRows-1)*crs+gemmCols-1]
 	kernel4x8AVX(K, &a[ai], 8*ars, 8*acs, &b[bi], 8*brs, &c[ci], 8*crs)
+}
+
+// kernelAVX512 is kernelAVX for kernel8x8AVX512's tile of eight rows.
+func kernelAVX512(K int, a []float64, ai, ars, acs int, b []float64, bi, brs int, c []float64, ci, crs int) {
+	if K == 0 {
+		for r := range maxTileRows {
+			clear(c[ci+r*crs : ci+r*crs+gemmCols])
+		}
+		return
+	}
+	_ = a[ai+(maxTileRows-1)*ars+(K-1)*acs]
+	_ = a[ai+(K-1)*acs]
+	_ = b[bi+(K-1)*brs+gemmCols-1]
+	_ = c[ci+(maxTileRows-1)*crs+gemmCols-1]
+	kernel8x8AVX512(K, &a[ai], 8*ars, 8*acs, &b[bi], 8*brs, &c[ci], 8*crs)
 }

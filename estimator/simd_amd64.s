@@ -291,3 +291,76 @@ twoloop:
 	VMOVUPD Y1, 32(DI)
 	VZEROUPPER
 	RET
+
+// ROW8 accumulates row r of an 8×8 tile: broadcast A(r,k) from (ptr), add
+// its products with row k of B (Z8) to the row's accumulator, and step ptr
+// to column k+1 of the row.
+#define ROW8(ptr, acc, t1, t2) \
+	VBROADCASTSD (ptr), t1;  \
+	VMULPD       Z8, t1, t2; \
+	VADDPD       t2, acc, acc; \
+	ADDQ         BX, ptr
+
+// func kernel8x8AVX512(k int, a *float64, ars, acs int, b *float64, brs int, c *float64, crs int)
+//
+// kernel4x8AVX's tile with eight rows, in AVX-512: Z0..Z7 hold the rows of
+// the 8×8 tile; each k adds A(r,k)·B(k,:) with a separate multiply and add
+// (no FMA), as kernelGo does.
+TEXT ·kernel8x8AVX512(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), R8
+	MOVQ ars+16(FP), DX
+	MOVQ acs+24(FP), BX
+	MOVQ b+32(FP), SI
+	LEAQ (R8)(DX*1), R9
+	LEAQ (R9)(DX*1), R10
+	LEAQ (R10)(DX*1), R11
+	LEAQ (R11)(DX*1), R12
+	LEAQ (R12)(DX*1), R13
+	LEAQ (R13)(DX*1), AX
+	LEAQ (AX)(DX*1), DX
+	VXORPD Z0, Z0, Z0
+	VXORPD Z1, Z1, Z1
+	VXORPD Z2, Z2, Z2
+	VXORPD Z3, Z3, Z3
+	VXORPD Z4, Z4, Z4
+	VXORPD Z5, Z5, Z5
+	VXORPD Z6, Z6, Z6
+	VXORPD Z7, Z7, Z7
+	TESTQ CX, CX
+	JZ    store8
+
+loop8:
+	VMOVUPD (SI), Z8
+	ROW8(R8, Z0, Z16, Z17)
+	ROW8(R9, Z1, Z18, Z19)
+	ROW8(R10, Z2, Z20, Z21)
+	ROW8(R11, Z3, Z22, Z23)
+	ROW8(R12, Z4, Z24, Z25)
+	ROW8(R13, Z5, Z26, Z27)
+	ROW8(AX, Z6, Z28, Z29)
+	ROW8(DX, Z7, Z30, Z31)
+	ADDQ brs+40(FP), SI
+	DECQ CX
+	JNZ  loop8
+
+store8:
+	MOVQ    c+48(FP), DI
+	MOVQ    crs+56(FP), R12
+	VMOVUPD Z0, (DI)
+	ADDQ    R12, DI
+	VMOVUPD Z1, (DI)
+	ADDQ    R12, DI
+	VMOVUPD Z2, (DI)
+	ADDQ    R12, DI
+	VMOVUPD Z3, (DI)
+	ADDQ    R12, DI
+	VMOVUPD Z4, (DI)
+	ADDQ    R12, DI
+	VMOVUPD Z5, (DI)
+	ADDQ    R12, DI
+	VMOVUPD Z6, (DI)
+	ADDQ    R12, DI
+	VMOVUPD Z7, (DI)
+	VZEROUPPER
+	RET

@@ -6,3 +6,6 @@ package estimator
 // this architecture or under the build tag purego, so kernelGo, adamGo
 // and sincosGo run.
 const asm = false
+
+// vectorKernels is empty: there are no vector tile kernels.
+var vectorKernels map[string]tileKernel
