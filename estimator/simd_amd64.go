@@ -10,8 +10,9 @@ import (
 
 // On amd64 the inner loops of a training round and of scoring (the gemm
 // micro-kernel, the two-column product, the Adam update and the feature
-// maps' sines and cosines) have vector versions in simd_amd64.s, chosen at
-// init when the CPU supports them. Each performs, lane by lane, exactly the
+// maps' sines and cosines) have vector versions in simd_amd64.s (AVX and
+// AVX2; the tile kernel and sincos also in AVX-512, with eight rows or
+// lanes), chosen at init when the CPU supports them. Each performs, lane by lane, exactly the
 // IEEE operations of its Go version (kernelGo, twoCols4Go, adamGo,
 // sincosGo) in the same order and without fused multiply-adds, so the
 // choice changes the speed, never the results; TestGemm, TestMulTwoCols,
@@ -67,6 +68,11 @@ func adamAVX(x, m, v, grad *float64, n int, p *adamParams)
 //go:noescape
 func sincosAVX2(cos, sin, x *float64, n int, scale, c float64, tab *sincosTable) (slow int)
 
+// sincosAVX512 is sincosAVX2 on n values, n a multiple of 8, in AVX-512.
+//
+//go:noescape
+func sincosAVX512(cos, sin, x *float64, n int, scale, c float64, tab *sincosTable) (slow int)
+
 // asm reports that this build has the assembly kernels; the CPU decides
 // whether they run.
 const asm = true
@@ -74,6 +80,9 @@ const asm = true
 // vectorKernels are the vector tile kernels this CPU and OS support, by
 // name, so that tests can check each of them, not only the active one.
 var vectorKernels = map[string]tileKernel{}
+
+// vectorSincos are the vector sincos kernels this CPU and OS support.
+var vectorSincos = map[string]func(cos, sin, x []float64, scale, c float64){}
 
 func init() {
 	// x/sys/cpu reports AVX (AVX-512) only when the OS also saves the YMM
@@ -86,10 +95,15 @@ func init() {
 	}
 	if cpu.X86.HasAVX2 {
 		sincosKernel = sincosVec
+		vectorSincos["avx2"] = sincosVec
 	}
-	if cpu.X86.HasAVX512F {
+	// sincosAVX512 also needs AVX512DQ (its masks from vectors, its
+	// logic on doubles) and AVX512VL (its integers in YMM registers).
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL {
 		kernel = tileKernel{maxTileRows, kernelAVX512}
 		vectorKernels["avx512"] = kernel
+		sincosKernel = sincosVec512
+		vectorSincos["avx512"] = sincosVec512
 	}
 }
 
@@ -134,6 +148,20 @@ func sincosVec(cos, sin, x []float64, scale, c float64) {
 		k = 0
 	}
 	sincosGo(cos[k:], sin[k:], x[k:], scale, c)
+}
+
+// sincosVec512 runs sincosAVX512 on the largest multiple of 8 values and
+// sincosVec on the rest, or sincosGo on all of them if one needs the slow
+// reduction.
+func sincosVec512(cos, sin, x []float64, scale, c float64) {
+	n := len(x)
+	cos, sin = cos[:n], sin[:n]
+	k := n &^ 7
+	if k > 0 && sincosAVX512(&cos[0], &sin[0], &x[0], k, scale, c, sincosTab) != 0 {
+		sincosGo(cos, sin, x, scale, c)
+		return
+	}
+	sincosVec(cos[k:], sin[k:], x[k:], scale, c)
 }
 
 // adamVec runs adamAVX on the largest multiple of 4 parameters and adamGo

@@ -364,3 +364,101 @@ store8:
 	VMOVUPD Z7, (DI)
 	VZEROUPPER
 	RET
+
+// func sincosAVX512(cos, sin, x *float64, n int, scale, c float64, tab *sincosTable) (slow int)
+//
+// sincosAVX2 on eight x at a time, in AVX-512: the same operations lane by
+// lane, the table's constants broadcast from their first lane, and the
+// blends on the octant done with mask registers.
+TEXT ·sincosAVX512(SB), NOSPLIT, $0-64
+	MOVQ         cos+0(FP), DI
+	MOVQ         sin+8(FP), SI
+	MOVQ         x+16(FP), BX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSD scale+32(FP), Z14
+	VBROADCASTSD c+40(FP), Z15
+	MOVQ         tab+48(FP), AX
+	XORQ         R9, R9 // slow lanes
+	XORQ         R8, R8
+	SHLQ         $3, CX
+	TESTQ        CX, CX
+	JZ           sincos8done
+
+sincos8loop:
+	VMOVUPD         (BX)(R8*1), Z0
+	VMULPD          Z14, Z0, Z0              // x = scale·v
+	VANDPD.BCST     ABS(AX), Z0, Z1          // |x|
+	VCMPPD.BCST     $5, BIG(AX), Z1, K1      // not |x| < 2^29 (or NaN)
+	KMOVB           K1, R10
+	ORQ             R10, R9
+	VMULPD.BCST     FOUR_PI(AX), Z1, Z2
+	VCVTTPD2DQ      Z2, Y3                   // j = int(|x|·4/π)
+	VPANDD.BCST     ONES32(AX), Y3, Y4
+	VPADDD          Y4, Y3, Y3               // j += j&1: zeros to the origin
+	VCVTDQ2PD       Y3, Z5                   // y = float(j)
+	VPMOVZXDQ       Y3, Z6                   // j, one per 64-bit lane
+	VMULPD.BCST     PI4A(AX), Z5, Z7
+	VSUBPD          Z7, Z1, Z7
+	VMULPD.BCST     PI4B(AX), Z5, Z8
+	VSUBPD          Z8, Z7, Z7
+	VMULPD.BCST     PI4C(AX), Z5, Z8
+	VSUBPD          Z8, Z7, Z7               // z = ((|x| − y·PI4A) − y·PI4B) − y·PI4C
+	VMULPD          Z7, Z7, Z8               // zz
+
+	VMULPD.BCST     COS0(AX), Z8, Z9
+	VADDPD.BCST     COS0+32(AX), Z9, Z9
+	VMULPD          Z8, Z9, Z9
+	VADDPD.BCST     COS0+64(AX), Z9, Z9
+	VMULPD          Z8, Z9, Z9
+	VADDPD.BCST     COS0+96(AX), Z9, Z9
+	VMULPD          Z8, Z9, Z9
+	VADDPD.BCST     COS0+128(AX), Z9, Z9
+	VMULPD          Z8, Z9, Z9
+	VADDPD.BCST     COS0+160(AX), Z9, Z9
+	VMULPD          Z8, Z8, Z10
+	VMULPD          Z9, Z10, Z9              // zz·zz·P
+	VMULPD.BCST     HALF(AX), Z8, Z10
+	VBROADCASTSD    ONE(AX), Z11
+	VSUBPD          Z10, Z11, Z11            // 1 − 0.5·zz
+	VADDPD          Z9, Z11, Z9              // C = cos z
+
+	VMULPD.BCST     SIN0(AX), Z8, Z10
+	VADDPD.BCST     SIN0+32(AX), Z10, Z10
+	VMULPD          Z8, Z10, Z10
+	VADDPD.BCST     SIN0+64(AX), Z10, Z10
+	VMULPD          Z8, Z10, Z10
+	VADDPD.BCST     SIN0+96(AX), Z10, Z10
+	VMULPD          Z8, Z10, Z10
+	VADDPD.BCST     SIN0+128(AX), Z10, Z10
+	VMULPD          Z8, Z10, Z10
+	VADDPD.BCST     SIN0+160(AX), Z10, Z10
+	VMULPD          Z8, Z7, Z11
+	VMULPD          Z10, Z11, Z10            // z·zz·Q
+	VADDPD          Z10, Z7, Z10             // S = sin z
+
+	// As sincosAVX2: bit 1 of j swaps sine and cosine (the mask K2);
+	// the sine's sign flips with bit 2 and the sign of x, the cosine's
+	// with bit 1 xor bit 2.
+	VPSLLQ          $62, Z6, Z11
+	VPSLLQ          $61, Z6, Z2
+	VPMOVQ2M        Z11, K2
+	VBLENDMPD       Z9, Z10, K2, Z12         // sin = swap ? C : S
+	VBLENDMPD       Z10, Z9, K2, Z13         // cos = swap ? S : C
+	VXORPD          Z2, Z11, Z11
+	VANDPD.BCST     SIGN(AX), Z11, Z11
+	VXORPD          Z11, Z13, Z13
+	VXORPD          Z0, Z2, Z2
+	VANDPD.BCST     SIGN(AX), Z2, Z2
+	VXORPD          Z2, Z12, Z12
+	VMULPD          Z15, Z13, Z13
+	VMULPD          Z15, Z12, Z12
+	VMOVUPD         Z13, (DI)(R8*1)
+	VMOVUPD         Z12, (SI)(R8*1)
+	ADDQ            $64, R8
+	CMPQ            R8, CX
+	JLT             sincos8loop
+
+sincos8done:
+	VZEROUPPER
+	MOVQ R9, slow+56(FP)
+	RET

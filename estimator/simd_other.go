@@ -9,3 +9,6 @@ const asm = false
 
 // vectorKernels is empty: there are no vector tile kernels.
 var vectorKernels map[string]tileKernel
+
+// vectorSincos is empty: there are no vector sincos kernels.
+var vectorSincos map[string]func(cos, sin, x []float64, scale, c float64)

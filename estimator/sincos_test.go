@@ -13,6 +13,18 @@ import (
 // boundaries, signed zeros, subnormals, and the values math.Sincos reduces
 // specially (huge, infinite, NaN), alone and in a vector with ordinary ones.
 func TestSincosKernel(t *testing.T) {
+	defer func(k func(cos, sin, x []float64, scale, c float64)) { sincosKernel = k }(sincosKernel)
+	kernels := map[string]func(cos, sin, x []float64, scale, c float64){"active": sincosKernel}
+	for name, k := range vectorSincos {
+		kernels[name] = k
+	}
+	for name, k := range kernels {
+		sincosKernel = k
+		t.Run(name, testSincosKernel)
+	}
+}
+
+func testSincosKernel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	var x []float64
 	for range 20000 {
