@@ -37,8 +37,8 @@ const (
 // gemm computes matrix products with a reusable packing buffer. A gemm is
 // not safe for concurrent use; each site's workspaces have their own.
 type gemm struct {
-	pack []float64                    // K×gemmCols per strip of B, row k contiguous
-	j0   []int                        // the strips' first columns
+	pack []float64                       // K×gemmCols per strip of B, row k contiguous
+	j0   []int                           // the strips' first columns
 	tile [maxTileRows * gemmCols]float64 // a tile C cannot take directly
 }
 
