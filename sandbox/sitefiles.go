@@ -54,22 +54,23 @@ func writeSiteFile(ctx context.Context, path string, t *dataset.Table, names []s
 		}
 		cols = append(cols, store.Column{Name: name, Type: store.Real})
 	}
-	rows := make([][]any, n)
-	truth := make([][]any, n)
-	for i := range rows {
-		r := make([]any, 0, len(cols))
-		r = append(r, int64(i+1), int64(t.W[i]), t.Y[i])
-		for _, v := range t.X.RawRowView(i) {
-			r = append(r, v)
+	// The rows are made one at a time as they are inserted: held at once,
+	// ten million of them took 9 GB.
+	err = site.CreateTableRows(ctx, RecordsTable, cols, n, func(i int, r []any) error {
+		r[0], r[1], r[2] = int64(i+1), int64(t.W[i]), t.Y[i]
+		for j, v := range t.X.RawRowView(i) {
+			r[3+j] = v
 		}
-		rows[i] = r
-		truth[i] = []any{int64(i + 1), t.Mu0[i], t.Mu1[i], t.YCF[i]}
-	}
-	if err := site.CreateTable(ctx, RecordsTable, cols, rows, false); err != nil {
+		return nil
+	}, false)
+	if err != nil {
 		return err
 	}
 	truthCols := []store.Column{{Name: "id", Type: store.Integer}, {Name: "mu0", Type: store.Real}, {Name: "mu1", Type: store.Real}, {Name: "y_cfactual", Type: store.Real}}
-	return site.CreateTable(ctx, TruthTable, truthCols, truth, false)
+	return site.CreateTableRows(ctx, TruthTable, truthCols, n, func(i int, r []any) error {
+		r[0], r[1], r[2], r[3] = int64(i+1), t.Mu0[i], t.Mu1[i], t.YCF[i]
+		return nil
+	}, false)
 }
 
 // WriteSites writes siteK.sqlite and siteK.yaml into dir for every source

@@ -44,17 +44,29 @@ type Column struct {
 // It is how `crffd simulate` and `crffd import` write records: the only
 // writes crffd makes to tables that are not its own, and only on request.
 func (s *Site) CreateTable(ctx context.Context, name string, cols []Column, rows [][]any, replace bool) error {
+	for i, r := range rows {
+		if len(r) != len(cols) {
+			return fmt.Errorf("create table %q in %q: row %d has %d values for %d columns", name, s.path, i+1, len(r), len(cols))
+		}
+	}
+	return s.CreateTableRows(ctx, name, cols, len(rows), func(i int, dst []any) error {
+		copy(dst, rows[i])
+		return nil
+	}, replace)
+}
+
+// CreateTableRows is CreateTable of n rows that row makes one at a time,
+// row i into dst (one value per column, reused from row to row), so that
+// the rows need not all be held at once: ten million simulated rows of 33
+// values held as [][]any took 9 GB. An error from row stops the
+// transaction, and the table is not created.
+func (s *Site) CreateTableRows(ctx context.Context, name string, cols []Column, n int, row func(i int, dst []any) error, replace bool) error {
 	if err := checkTableName(name); err != nil {
 		return fmt.Errorf("create table %q in %q: %w", name, s.path, err)
 	}
 	create, insert, err := tableSQL(name, cols)
 	if err != nil {
 		return fmt.Errorf("create table %q in %q: %w", name, s.path, err)
-	}
-	for i, r := range rows {
-		if len(r) != len(cols) {
-			return fmt.Errorf("create table %q in %q: row %d has %d values for %d columns", name, s.path, i+1, len(r), len(cols))
-		}
 	}
 	return s.writeTx(ctx, "create table in", func(tx *sql.Tx) error {
 		if err := dropForReplace(ctx, tx, name, replace); err != nil {
@@ -68,8 +80,13 @@ func (s *Site) CreateTable(ctx context.Context, name string, cols []Column, rows
 			return err
 		}
 		defer st.Close()
-		for i, r := range rows {
-			if _, err := st.ExecContext(ctx, r...); err != nil {
+		vals := make([]any, len(cols))
+		for i := range n {
+			clear(vals)
+			if err := row(i, vals); err != nil {
+				return fmt.Errorf("table %q: row %d: %w", name, i+1, err)
+			}
+			if _, err := st.ExecContext(ctx, vals...); err != nil {
 				return fmt.Errorf("table %q: row %d: %w", name, i+1, err)
 			}
 		}
