@@ -125,11 +125,7 @@ func (s *Site) warnPositivity(ctx context.Context, run string) {
 func (s *Site) ReadPositivity(ctx context.Context) (positivity.Counts, error) {
 	var c positivity.Counts
 	err := s.readTx(ctx, "check positivity in", func(tx *sql.Tx) error {
-		r, err := currentRun(ctx, tx)
-		if err != nil {
-			return err
-		}
-		t, id, w, err := quotedLayout(r)
+		r, t, id, w, err := currentLayout(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -141,18 +137,22 @@ func (s *Site) ReadPositivity(ctx context.Context) (positivity.Counts, error) {
 	return c, err
 }
 
-// quotedLayout returns the quoted table, id and treatment column of run r.
-func quotedLayout(r Run) (t, id, w string, err error) {
+// currentLayout returns the current run and its quoted table, id and
+// treatment column.
+func currentLayout(ctx context.Context, tx *sql.Tx) (r Run, t, id, w string, err error) {
+	if r, err = currentRun(ctx, tx); err != nil {
+		return r, "", "", "", err
+	}
 	if t, err = sqlfiles.QuoteIdent(r.Layout.Table); err != nil {
-		return "", "", "", fmt.Errorf("%w: run %q: table: %w", ErrCorrupt, r.ID, err)
+		return r, "", "", "", fmt.Errorf("%w: run %q: table: %w", ErrCorrupt, r.ID, err)
 	}
 	if id, err = sqlfiles.QuoteIdent(r.Layout.ID); err != nil {
-		return "", "", "", fmt.Errorf("%w: run %q: id column: %w", ErrCorrupt, r.ID, err)
+		return r, "", "", "", fmt.Errorf("%w: run %q: id column: %w", ErrCorrupt, r.ID, err)
 	}
 	if w, err = sqlfiles.QuoteIdent(r.Layout.Treatment); err != nil {
-		return "", "", "", fmt.Errorf("%w: run %q: treatment column: %w", ErrCorrupt, r.ID, err)
+		return r, "", "", "", fmt.Errorf("%w: run %q: treatment column: %w", ErrCorrupt, r.ID, err)
 	}
-	return t, id, w, nil
+	return r, t, id, w, nil
 }
 
 // ReadPropensities returns the propensity of every scored row of the
@@ -161,11 +161,7 @@ func quotedLayout(r Run) (t, id, w string, err error) {
 // site's own operator, to draw the overlap of the two arms.
 func (s *Site) ReadPropensities(ctx context.Context) (treated, control []float64, err error) {
 	err = s.readTx(ctx, "read propensities from", func(tx *sql.Tx) error {
-		r, err := currentRun(ctx, tx)
-		if err != nil {
-			return err
-		}
-		t, id, w, err := quotedLayout(r)
+		_, t, id, w, err := currentLayout(ctx, tx)
 		if err != nil {
 			return err
 		}
