@@ -75,24 +75,55 @@ func (s *Site) CreateTableRows(ctx context.Context, name string, cols []Column, 
 		if _, err := tx.ExecContext(ctx, create); err != nil {
 			return fmt.Errorf("table %q: %w", name, err)
 		}
-		st, err := tx.PrepareContext(ctx, insert)
+		one, err := tx.PrepareContext(ctx, insert)
 		if err != nil {
 			return err
 		}
-		defer st.Close()
-		vals := make([]any, len(cols))
-		for i := range n {
-			clear(vals)
-			if err := row(i, vals); err != nil {
-				return fmt.Errorf("table %q: row %d: %w", name, i+1, err)
+		defer one.Close()
+		// Rows go in statements of many rows: a statement a row spends
+		// more on the driver's call than on SQLite's insert.
+		per := max(1, min(tableRowsPerInsert, maxVariables/len(cols)))
+		var many *sql.Stmt
+		if n >= per {
+			tuple := insert[strings.LastIndex(insert, " VALUES ")+len(" VALUES "):]
+			if many, err = tx.PrepareContext(ctx, insert+strings.Repeat(", "+tuple, per-1)); err != nil {
+				return err
 			}
-			if _, err := st.ExecContext(ctx, vals...); err != nil {
-				return fmt.Errorf("table %q: row %d: %w", name, i+1, err)
+			defer many.Close()
+		}
+		vals := make([]any, per*len(cols))
+		for lo := 0; lo < n; lo += per {
+			hi := min(n, lo+per)
+			batch := vals[:(hi-lo)*len(cols)]
+			clear(batch)
+			for i := lo; i < hi; i++ {
+				if err := row(i, batch[(i-lo)*len(cols):(i-lo+1)*len(cols)]); err != nil {
+					return fmt.Errorf("table %q: row %d: %w", name, i+1, err)
+				}
+			}
+			if hi-lo == per && many != nil {
+				if _, err := many.ExecContext(ctx, batch...); err == nil {
+					continue
+				}
+				// A statement fails whole: the rows one at a time name
+				// the row that fails.
+			}
+			for i := lo; i < hi; i++ {
+				if _, err := one.ExecContext(ctx, batch[(i-lo)*len(cols):(i-lo+1)*len(cols)]...); err != nil {
+					return fmt.Errorf("table %q: row %d: %w", name, i+1, err)
+				}
 			}
 		}
 		return nil
 	})
 }
+
+// tableRowsPerInsert is how many rows one INSERT of CreateTableRows
+// writes, and maxVariables the most values SQLite binds to one statement.
+const (
+	tableRowsPerInsert = 64
+	maxVariables       = 32766
+)
 
 // checkTableName refuses names SQLite cannot hold or that are reserved.
 func checkTableName(name string) error {

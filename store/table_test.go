@@ -54,6 +54,33 @@ func TestCreateTableRows(t *testing.T) {
 		t.Errorf("a failed table was left (%d, %v)", n, err)
 	}
 
+	// Enough rows for statements of many rows, and a last partial one; a
+	// value the driver cannot bind in row 150 fails its statement, and the
+	// rows one at a time name it.
+	err = s.CreateTableRows(ctx, "many", cols, 200, func(i int, r []any) error {
+		r[0], r[1] = int64(i+1), float64(i)
+		return nil
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rawDB(t, path).QueryRow(`SELECT count(*), sum(x) FROM many`).Scan(&n, &sum); err != nil || n != 200 || sum != 19900 {
+		t.Errorf("many: %d rows, Σx %v (%v); want 200, 19900", n, sum, err)
+	}
+	err = s.CreateTableRows(ctx, "unbindable", cols, 200, func(i int, r []any) error {
+		r[0] = int64(i + 1)
+		if i == 149 {
+			r[1] = struct{}{}
+		}
+		return nil
+	}, false)
+	if err == nil || !strings.Contains(err.Error(), "row 150:") {
+		t.Errorf("an unbindable value in row 150: %v", err)
+	}
+	if err := rawDB(t, path).QueryRow(`SELECT count(*) FROM sqlite_master WHERE name = 'unbindable'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("a failed table was left (%d, %v)", n, err)
+	}
+
 	err = s.CreateTable(ctx, "narrow", cols, [][]any{{int64(1), 1.0, "a"}, {int64(2), 2.0}}, false)
 	if err == nil || !strings.Contains(err.Error(), "row 2 has 2 values for 3 columns") {
 		t.Errorf("a row of two values: %v", err)
