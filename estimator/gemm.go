@@ -37,9 +37,9 @@ const (
 // gemm computes matrix products with a reusable packing buffer. A gemm is
 // not safe for concurrent use; each site's workspaces have their own.
 type gemm struct {
-	pack []float64                       // K×gemmCols per strip of B, row k contiguous
-	j0   []int                           // the strips' first columns
+	pack []float64                       // K×gemmCols per packed strip of B, row k contiguous
 	tile [maxTileRows * gemmCols]float64 // a tile C cannot take directly
+	acc  [8]float64                      // mulTwoCols' sums of four rows
 }
 
 // strided is a matrix view: element (i, j) is data[i*rs + j*cs]. Unlike
@@ -112,90 +112,91 @@ func packCost(b strided, K, N int) int {
 var cachedB = 64 << 10
 
 // run sets C = A·B for strided operands, one tile of kernel.rows rows and
-// gemmCols columns of C at a time. When B is small (the weights, which
-// the scorer's and a round's products have), it computes, for each tile of
+// gemmCols columns of C at a time. When B is small (the weights, which the
+// scorer's and a round's products have), it computes, for each tile of
 // rows, every strip of gemmCols columns, so that the tile's rows of A are
 // read from memory once and then from cache (A may be megabytes, as the
-// scorer's features are); otherwise, for each strip, every tile of rows. A last partial strip or tile is moved back to
-// overlap the previous one when the matrix is large enough, so that tiles
-// are always whole; only a C with fewer than gemmRows rows or gemmCols
-// columns, or with non-contiguous rows, goes through the tile buffer.
+// scorer's features are); otherwise, for each strip, every tile of rows,
+// so that the strip stays in cache (ΦᵀΦ of a chunk of rows). A last
+// partial strip or tile is moved back to overlap the previous one when the
+// matrix is large enough, so that tiles are always whole; only a C with
+// fewer than kernel.rows rows or gemmCols columns, or with non-contiguous
+// rows, goes through the tile buffer.
 func (g *gemm) run(A, B, C strided) {
 	M, K, N := A.rows, A.cols, B.cols
-	direct := packCost(B, K, N) == 0
-	// The strips' first columns, and where each strip's rows of B lie:
-	// in B itself, or copied ("packed") into g.pack, strip after strip.
+	k, tr := kernel.run, kernel.rows
 	strips := (N + gemmCols - 1) / gemmCols
-	if cap(g.j0) < strips {
-		g.j0 = make([]int, strips)
+	direct := packCost(B, K, N) == 0
+	rowsOuter := C.cs == 1 && N >= gemmCols && M >= tr && K*N <= cachedB
+	// A strip of B is read where it lies, or first copied ("packed") into
+	// a slot of g.pack: every strip at once when rows are the outer loop,
+	// one at a time otherwise.
+	slots := 1
+	if rowsOuter {
+		slots = strips
 	}
-	j0s := g.j0[:strips]
-	for s := range strips {
-		j0 := s * gemmCols
-		if j0+gemmCols > N && N >= gemmCols {
-			j0 = N - gemmCols
-		}
-		j0s[s] = j0
+	if !direct && cap(g.pack) < slots*K*gemmCols {
+		g.pack = make([]float64, slots*K*gemmCols)
 	}
-	if !direct {
-		if cap(g.pack) < strips*K*gemmCols {
-			g.pack = make([]float64, strips*K*gemmCols)
+	firstCol := func(s int) int {
+		if j0 := s * gemmCols; j0+gemmCols <= N || N < gemmCols {
+			return j0
 		}
-		for s, j0 := range j0s {
+		return N - gemmCols
+	}
+	// strip returns where strip s of B lies, packing it into slot first
+	// when pack is set.
+	strip := func(s, slot int, pack bool) (b []float64, bi, brs int) {
+		j0 := firstCol(s)
+		if direct {
+			return B.data, j0, B.rs
+		}
+		b = g.pack[slot*K*gemmCols : (slot+1)*K*gemmCols]
+		if pack {
 			nc := min(gemmCols, N-j0)
-			b := g.pack[s*K*gemmCols : (s+1)*K*gemmCols]
-			for k := range K {
-				p := b[k*gemmCols : (k+1)*gemmCols]
-				off := k*B.rs + j0*B.cs
+			for kk := range K {
+				p := b[kk*gemmCols : (kk+1)*gemmCols]
+				off := kk*B.rs + j0*B.cs
 				for j := range nc {
 					p[j] = B.data[off+j*B.cs]
 				}
 				clear(p[nc:])
 			}
 		}
+		return b, 0, gemmCols
 	}
-	strip := func(s int) (b []float64, bi, brs int) {
-		if direct {
-			return B.data, j0s[s], B.rs
+	if rowsOuter {
+		for s := range strips {
+			strip(s, s, true)
 		}
-		return g.pack, s * K * gemmCols, gemmCols
-	}
-	k, tr := kernel.run, kernel.rows
-	if C.cs == 1 && N >= gemmCols && M >= tr {
-		tile := func(i0, s int) {
-			b, bi, brs := strip(s)
-			k(K, A.data, i0*A.rs, A.rs, A.cs, b, bi, brs, C.data, i0*C.rs+j0s[s], C.rs)
-		}
-		if K*N <= cachedB {
-			for i0 := 0; i0 < M; i0 += tr {
-				i0 = min(i0, M-tr)
-				for s := range j0s {
-					tile(i0, s)
-				}
-			}
-			return
-		}
-		// A large B (ΦᵀΦ of a chunk of rows) is read a strip at a time,
-		// each strip used by every tile of rows while it is in cache.
-		for s := range j0s {
-			for i0 := 0; i0 < M; i0 += tr {
-				i0 = min(i0, M-tr)
-				tile(i0, s)
+		for i0 := 0; i0 < M; i0 += tr {
+			i0 = min(i0, M-tr)
+			for s := range strips {
+				b, bi, brs := strip(s, s, false)
+				k(K, A.data, i0*A.rs, A.rs, A.cs, b, bi, brs, C.data, i0*C.rs+firstCol(s), C.rs)
 			}
 		}
 		return
 	}
-	// Through the tile buffer: whole tiles if M allows, otherwise one row
-	// at a time (ars = 0: the kernel's rows all read row i0).
-	nr, ars := tr, A.rs
-	if M < tr {
-		nr, ars = 1, 0
-	}
-	for i0 := 0; i0 < M; i0 += nr {
-		i0 = min(i0, M-nr)
-		for s, j0 := range j0s {
-			b, bi, brs := strip(s)
-			nc := min(gemmCols, N-j0)
+	for s := range strips {
+		b, bi, brs := strip(s, 0, true)
+		j0 := firstCol(s)
+		if C.cs == 1 && N >= gemmCols && M >= tr {
+			for i0 := 0; i0 < M; i0 += tr {
+				i0 = min(i0, M-tr)
+				k(K, A.data, i0*A.rs, A.rs, A.cs, b, bi, brs, C.data, i0*C.rs+j0, C.rs)
+			}
+			continue
+		}
+		// Through the tile buffer: whole tiles if M allows, otherwise one
+		// row at a time (ars = 0: the kernel's rows all read row i0).
+		nr, ars := tr, A.rs
+		if M < tr {
+			nr, ars = 1, 0
+		}
+		nc := min(gemmCols, N-j0)
+		for i0 := 0; i0 < M; i0 += nr {
+			i0 = min(i0, M-nr)
 			k(K, A.data, i0*A.rs, ars, A.cs, b, bi, brs, g.tile[:], 0, gemmCols)
 			for r := range nr {
 				ci := (i0+r)*C.rs + j0*C.cs
@@ -220,10 +221,10 @@ func (g *gemm) mulTwoCols(C, A, B strided) {
 		g.mul(C, A, B)
 		return
 	}
-	var acc [8]float64
+	acc := &g.acc // in g, not on the stack: twoCols4, a variable, would move it to the heap
 	i := 0
 	for ; i+4 <= M; i += 4 {
-		twoCols4(&acc, A, B, i)
+		twoCols4(acc, A, B, i)
 		for r := range 4 {
 			C.data[(i+r)*C.rs], C.data[(i+r)*C.rs+C.cs] = acc[r], acc[4+r]
 		}
