@@ -28,6 +28,11 @@ const (
 // DefaultInterval is the least time between two log lines.
 const DefaultInterval = 10 * time.Second
 
+// redraw is the least time between two drawings of the bar on a terminal,
+// besides a task's first and last update: scoring a million rows updates
+// it 100 000 times.
+const redraw = 100 * time.Millisecond
+
 // Line reports the progress of one task.
 type Line struct {
 	w        io.Writer
@@ -38,6 +43,7 @@ type Line struct {
 	start    time.Time // when the current task began
 	last     time.Time // the last log line
 	prev     time.Time // the last Update
+	drawn    time.Time // the bar's last drawing on a terminal; zero: none in this task
 	task     string    // the current task; empty after Done
 	done     int       // the current task's last update
 	total    int
@@ -78,7 +84,7 @@ func (l *Line) Update(task string, done, total int, detail string) {
 			l.finish(l.prev)
 			l.start = l.prev
 		}
-		l.task, l.last = task, time.Time{}
+		l.task, l.last, l.drawn = task, time.Time{}, time.Time{}
 	}
 	l.prev = t
 	l.done, l.total, l.detail = done, total, detail
@@ -88,6 +94,10 @@ func (l *Line) Update(task string, done, total int, detail string) {
 		left = time.Duration(float64(elapsed) / float64(done) * float64(total-done))
 	}
 	if l.tty {
+		if !l.drawn.IsZero() && t.Sub(l.drawn) < redraw && done < total {
+			return
+		}
+		l.drawn = t
 		// \r returns to the line's start; \x1b[K clears what a longer
 		// previous line left behind.
 		fmt.Fprintf(l.w, "\r%s %d/%d %s  elapsed %s  left %s\x1b[K", task, done, total, detail, round(elapsed), leftString(left))

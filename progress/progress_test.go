@@ -121,3 +121,23 @@ func TestDevNullIsNoTerminal(t *testing.T) {
 		t.Errorf("%s taken for a terminal", os.DevNull)
 	}
 }
+
+// TestTerminalRedrawsAtABoundedRate: on a terminal, updates closer than
+// redraw to the last drawing are not drawn, except a task's first and its
+// last (done = total).
+func TestTerminalRedrawsAtABoundedRate(t *testing.T) {
+	var out bytes.Buffer
+	c := &clock{t: time.Unix(0, 0)}
+	l := newLine(&out, true, nil, c.now)
+	for i := 1; i <= 1000; i++ {
+		c.t = c.t.Add(time.Millisecond) // 1 s in all: about ten drawings
+		l.Update("scoring", i, 1000, "rows")
+	}
+	draws := strings.Count(out.String(), "\r")
+	if draws < 10 || draws > 12 {
+		t.Errorf("%d drawings of 1000 updates over 1 s, want 10 to 12", draws)
+	}
+	if !strings.Contains(out.String(), "scoring 1/1000 ") || !strings.HasSuffix(out.String(), "\x1b[K") || !strings.Contains(out.String(), "scoring 1000/1000 ") {
+		t.Errorf("the first or the last update was not drawn: %q", out.String())
+	}
+}
