@@ -748,8 +748,8 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 		}
 		return tx.PrepareContext(ctx, q)
 	}
-	args := make([]any, 0, 16*cateRowsPerInsert)
-	add := func(c CATE) {
+	return insertRows(ctx, tx, prepare, 16, cateRowsPerInsert, len(cs), func(i int, r []any) error {
+		c := cs[i]
 		var digest any
 		if c.XDigest != nil {
 			digest = c.XDigest[:]
@@ -758,48 +758,54 @@ func insertCATE(ctx context.Context, tx *sql.Tx, run string, cs []CATE, ignoreSc
 		if !math.IsNaN(c.PSI) {
 			clipped = c.PSIClipped
 		}
-		args = append(args, c.RowID, c.CATE, nullable(c.SE), nullable(c.Lower), nullable(c.Upper),
-			c.Latent, c.LatentSD, c.LatentQ025, c.LatentQ975, c.Y0, c.Y1, c.Propensity, digest,
-			nullable(c.Raw), nullable(c.PSI), clipped)
-	}
+		r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7] = c.RowID, c.CATE, nullable(c.SE), nullable(c.Lower), nullable(c.Upper), c.Latent, c.LatentSD, c.LatentQ025
+		r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15] = c.LatentQ975, c.Y0, c.Y1, c.Propensity, digest, nullable(c.Raw), nullable(c.PSI), clipped
+		return nil
+	}, func(i int) string { return "CATE of row " + cs[i].RowID.String() })
+}
+
+// insertRows inserts n rows of width values each, row i made by row into
+// a reused slice, per rows to a statement (prepare(k) prepares the INSERT
+// of k rows): a statement a row spends more on the driver's call than on
+// SQLite's insert. A statement of many rows fails whole; its rows are then
+// inserted one at a time, so that the error names the one that fails, as
+// what(i) says.
+func insertRows(ctx context.Context, tx *sql.Tx, prepare func(rows int) (*sql.Stmt, error), width, per, n int,
+	row func(i int, dst []any) error, what func(i int) string) error {
 	one, err := prepare(1)
 	if err != nil {
 		return err
 	}
 	defer one.Close()
-	// byRow inserts rows one statement each, so that an error names its row.
-	byRow := func(rows []CATE) error {
-		for _, c := range rows {
-			args = args[:0]
-			add(c)
-			if _, err := one.ExecContext(ctx, args...); err != nil {
-				return fmt.Errorf("CATE of row %s: %w", c.RowID, err)
-			}
-		}
-		return nil
-	}
-	full := len(cs) / cateRowsPerInsert * cateRowsPerInsert
-	if full > 0 {
-		many, err := prepare(cateRowsPerInsert)
-		if err != nil {
+	var many *sql.Stmt
+	if per > 1 && n >= per {
+		if many, err = prepare(per); err != nil {
 			return err
 		}
 		defer many.Close()
-		for lo := 0; lo < full; lo += cateRowsPerInsert {
-			args = args[:0]
-			for _, c := range cs[lo : lo+cateRowsPerInsert] {
-				add(c)
+	}
+	vals := make([]any, per*width)
+	for lo := 0; lo < n; lo += per {
+		hi := min(n, lo+per)
+		batch := vals[:(hi-lo)*width]
+		clear(batch)
+		for i := lo; i < hi; i++ {
+			if err := row(i, batch[(i-lo)*width:(i-lo+1)*width]); err != nil {
+				return fmt.Errorf("%s: %w", what(i), err)
 			}
-			if _, err := many.ExecContext(ctx, args...); err != nil {
-				// A statement fails whole: find the row.
-				if rerr := byRow(cs[lo : lo+cateRowsPerInsert]); rerr != nil {
-					return rerr
-				}
-				return err
+		}
+		if hi-lo == per && many != nil {
+			if _, err := many.ExecContext(ctx, batch...); err == nil {
+				continue
+			}
+		}
+		for i := lo; i < hi; i++ {
+			if _, err := one.ExecContext(ctx, batch[(i-lo)*width:(i-lo+1)*width]...); err != nil {
+				return fmt.Errorf("%s: %w", what(i), err)
 			}
 		}
 	}
-	return byRow(cs[full:])
+	return nil
 }
 
 func upsertATE(ctx context.Context, tx *sql.Tx, run string, as []ATE) error {

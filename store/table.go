@@ -76,46 +76,13 @@ func (s *Site) CreateTableRows(ctx context.Context, name string, cols []Column, 
 		if _, err := tx.ExecContext(ctx, create); err != nil {
 			return fmt.Errorf("table %q: %w", name, err)
 		}
-		one, err := tx.PrepareContext(ctx, insert)
-		if err != nil {
-			return err
+		tuple := insert[strings.LastIndex(insert, " VALUES ")+len(" VALUES "):]
+		prepare := func(rows int) (*sql.Stmt, error) {
+			return tx.PrepareContext(ctx, insert+strings.Repeat(", "+tuple, rows-1))
 		}
-		defer one.Close()
-		// Rows go in statements of many rows: a statement a row spends
-		// more on the driver's call than on SQLite's insert.
 		per := max(1, min(tableRowsPerInsert, maxVariables/len(cols)))
-		var many *sql.Stmt
-		if n >= per {
-			tuple := insert[strings.LastIndex(insert, " VALUES ")+len(" VALUES "):]
-			if many, err = tx.PrepareContext(ctx, insert+strings.Repeat(", "+tuple, per-1)); err != nil {
-				return err
-			}
-			defer many.Close()
-		}
-		vals := make([]any, per*len(cols))
-		for lo := 0; lo < n; lo += per {
-			hi := min(n, lo+per)
-			batch := vals[:(hi-lo)*len(cols)]
-			clear(batch)
-			for i := lo; i < hi; i++ {
-				if err := row(i, batch[(i-lo)*len(cols):(i-lo+1)*len(cols)]); err != nil {
-					return fmt.Errorf("table %q: row %d: %w", name, i+1, err)
-				}
-			}
-			if hi-lo == per && many != nil {
-				if _, err := many.ExecContext(ctx, batch...); err == nil {
-					continue
-				}
-				// A statement fails whole: the rows one at a time name
-				// the row that fails.
-			}
-			for i := lo; i < hi; i++ {
-				if _, err := one.ExecContext(ctx, batch[(i-lo)*len(cols):(i-lo+1)*len(cols)]...); err != nil {
-					return fmt.Errorf("table %q: row %d: %w", name, i+1, err)
-				}
-			}
-		}
-		return nil
+		return insertRows(ctx, tx, prepare, len(cols), per, n, row,
+			func(i int) string { return fmt.Sprintf("table %q: row %d", name, i+1) })
 	})
 }
 
