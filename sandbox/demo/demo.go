@@ -20,6 +20,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/crffd/crffd/plugins/host"
@@ -73,10 +75,13 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	}
 	fmt.Fprintln(w, "training: a coordinator and 3 site daemons, grpc over mutual TLS on loopback, Gaussian kernel plugin")
 	fmt.Fprintf(w, "  (their logs: %s)\n", logDir)
-	if err := cfg.train(ctx, dir, logDir, names); err != nil {
+	peaks := &peaks{}
+	if err := cfg.train(ctx, dir, logDir, names, peaks); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "done in %.1f s\n\n", time.Since(start).Seconds())
+	fmt.Fprintf(w, "done in %.1f s\n", time.Since(start).Seconds())
+	peaks.print(w, append([]string{"coordinator"}, names...))
+	fmt.Fprintln(w)
 	if err := printResults(ctx, w, dir, names); err != nil {
 		return err
 	}
@@ -112,12 +117,12 @@ func folder(dir string, keep bool) (string, bool, error) {
 // on ports the kernel picks (port 0, set through the environment over its
 // file), and the sites dial the address it logs: no port is chosen and
 // released first, which another process could take in between.
-func (cfg Config) train(ctx context.Context, dir, logDir string, names []string) error {
+func (cfg Config) train(ctx context.Context, dir, logDir string, names []string, peaks *peaks) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(names)+1)
 	any0 := []string{"CRFFD_FEDERATION_ADDRESS=127.0.0.1:0", "CRFFD_FEDERATION_METRICS_ADDRESS=127.0.0.1:0"}
-	if err := cfg.start(ctx, logDir, "coordinator", any0, errs, "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once"); err != nil {
+	if err := cfg.start(ctx, logDir, "coordinator", any0, errs, peaks, "coordinator", "--config", filepath.Join(dir, "coordinator.yaml"), "--once"); err != nil {
 		return err
 	}
 	addr, err := listening(ctx, filepath.Join(logDir, "coordinator.log"), errs)
@@ -126,7 +131,7 @@ func (cfg Config) train(ctx context.Context, dir, logDir string, names []string)
 	}
 	for _, n := range names {
 		env := []string{"CRFFD_FEDERATION_ADDRESS=" + addr}
-		if err := cfg.start(ctx, logDir, n, env, errs, "site", "--config", filepath.Join(dir, n+".yaml"), "--once"); err != nil {
+		if err := cfg.start(ctx, logDir, n, env, errs, peaks, "site", "--config", filepath.Join(dir, n+".yaml"), "--once"); err != nil {
 			return err
 		}
 	}
@@ -175,8 +180,8 @@ func listening(ctx context.Context, log string, errs chan error) (string, error)
 
 // start starts crffd ROLE ARGS as a child that dies with the demo, logging
 // to logDir/NAME.log, with env added to its environment, and reports its end
-// on errs.
-func (cfg Config) start(ctx context.Context, logDir, name string, env []string, errs chan<- error, role string, args ...string) error {
+// on errs and its peak resident set in peaks.
+func (cfg Config) start(ctx context.Context, logDir, name string, env []string, errs chan<- error, peaks *peaks, role string, args ...string) error {
 	logFile, err := os.Create(filepath.Join(logDir, name+".log"))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -193,10 +198,47 @@ func (cfg Config) start(ctx context.Context, logDir, name string, env []string, 
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
+		if cmd.ProcessState != nil {
+			if b, ok := peakRSS(cmd.ProcessState); ok {
+				peaks.set(name, b)
+			}
+		}
 		if err != nil {
 			err = fmt.Errorf("%s: %w", name, err)
 		}
 		errs <- err
 	}()
 	return nil
+}
+
+// peaks are the daemons' peak resident sets, in bytes, by name: what a
+// site's operator sizes its machine by.
+type peaks struct {
+	mu sync.Mutex
+	by map[string]int64
+}
+
+func (p *peaks) set(name string, b int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by == nil {
+		p.by = map[string]int64{}
+	}
+	p.by[name] = b
+}
+
+// print writes the peaks of names that are known, on one line: nothing
+// where the system does not say.
+func (p *peaks) print(w io.Writer, names []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var parts []string
+	for _, n := range names {
+		if b, ok := p.by[n]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f GiB", n, float64(b)/(1<<30)))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "peak resident memory (each daemon: the largest of it and its plugins): %s\n", strings.Join(parts, ", "))
+	}
 }
