@@ -5,6 +5,8 @@ package mapped
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -37,5 +39,46 @@ func Float64s(dir string, n int) ([]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mapped: mapping %d bytes: %w", size, err)
 	}
+	keep(b)
 	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), n), nil
+}
+
+// mappings are every mapping Float64s made, whose pages the evicter drops
+// from the process every EvictEvery.
+var mappings struct {
+	sync.Mutex
+	all     [][]byte
+	started bool
+}
+
+// keep adds b to the mappings, starting the evicter with the first.
+func keep(b []byte) {
+	mappings.Lock()
+	defer mappings.Unlock()
+	mappings.all = append(mappings.all, b)
+	if !mappings.started {
+		mappings.started = true
+		// As long-lived as the mappings it serves, which are never
+		// released: the process's end stops both.
+		go func() {
+			for range time.Tick(EvictEvery) {
+				_ = Evict()
+			}
+		}()
+	}
+}
+
+// Evict drops every mapping's pages from the process's resident set now
+// (madvise MADV_DONTNEED). The mappings are shared, so their pages, dirty
+// or not, stay in the page cache, and a later read of one maps it back
+// without reading the disk.
+func Evict() error {
+	mappings.Lock()
+	defer mappings.Unlock()
+	for _, b := range mappings.all {
+		if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
+			return fmt.Errorf("mapped: dropping %d bytes from the resident set: %w", len(b), err)
+		}
+	}
+	return nil
 }
