@@ -79,17 +79,21 @@ func TestMemory(t *testing.T) {
 	if got, want := memory(a, b, 11000, 0), uint64(2*float64(10<<20))+1<<20; got != want {
 		t.Errorf("memory of unlike phases %d, want %d", got, want)
 	}
-	// Mapped covariates come out of the live heap and are counted once.
+	// Mapped rows come out of the live heap and are counted once, up to
+	// what of them is resident at once.
 	if got, want := memory(a, b, 11000, 3<<20), uint64(2*float64(10<<20-3<<20))+3<<20+1<<20; got != want {
 		t.Errorf("memory with mapped rows %d, want %d", got, want)
 	}
 	if got, want := memory(a, b, 11000, 30<<20), uint64(30<<20)+1<<20; got != want {
 		t.Errorf("memory with mapped rows beyond the live heap %d, want %d", got, want)
 	}
+	if got, want := memory(a, b, 11000, 3<<30), uint64(mappedResident)+1<<20; got != want {
+		t.Errorf("memory with more rows mapped than are resident %d, want %d", got, want)
+	}
 	if got := mappedBytes(1000, 30); got != 0 {
 		t.Errorf("a small site's %d bytes mapped", got)
 	}
-	if got, want := mappedBytes(1000000, 30), uint64(240000000); runtime.GOOS == "linux" && got != want {
+	if got, want := mappedBytes(1000000, 30), uint64(1000000*(8*32+32)); runtime.GOOS == "linux" && got != want {
 		t.Errorf("a million rows of 30: %d bytes mapped, want %d", got, want)
 	}
 	for _, c := range []struct{ m, n, small, large int }{

@@ -18,9 +18,10 @@ import (
 // before a collection), plus the memory outside the heap. Phase by phase,
 // because what dominates at the sample's size (the training's
 // workspaces) is not what dominates at the site's (the rows' copies).
-// mapped is the bytes of covariates the site's read keeps outside the heap
+// mapped is the bytes of rows the site's read keeps outside the heap
 // (store.Options.MapRows), which the samples held in it: they are taken
-// out of the live heap before the headroom and added once.
+// out of the live heap before the headroom, and what of them is resident
+// at once, at most mappedResident, is added.
 func memory(a, b *sampleFit, rows int, mapped uint64) uint64 {
 	lo, hi := a, b
 	if lo.rows > hi.rows {
@@ -47,18 +48,24 @@ func memory(a, b *sampleFit, rows int, mapped uint64) uint64 {
 		gc = 100
 	}
 	live = max(live-float64(mapped), 0)
-	return uint64(live*(1+float64(gc)/100)) + mapped + max(a.other, b.other)
+	return uint64(live*(1+float64(gc)/100)) + min(mapped, mappedResident) + max(a.other, b.other)
 }
 
-// mappedBytes returns the bytes of a site's covariates, rows rows of d,
-// that its read maps rather than holds in the heap: all of them when
-// they reach store.MapRowsMin on Linux (package mapped), else none.
+// mappedResident is the most of the mapped rows resident at once: what a
+// fit reads of them between two evictions (mapped.EvictEvery, 250 ms),
+// at the 1 GB/s of a sequential pass.
+const mappedResident = 256 << 20
+
+// mappedBytes returns the bytes of a site's rows, rows rows of d
+// covariates, that its read maps rather than holds in the heap (the
+// covariates, treatment and outcome as float64 and a 32-byte digest a
+// row): all of them when the covariates reach store.MapRowsMin on Linux
+// (package mapped), else none.
 func mappedBytes(rows, d int) uint64 {
-	b := uint64(rows) * uint64(d) * 8
-	if runtime.GOOS != "linux" || b < store.MapRowsMin {
+	if runtime.GOOS != "linux" || uint64(rows)*uint64(d)*8 < store.MapRowsMin {
 		return 0
 	}
-	return b
+	return uint64(rows) * uint64(8*(d+2)+len(store.RowDigest{}))
 }
 
 // memorySizes returns the two row counts the live heap is measured at,

@@ -13,7 +13,6 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/records"
 	"github.com/crffd/crffd/sqlfiles"
 )
@@ -234,20 +233,20 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, s
 		return nil, err
 	}
 	defer rows.Close()
-	var x []float64
+	var room *rowArrays
 	if n := expect * len(p.Covariates); s.mapRows > 0 && n >= s.mapRows && !scoring {
 		// Where the system has no unnamed files the heap serves.
-		if x, err = mapped.Float64s(filepath.Dir(s.path), n); err != nil {
-			s.log.DebugContext(ctx, "covariates kept in the heap", "path", s.path, "reason", err.Error())
-			x = nil
+		if room, err = mapRowArrays(filepath.Dir(s.path), expect, len(p.Covariates)); err != nil {
+			s.log.DebugContext(ctx, "rows kept in the heap", "path", s.path, "reason", err.Error())
+			room = nil
 		} else {
 			// What crffd writes beside the site file is said: the
 			// folder and the size, never a value.
-			s.log.InfoContext(ctx, "covariates kept in an unnamed temporary file", "path", s.path,
-				"folder", filepath.Dir(s.path), "bytes", 8*n)
+			s.log.InfoContext(ctx, "rows kept in unnamed temporary files", "path", s.path,
+				"folder", filepath.Dir(s.path), "bytes", room.bytes())
 		}
 	}
-	v := newValidator(s.path, p, scoring, expect, x)
+	v := newValidator(s.path, p, scoring, expect, room)
 	vals := make([]any, 3+len(p.Covariates))
 	ptrs := make([]any, len(vals))
 	for i := range vals {
@@ -289,7 +288,7 @@ func (s *Site) readRows(ctx context.Context, q querier, p *plan, scoring bool, s
 	}
 	// The covariates are in the mapping unless more rows came than were
 	// counted and appending moved them to the heap.
-	recs.mapped = x != nil && recs.Data != nil && &recs.Data.X.RawMatrix().Data[0] == &x[0]
+	recs.mapped = room != nil && recs.Data != nil && &recs.Data.X.RawMatrix().Data[0] == &room.x[0]
 	return recs, nil
 }
 

@@ -305,9 +305,10 @@ func TestReadRecordsDuplicatesApart(t *testing.T) {
 	}
 }
 
-// TestReadRecordsMapped: with Options.MapRows a read's covariates go to a
-// mapping (here from the first value), rejected rows and all, and come out
-// as the heap's read: the same rows, ids and values.
+// TestReadRecordsMapped: with Options.MapRows a read's covariates,
+// treatments, outcomes and digests go to mappings (here from the first
+// value), rejected rows and all, and come out as the heap's read: the same
+// rows, ids, values and digests.
 func TestReadRecordsMapped(t *testing.T) {
 	path := newRecordsFile(t,
 		`UPDATE records SET age = NULL WHERE patient_id = 2`,
@@ -334,12 +335,12 @@ func TestReadRecordsMapped(t *testing.T) {
 		t.Skipf("mapped: heap read %v, mapped read %v (no unnamed files here?)", store.Mapped(heap), store.Mapped(got))
 	}
 	// The log says where and how much, and no value: the 12 rows read,
-	// of 4 covariates.
-	if !strings.Contains(log.String(), "covariates kept in an unnamed temporary file") || !strings.Contains(log.String(), "bytes=384") {
+	// of 4 covariates, a treatment and an outcome, and a 32-byte digest.
+	if !strings.Contains(log.String(), "rows kept in unnamed temporary files") || !strings.Contains(log.String(), "bytes=960") {
 		t.Errorf("log:\n%s", log.String())
 	}
 	if !slices.Equal(got.IDs, heap.IDs) || !slices.Equal(got.Data.W, heap.Data.W) || !slices.Equal(got.Data.Y, heap.Data.Y) ||
-		!slices.Equal(got.Data.X.RawMatrix().Data, heap.Data.X.RawMatrix().Data) || got.Len() != 9 {
+		!slices.Equal(got.Data.X.RawMatrix().Data, heap.Data.X.RawMatrix().Data) || !slices.Equal(got.XDigests, heap.XDigests) || got.Len() != 9 {
 		t.Errorf("the mapped read differs from the heap's: %d rows, ids %v", got.Len(), got.IDs)
 	}
 }

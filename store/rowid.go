@@ -4,6 +4,7 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -28,8 +29,7 @@ const (
 // sql.Scanner, so it can be passed to and scanned from database/sql as is.
 type RowID struct {
 	kind idKind
-	i    int64
-	f    float64
+	i    int64  // an integer, or a real's IEEE 754 bits: 32 bytes a row, not 40
 	s    string // text, or the bytes of a blob
 }
 
@@ -55,7 +55,7 @@ func (id RowID) String() string {
 	case idInteger:
 		return strconv.FormatInt(id.i, 10)
 	case idReal:
-		return strconv.FormatFloat(id.f, 'g', -1, 64)
+		return strconv.FormatFloat(math.Float64frombits(uint64(id.i)), 'g', -1, 64)
 	case idText:
 		return strconv.Quote(id.s)
 	case idBlob:
@@ -71,7 +71,7 @@ func (id RowID) Value() (driver.Value, error) {
 	case idInteger:
 		return id.i, nil
 	case idReal:
-		return id.f, nil
+		return math.Float64frombits(uint64(id.i)), nil
 	case idText:
 		return id.s, nil
 	case idBlob:
@@ -99,7 +99,7 @@ func rowIDOf(v any) (RowID, error) {
 	case int64:
 		return IntID(v), nil
 	case float64:
-		return RowID{kind: idReal, f: v}, nil
+		return RowID{kind: idReal, i: int64(math.Float64bits(v))}, nil
 	case string:
 		return TextID(v), nil
 	case []byte:

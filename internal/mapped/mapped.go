@@ -1,6 +1,7 @@
-// Package mapped provides large arrays of float64 held in a shared mapping
-// of an unnamed temporary file rather than in the Go heap, for one-shot
-// commands that read a site's rows once and keep them to the end.
+// Package mapped provides large arrays of plain values (no pointers) held
+// in a shared mapping of an unnamed temporary file rather than in the Go
+// heap, for one-shot commands that read a site's rows once and keep them
+// to the end.
 //
 // The kernel pages such an array in as it is read and may write it out
 // and drop it under memory pressure, as it does any file's pages, where a
@@ -33,6 +34,15 @@ import (
 // process's resident set: reading a mapping at 1 GB/s, the most it then
 // holds is a quarter of a gigabyte.
 const EvictEvery = 250 * time.Millisecond
+
+// Value is what an array in a mapping may hold: types without pointers,
+// since the collector does not look into mappings for what they point to.
+type Value interface {
+	~float64 | ~int64 | ~[32]byte
+}
+
+// Float64s returns n zeroed float64s in a mapping (Array).
+func Float64s(dir string, n int) ([]float64, error) { return Array[float64](dir, n) }
 
 // ErrUnsupported reports a system or filesystem without unnamed temporary
 // files or shared mappings; callers fall back to the heap.

@@ -12,13 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Float64s returns n zeroed float64s in a shared mapping of an unnamed
-// file made in dir, whose n·8 bytes are reserved on disk first.
-func Float64s(dir string, n int) ([]float64, error) {
+// Array returns n zero values of T in a shared mapping of an unnamed file
+// made in dir, whose bytes are reserved on disk first.
+func Array[T Value](dir string, n int) ([]T, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("mapped: %d values", n)
 	}
-	size := n * 8
+	var zero T
+	size := n * int(unsafe.Sizeof(zero))
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
@@ -40,10 +41,10 @@ func Float64s(dir string, n int) ([]float64, error) {
 		return nil, fmt.Errorf("mapped: mapping %d bytes: %w", size, err)
 	}
 	keep(b)
-	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), n), nil
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n), nil
 }
 
-// mappings are every mapping Float64s made, whose pages the evicter drops
+// mappings are every mapping Array made, whose pages the evicter drops
 // from the process every EvictEvery.
 var mappings struct {
 	sync.Mutex
