@@ -58,6 +58,7 @@ keep their defaults unless set in the environment (CRFFD_MODEL_SEED=7).`,
 
 func runFit(cmd *cobra.Command, a *app) error {
 	ctx := cmd.Context()
+	tightenGC() // before the plan too, whose memory is that of this setting
 	src, err := a.conf().SiteSource()
 	if err != nil {
 		return err

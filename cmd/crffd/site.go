@@ -48,6 +48,7 @@ federation.secret (best set as CRFFD_FEDERATION_SECRET). crffd config show
   CRFFD_SITE_POLL_INTERVAL=1m crffd site --config hospital-a.yaml --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tightenGC()
 			if a.conf().Federated() {
 				return runFederatedSite(cmd.Context(), a, once)
 			}
