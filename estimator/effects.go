@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/internal/parallel"
 )
 
@@ -62,9 +63,11 @@ func (m *Model) Effects(ctx context.Context, site int, data *Data) (*Effects, er
 	if dx != len(setup.Schema.Binary) {
 		return nil, fmt.Errorf("estimator: %d covariates, want %d", dx, len(setup.Schema.Binary))
 	}
+	// Per-row results of millions of rows: a one-shot fit keeps them out
+	// of its heap (mapped.Use).
 	e := &Effects{
-		CATE: make([]float64, n), SD: make([]float64, n), Lower: make([]float64, n), Upper: make([]float64, n),
-		Y0: make([]float64, n), Y1: make([]float64, n),
+		CATE: mapped.Large(n), SD: mapped.Large(n), Lower: mapped.Large(n), Upper: mapped.Large(n),
+		Y0: mapped.Large(n), Y1: mapped.Large(n),
 	}
 	if n == 0 {
 		e.Propensity = []float64{}

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/internal/parallel"
 )
 
@@ -59,7 +60,7 @@ func (m *Model) nuisanceModelUnits(site int, raw *mat.Dense) (prop, mu0, mu1 []f
 	}
 	setup := m.Setup
 	buf := mat.NewDense(min(n, FeatureChunk), dx, nil)
-	prop, mu0, mu1 = make([]float64, n), make([]float64, n), make([]float64, n)
+	prop, mu0, mu1 = mapped.Large(n), mapped.Large(n), mapped.Large(n)
 	pw, ow := m.Propensity.Weights[site]["psi"], m.Outcome.Weights[site]
 	fp, fo := setup.Maps[mapPropensity], setup.Maps[mapOutcome]
 	ap, ao := m.Propensity.Shared["a"][0], m.Outcome.Shared["a"][0]

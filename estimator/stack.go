@@ -11,6 +11,7 @@ import (
 
 	"github.com/crffd/crffd/glm"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/internal/mapped"
 )
 
 // Names of the nuisance learners that CrossFit stacks.
@@ -244,7 +245,7 @@ func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisan
 		return inference.Nuisance{}, fmt.Errorf("estimator: stacking %d learners, want 2", len(cands))
 	}
 	n := d.Rows()
-	out := inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n),
+	out := inference.Nuisance{Propensity: mapped.Large(n), Mu0: mapped.Large(n), Mu1: mapped.Large(n),
 		Stack: &inference.Stack{Learners: append([]string(nil), names...)}}
 	arm := armRows(d.W)
 	var every []int // nil: every row

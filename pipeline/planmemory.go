@@ -7,6 +7,7 @@ import (
 	"runtime/metrics"
 	"time"
 
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/store"
 )
 
@@ -57,16 +58,30 @@ func memory(a, b *sampleFit, rows int, mapped uint64) uint64 {
 const mappedResident = 256 << 20
 
 // mappedBytes returns the bytes of a site's rows, rows rows of d
-// covariates, that its read maps rather than holds in the heap (the
-// covariates, treatment and outcome as float64 and a 32-byte digest a
-// row): all of them when the covariates reach store.MapRowsMin on Linux
-// (package mapped), else none.
+// covariates, that a fit maps rather than holds in the heap: the read's
+// (the covariates, treatment and outcome as float64 and a 32-byte digest a
+// row) when the covariates reach store.MapRowsMin, and the per-row results
+// (resultArrays) when a row's array reaches mapped.LargeMin; on Linux
+// alone (package mapped).
 func mappedBytes(rows, d int) uint64 {
-	if runtime.GOOS != "linux" || uint64(rows)*uint64(d)*8 < store.MapRowsMin {
+	if runtime.GOOS != "linux" {
 		return 0
 	}
-	return uint64(rows) * uint64(8*(d+2)+len(store.RowDigest{}))
+	var b uint64
+	if uint64(rows)*uint64(d)*8 >= store.MapRowsMin {
+		b += uint64(rows) * uint64(8*(d+2)+len(store.RowDigest{}))
+	}
+	if rows >= mapped.LargeMin {
+		b += uint64(rows) * 8 * resultArrays
+	}
+	return b
 }
+
+// resultArrays are the per-row arrays of a fit's results that are
+// mapped.Large: the latent model's effects (estimator.Effects, six, and the
+// propensity and two outcome means it is scored with) and the cross-fitted
+// nuisances (three).
+const resultArrays = 6 + 3 + 3
 
 // memorySizes returns the two row counts the live heap is measured at,
 // for a sample of m rows of a site of n: twice and four times the sample

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/internal/mapped"
 )
 
 // Estimator is a chosen candidate in the form a site keeps with its model
@@ -192,7 +193,7 @@ func (e Estimator) regressions() []estimator.Ridge {
 // outcome features of estimator.FeatureChunk rows at a time.
 func (e Estimator) ridgeCATE(m *estimator.Model, data *estimator.Data) ([]float64, error) {
 	n := data.Rows()
-	cate := make([]float64, 0, n)
+	cate := mapped.Large(n)[:0] // appended to within its room
 	for lo := 0; lo < n; lo += estimator.FeatureChunk {
 		phi, err := m.OutcomeFeatures(data, lo, min(n, lo+estimator.FeatureChunk))
 		if err != nil {

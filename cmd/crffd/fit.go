@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/pipeline"
 	"github.com/crffd/crffd/progress"
 	"github.com/crffd/crffd/store"
@@ -77,6 +79,10 @@ func runFit(cmd *cobra.Command, a *app) error {
 		return err
 	}
 	defer db.Close()
+	// The rows' results go beside the site file too, as its covariates
+	// did: this command ends when its fit does.
+	mapped.Use(filepath.Dir(src.DB))
+	defer mapped.Use("")
 	start = phases.Since("read", start)
 	if err := a.checkFit(ctx, db, src, recs); err != nil {
 		return err

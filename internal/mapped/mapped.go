@@ -27,6 +27,7 @@ package mapped
 
 import (
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -47,3 +48,37 @@ func Float64s(dir string, n int) ([]float64, error) { return Array[float64](dir,
 // ErrUnsupported reports a system or filesystem without unnamed temporary
 // files or shared mappings; callers fall back to the heap.
 var ErrUnsupported = errors.New("mapped: not supported here")
+
+// LargeMin is the fewest values of an array Large puts in a mapping.
+const LargeMin = 1 << 19
+
+// large is the folder Large maps arrays in; "" for none.
+var large struct {
+	sync.Mutex
+	dir string
+}
+
+// Use makes Large put its arrays in mappings of unnamed files in dir from
+// now on; "" returns them to the heap. Only a process that ends when its
+// work does should call it: mappings are never released.
+func Use(dir string) {
+	large.Lock()
+	defer large.Unlock()
+	large.dir = dir
+}
+
+// Large returns n zeroed float64s: in a mapping in the folder Use gave
+// when there is one and n is at least LargeMin, else, or should the
+// mapping fail, in the heap. Per-row results of millions of rows are made
+// with it, so that a one-shot fit does not hold them in its heap.
+func Large(n int) []float64 {
+	large.Lock()
+	dir := large.dir
+	large.Unlock()
+	if dir != "" && n >= LargeMin {
+		if a, err := Float64s(dir, n); err == nil {
+			return a
+		}
+	}
+	return make([]float64, n)
+}

@@ -83,3 +83,10 @@ func Evict() error {
 	}
 	return nil
 }
+
+// allMappings returns the mappings made so far.
+func allMappings() [][]byte {
+	mappings.Lock()
+	defer mappings.Unlock()
+	return mappings.all
+}

@@ -102,3 +102,34 @@ func residentKiB(t *testing.T) int64 {
 	t.Fatal("no VmRSS in /proc/self/status")
 	return 0
 }
+
+// TestLarge: arrays from LargeMin values go to a mapping once Use names a
+// folder, smaller ones and all after Use("") to the heap; all are zeroed.
+func TestLarge(t *testing.T) {
+	defer Use("")
+	if _, err := Float64s(t.TempDir(), 8); errors.Is(err, ErrUnsupported) {
+		t.Skip(err)
+	}
+	before := len(allMappings())
+	for _, c := range []struct {
+		dir    string
+		n      int
+		mapped bool
+	}{
+		{"", LargeMin, false},
+		{t.TempDir(), LargeMin - 1, false},
+		{t.TempDir(), LargeMin, true},
+		{filepath.Join(t.TempDir(), "missing"), LargeMin, false}, // a failed mapping: the heap
+	} {
+		Use(c.dir)
+		a := Large(c.n)
+		if len(a) != c.n || a[0] != 0 || a[c.n-1] != 0 {
+			t.Fatalf("Large(%d) in %q: %d values, first %v", c.n, c.dir, len(a), a[0])
+		}
+		now := len(allMappings())
+		if got := now > before; got != c.mapped {
+			t.Errorf("Large(%d) in %q: mapped %v, want %v", c.n, c.dir, got, c.mapped)
+		}
+		before = now
+	}
+}
