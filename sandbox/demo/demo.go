@@ -195,14 +195,27 @@ func (cfg Config) start(ctx context.Context, logDir, name string, env []string, 
 		logFile.Close()
 		return fmt.Errorf("demo: start %s: %w", name, err)
 	}
+	// The high-water mark is read while the daemon runs, every
+	// peakEvery: what it grows by in its last moments is all it misses.
+	stop := make(chan struct{})
 	go func() {
-		err := cmd.Wait()
-		logFile.Close()
-		if cmd.ProcessState != nil {
-			if b, ok := peakRSS(cmd.ProcessState); ok {
+		tick := time.NewTicker(peakEvery)
+		defer tick.Stop()
+		for {
+			if b, ok := peakRSS(cmd.Process.Pid); ok {
 				peaks.set(name, b)
 			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
 		}
+	}()
+	go func() {
+		err := cmd.Wait()
+		close(stop)
+		logFile.Close()
 		if err != nil {
 			err = fmt.Errorf("%s: %w", name, err)
 		}
@@ -210,6 +223,9 @@ func (cfg Config) start(ctx context.Context, logDir, name string, env []string, 
 	}()
 	return nil
 }
+
+// peakEvery is how often the daemons' peak resident sets are read.
+const peakEvery = 200 * time.Millisecond
 
 // peaks are the daemons' peak resident sets, in bytes, by name: what a
 // site's operator sizes its machine by.
@@ -224,7 +240,7 @@ func (p *peaks) set(name string, b int64) {
 	if p.by == nil {
 		p.by = map[string]int64{}
 	}
-	p.by[name] = b
+	p.by[name] = max(p.by[name], b)
 }
 
 // print writes the peaks of names that are known, on one line: nothing
@@ -239,6 +255,6 @@ func (p *peaks) print(w io.Writer, names []string) {
 		}
 	}
 	if len(parts) > 0 {
-		fmt.Fprintf(w, "peak resident memory (each daemon: the largest of it and its plugins): %s\n", strings.Join(parts, ", "))
+		fmt.Fprintf(w, "peak resident memory (each daemon, without its plugins): %s\n", strings.Join(parts, ", "))
 	}
 }

@@ -6,21 +6,43 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPeakRSSOfAChild(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("peak resident sets are read on Linux only")
 	}
-	cmd := exec.Command("sh", "-c", "true")
-	if err := cmd.Run(); err != nil {
+	// A child that holds 64 MiB resident, started by a process that
+	// holds more: its own peak is read, not its parent's.
+	hold := make([]byte, 256<<20)
+	for i := range hold {
+		hold[i] = 1
+	}
+	cmd := exec.Command("sh", "-c", "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 2")
+	if err := cmd.Start(); err != nil {
 		t.Skip("no sh here:", err)
 	}
-	b, ok := peakRSS(cmd.ProcessState)
-	// Any process maps more than a page; ru_maxrss in bytes, not KiB, is
-	// above 64 KiB for sh.
-	if !ok || b < 64<<10 || b > 1<<30 {
-		t.Fatalf("peakRSS = %d, %v; want the bytes of a small process", b, ok)
+	ended := make(chan struct{})
+	go func() { cmd.Wait(); close(ended) }()
+	var b int64
+	for b < 64<<20 {
+		select {
+		case <-ended:
+			t.Fatalf("the child ended with a peak of %d bytes read", b)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if got, ok := peakRSS(cmd.Process.Pid); ok {
+			b = got
+		}
+	}
+	<-ended
+	if b < 64<<20 || b > 200<<20 {
+		t.Fatalf("peakRSS = %d bytes; want the child's 64 MiB and a little, not the parent's %d", b, len(hold))
+	}
+	hold[0] = 0
+	if _, ok := peakRSS(-1); ok {
+		t.Error("a process that is not there has a peak")
 	}
 }
 
