@@ -1,12 +1,17 @@
 package demo
 
 import (
+	"context"
+	"database/sql"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/crffd/crffd/inference"
 	"github.com/crffd/crffd/positivity"
+	"github.com/crffd/crffd/sandbox"
+	"github.com/crffd/crffd/store"
 )
 
 func TestPositivityNote(t *testing.T) {
@@ -57,5 +62,42 @@ func TestTruth(t *testing.T) {
 	}
 	if _, _, err := truth([]float64{1}, []float64{1, 2}); err == nil {
 		t.Error("truth of unpaired rows: no error")
+	}
+}
+
+// TestTruthQuerySearchesByKey: the CATE of each truth row is found by
+// crff_cate_rows' key, not by a scan per row.
+func TestTruthQuerySearchesByKey(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "site.sqlite")
+	s, err := store.Open(ctx, path, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // its tables and views are made
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE `+sandbox.TruthTable+` (id INTEGER, mu0 REAL, mu1 REAL, y_cfactual REAL)`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+truthQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if got := strings.Join(plan, "; "); !strings.Contains(got, "crff_cate_rows USING PRIMARY KEY (run=? AND row_id=?)") {
+		t.Errorf("plan %q: want crff_cate_rows searched by run and row id", got)
 	}
 }
