@@ -145,11 +145,12 @@ func PlanFit(ctx context.Context, in PlanInput) (*Plan, error) {
 	// that what grows with the rows stands out of the workspaces that do
 	// not. They run after the timed ones, whose times they would slow.
 	small, large := memorySizes(whole.Len(), s.Rows)
-	memSmall, err := memorySample(ctx, in.Fit, whole, small)
+	tmp := cmp.Or(in.TempDir, os.TempDir())
+	memSmall, err := memorySample(ctx, in.Fit, whole, small, s.Rows, tmp)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	memLarge, err := memorySample(ctx, in.Fit, whole, large)
+	memLarge, err := memorySample(ctx, in.Fit, whole, large, s.Rows, tmp)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crffd/crffd/estimator"
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
@@ -51,9 +52,11 @@ func TestSolveCosts(t *testing.T) {
 	}
 }
 
-// TestMemory: the live heap is extrapolated along the two fits' line,
-// never below the larger, and grows by the collector's headroom; the
-// sizes it is measured at are larger than the sample, within the site.
+// TestMemory: the live heap of each phase grows from its larger measure
+// by the median growth a row of the phases, never below the larger
+// measure, and by the collector's headroom; the mapped rows add what of
+// them is resident at once; the sizes it is measured at are larger than
+// the sample, within the site.
 func TestMemory(t *testing.T) {
 	a := &sampleFit{rows: 1000, live: 10 << 20, other: 4 << 20}
 	b := &sampleFit{rows: 2000, live: 12 << 20, other: 3 << 20}
@@ -62,33 +65,34 @@ func TestMemory(t *testing.T) {
 	if want := uint64(2*live) + 4<<20; got != want { // GOGC=100 in tests
 		t.Errorf("memory %d, want %d", got, want)
 	}
-	// A smaller heap at more rows is noise: no slope, not a fall.
+	// A smaller heap at more rows is noise: no growth, not a fall.
 	b.live = 8 << 20
-	if got, want := memory(a, b, 11000, 0), uint64(2*float64(8<<20))+4<<20; got != want {
+	if got, want := memory(a, b, 11000, 0), uint64(2*float64(10<<20))+4<<20; got != want {
 		t.Errorf("memory %d, want %d", got, want)
 	}
 	// Phase by phase: the training's workspaces dominate both fits, but
-	// the rows' copies of a later phase grow faster and dominate at the
-	// site's size.
-	a = &sampleFit{rows: 1000, live: 10 << 20, phases: []uint64{10 << 20, 5 << 20}, other: 1 << 20}
-	b = &sampleFit{rows: 2000, live: 10 << 20, phases: []uint64{10 << 20, 8 << 20}, other: 1 << 20}
-	if got, want := memory(a, b, 11000, 0), uint64(2*float64(35<<20))+1<<20; got != want {
+	// a later phase holds more and dominates at the site's size, grown
+	// by the median of the phases' growths (1, 2 and 10 MiB per 1000
+	// rows: 2), not by its own noisy 10.
+	a = &sampleFit{rows: 1000, live: 20 << 20, phases: []uint64{20 << 20, 15 << 20, 14 << 20}, other: 1 << 20}
+	b = &sampleFit{rows: 2000, live: 22 << 20, phases: []uint64{21 << 20, 17 << 20, 24 << 20}, other: 1 << 20}
+	if got, want := memory(a, b, 11000, 0), uint64(2*float64((24+18)<<20))+1<<20; got != want {
 		t.Errorf("memory by phase %d, want %d", got, want)
 	}
 	b.phases = b.phases[:1] // fits of different phases: the whole fit's line
-	if got, want := memory(a, b, 11000, 0), uint64(2*float64(10<<20))+1<<20; got != want {
+	if got, want := memory(a, b, 11000, 0), uint64(2*float64((22+18)<<20))+1<<20; got != want {
 		t.Errorf("memory of unlike phases %d, want %d", got, want)
 	}
-	// Mapped rows come out of the live heap and are counted once, up to
-	// what of them is resident at once.
-	if got, want := memory(a, b, 11000, 3<<20), uint64(2*float64(10<<20-3<<20))+3<<20+1<<20; got != want {
-		t.Errorf("memory with mapped rows %d, want %d", got, want)
-	}
-	if got, want := memory(a, b, 11000, 30<<20), uint64(30<<20)+1<<20; got != want {
-		t.Errorf("memory with mapped rows beyond the live heap %d, want %d", got, want)
-	}
-	if got, want := memory(a, b, 11000, 3<<30), uint64(mappedResident)+1<<20; got != want {
-		t.Errorf("memory with more rows mapped than are resident %d, want %d", got, want)
+	// Mapped rows add what of them is resident at once.
+	b.live, b.phases = 20<<20, []uint64{20 << 20, 15 << 20, 5 << 20}
+	for _, c := range []struct{ mapped, want uint64 }{
+		{0, 2 * 20 << 20},
+		{3 << 20, 2*20<<20 + 3<<20},
+		{3 << 30, 2*20<<20 + mappedResident},
+	} {
+		if got := memory(a, b, 11000, c.mapped); got != c.want+1<<20 {
+			t.Errorf("memory with %d bytes mapped %d, want %d", c.mapped, got, c.want+1<<20)
+		}
 	}
 	if got := mappedBytes(1000, 30); got != 0 {
 		t.Errorf("a small site's %d bytes mapped", got)
@@ -112,21 +116,25 @@ func TestMemory(t *testing.T) {
 }
 
 // TestRepeatRows: the sample repeated keeps its rows' values, in turn,
-// with ids of their own.
+// with ids of their own, in the heap or in mappings.
 func TestRepeatRows(t *testing.T) {
 	r := confounded(10)
-	got := repeatRows(r, 25)
-	if got.Len() != 25 || got.Data.Rows() != 25 || len(got.XDigests) != 25 {
-		t.Fatalf("%d rows", got.Len())
-	}
-	seen := map[store.RowID]bool{}
-	for i := range 25 {
-		if got.Data.Y[i] != r.Data.Y[i%10] || got.Data.X.At(i, 1) != r.Data.X.At(i%10, 1) || seen[got.IDs[i]] {
-			t.Fatalf("row %d", i)
+	for _, inMappings := range []bool{false, true} {
+		restore := mapped.Use(t.TempDir(), 1)
+		got := repeatRows(r, 25, inMappings)
+		restore()
+		if got.Len() != 25 || got.Data.Rows() != 25 || len(got.XDigests) != 25 {
+			t.Fatalf("%d rows", got.Len())
 		}
-		seen[got.IDs[i]] = true
+		seen := map[store.RowID]bool{}
+		for i := range 25 {
+			if got.Data.Y[i] != r.Data.Y[i%10] || got.Data.W[i] != r.Data.W[i%10] || got.Data.X.At(i, 1) != r.Data.X.At(i%10, 1) || seen[got.IDs[i]] {
+				t.Fatalf("row %d", i)
+			}
+			seen[got.IDs[i]] = true
+		}
 	}
-	if repeatRows(r, 10) != r {
+	if repeatRows(r, 10, false) != r {
 		t.Error("the sample at its own size was copied")
 	}
 }

@@ -2,53 +2,74 @@ package pipeline
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"time"
 
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/crffd/crffd/internal/mapped"
+	"github.com/crffd/crffd/records"
 	"github.com/crffd/crffd/store"
 )
 
-// memory returns the peak memory at rows rows: the largest over the
-// fits' phases (the spans between one training's end and the next's, the
-// same in both fits) of the live heap on the line through the two fits'
-// largest of that phase, never below the larger; grown by the collector's
-// headroom (GOGC: the heap grows to (1+GOGC/100) times the live heap
-// before a collection), plus the memory outside the heap. Phase by phase,
-// because what dominates at the sample's size (the training's
-// workspaces) is not what dominates at the site's (the rows' copies).
-// mapped is the bytes of rows the site's read keeps outside the heap
-// (store.Options.MapRows), which the samples held in it: they are taken
-// out of the live heap before the headroom, and what of them is resident
-// at once, at most mappedResident, is added.
+// memory returns the peak memory at rows rows: the live heap, grown by
+// the collector's headroom (GOGC: the heap grows to (1+GOGC/100) times
+// the live heap before a collection), plus what of the mapped rows is
+// resident at once (at most mappedResident of mapped bytes) and the
+// memory outside the heap.
+//
+// The live heap is the largest over the fits' phases (the spans between
+// one training's end and the next's, the same in both fits) of that
+// phase's live heap, grown from the larger of its two measures by the
+// bytes a row adds: phase by phase, because what dominates at the
+// sample's size (the training's workspaces) is not what dominates at the
+// site's (what the rows hold). A row's bytes are the median over the
+// phases of their growth per row between the two fits: each phase's own
+// is noise-ridden (a chunk of features live at one measure and not at the
+// other is tens of megabytes, hundreds of bytes a row between fits 40 000
+// rows apart), and a phase's error is multiplied by the site's rows.
 func memory(a, b *sampleFit, rows int, mapped uint64) uint64 {
 	lo, hi := a, b
 	if lo.rows > hi.rows {
 		lo, hi = hi, lo
 	}
-	line := func(l, h uint64) float64 {
-		slope := 0.0
-		if hi.rows > lo.rows && h > l {
-			slope = float64(h-l) / float64(hi.rows-lo.rows)
-		}
-		return float64(h) + slope*float64(max(rows-hi.rows, 0))
-	}
-	live := line(lo.live, hi.live)
+	pairs := [][2]uint64{{lo.live, hi.live}}
 	if len(lo.phases) == len(hi.phases) {
+		pairs = pairs[:0]
 		for p := range lo.phases {
 			if lo.phases[p] > 0 && hi.phases[p] > 0 { // a phase too short to sample has none
-				live = max(live, line(lo.phases[p], hi.phases[p]))
+				pairs = append(pairs, [2]uint64{lo.phases[p], hi.phases[p]})
 			}
 		}
+		if len(pairs) == 0 {
+			pairs = [][2]uint64{{lo.live, hi.live}}
+		}
+	}
+	perRow := 0.0
+	if hi.rows > lo.rows {
+		growth := make([]float64, len(pairs))
+		for i, p := range pairs {
+			growth[i] = max(float64(p[1])-float64(p[0]), 0) / float64(hi.rows-lo.rows)
+		}
+		slices.Sort(growth)
+		perRow = growth[len(growth)/2]
+		if len(growth)%2 == 0 {
+			perRow = (growth[len(growth)/2-1] + perRow) / 2
+		}
+	}
+	live := float64(max(lo.live, hi.live))
+	for _, p := range pairs {
+		live = max(live, float64(p[0])+perRow*float64(max(rows-lo.rows, 0)), float64(p[1])+perRow*float64(max(rows-hi.rows, 0)))
 	}
 	gc := debug.SetGCPercent(100)
 	debug.SetGCPercent(gc)
 	if gc < 0 {
 		gc = 100
 	}
-	live = max(live-float64(mapped), 0)
 	return uint64(live*(1+float64(gc)/100)) + min(mapped, mappedResident) + max(a.other, b.other)
 }
 
@@ -68,7 +89,7 @@ func mappedBytes(rows, d int) uint64 {
 		return 0
 	}
 	var b uint64
-	if uint64(rows)*uint64(d)*8 >= store.MapRowsMin {
+	if mapsRead(rows, d) {
 		b += uint64(rows) * uint64(8*(d+2)+len(store.RowDigest{}))
 	}
 	if rows >= mapped.LargeMin {
@@ -96,10 +117,18 @@ func memorySizes(m, n int) (small, large int) {
 
 // memorySample fits recs repeated to rows rows, with one round a model
 // and one scoring sample a row, collecting garbage often
-// (planGCPercent), and returns its largest live heap.
-func memorySample(ctx context.Context, c SiteFit, recs *store.Records, rows int) (*sampleFit, error) {
+// (planGCPercent), and returns its largest live heap. What the fit of the
+// site's siteRows rows would keep in mappings (package mapped) is mapped
+// here too, in dir, so that the live heap is what that fit's would be:
+// the rows when the site's covariates reach store.MapRowsMin, and the
+// per-row arrays as long, relative to the rows, as those the site's fit
+// maps from mapped.LargeMin values.
+func memorySample(ctx context.Context, c SiteFit, recs *store.Records, rows, siteRows int, dir string) (*sampleFit, error) {
 	c.Config.Samples = 1
-	f, err := fitSample(ctx, c, repeatRows(recs, rows), 1, planGCPercent)
+	least := int(math.Ceil(float64(mapped.LargeMin) * float64(rows) / float64(max(siteRows, 1))))
+	defer mapped.Use(dir, least)()
+	_, d := recs.Data.X.Dims()
+	f, err := fitSample(ctx, c, repeatRows(recs, rows, dir != "" && mapsRead(siteRows, d)), 1, planGCPercent)
 	if err != nil {
 		return nil, err
 	}
@@ -107,24 +136,39 @@ func memorySample(ctx context.Context, c SiteFit, recs *store.Records, rows int)
 	return f, nil
 }
 
+// mapsRead reports whether the read of rows rows of d covariates keeps
+// them in mappings (store.MapRowsMin).
+func mapsRead(rows, d int) bool {
+	return uint64(rows)*uint64(d)*8 >= store.MapRowsMin
+}
+
 // repeatRows returns rows rows: r's rows over and over, each copy with
-// ids of its own.
-func repeatRows(r *store.Records, rows int) *store.Records {
+// ids of its own; with inMappings, the covariates, treatments, outcomes
+// and digests in mappings (mapped.LargeArray, in the folder of the
+// setting in force), as a read of a large site keeps them.
+func repeatRows(r *store.Records, rows int, inMappings bool) *store.Records {
 	n := r.Len()
-	if rows == n {
+	if rows == n && !inMappings {
 		return r
 	}
-	idx := make([]int, rows)
-	for i := range idx {
-		idx[i] = i % n
+	_, d := r.Data.X.Dims()
+	floats := func(k int) []float64 { return make([]float64, k) }
+	digests := func(k int) []store.RowDigest { return make([]store.RowDigest, k) }
+	if inMappings {
+		floats, digests = mapped.LargeArray[float64], mapped.LargeArray[store.RowDigest]
+	}
+	x, w, y := floats(rows*d), floats(rows), floats(rows)
+	for i := range rows {
+		copy(x[i*d:(i+1)*d], r.Data.X.RawRowView(i%n))
+		w[i], y[i] = r.Data.W[i%n], r.Data.Y[i%n]
 	}
 	out := *r
-	out.Data = r.Data.Subset(idx)
+	out.Data = &records.Data{X: mat.NewDense(rows, d, x), W: w, Y: y}
 	out.IDs = make([]store.RowID, rows)
 	for i := range out.IDs {
 		out.IDs[i] = store.IntID(int64(i + 1))
 	}
-	out.XDigests = make([]store.RowDigest, rows)
+	out.XDigests = digests(rows)
 	return &out
 }
 

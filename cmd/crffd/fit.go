@@ -81,8 +81,7 @@ func runFit(cmd *cobra.Command, a *app) error {
 	defer db.Close()
 	// The rows' results go beside the site file too, as its covariates
 	// did: this command ends when its fit does.
-	mapped.Use(filepath.Dir(src.DB))
-	defer mapped.Use("")
+	defer mapped.Use(filepath.Dir(src.DB), mapped.LargeMin)()
 	start = phases.Since("read", start)
 	if err := a.checkFit(ctx, db, src, recs); err != nil {
 		return err

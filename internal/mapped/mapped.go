@@ -49,36 +49,49 @@ func Float64s(dir string, n int) ([]float64, error) { return Array[float64](dir,
 // files or shared mappings; callers fall back to the heap.
 var ErrUnsupported = errors.New("mapped: not supported here")
 
-// LargeMin is the fewest values of an array Large puts in a mapping.
+// LargeMin is the fewest values of an array a one-shot fit has Large put
+// in a mapping: 4 MiB of float64.
 const LargeMin = 1 << 19
 
-// large is the folder Large maps arrays in; "" for none.
+// large is where Large maps arrays: in dir ("" for nowhere), from min
+// values.
 var large struct {
 	sync.Mutex
 	dir string
+	min int
 }
 
-// Use makes Large put its arrays in mappings of unnamed files in dir from
-// now on; "" returns them to the heap. Only a process that ends when its
-// work does should call it: mappings are never released.
-func Use(dir string) {
+// Use makes Large put arrays of at least min values in mappings of
+// unnamed files in dir, until the returned function restores the setting
+// before; dir "" returns them to the heap. Only a process that ends when
+// its work does should call it: mappings are never released.
+func Use(dir string, min int) (restore func()) {
 	large.Lock()
 	defer large.Unlock()
-	large.dir = dir
+	was, wasMin := large.dir, large.min
+	large.dir, large.min = dir, max(min, 1)
+	return func() {
+		large.Lock()
+		defer large.Unlock()
+		large.dir, large.min = was, wasMin
+	}
 }
 
-// Large returns n zeroed float64s: in a mapping in the folder Use gave
-// when there is one and n is at least LargeMin, else, or should the
-// mapping fail, in the heap. Per-row results of millions of rows are made
-// with it, so that a one-shot fit does not hold them in its heap.
-func Large(n int) []float64 {
+// Large returns n zeroed float64s (LargeArray).
+func Large(n int) []float64 { return LargeArray[float64](n) }
+
+// LargeArray returns n zero values of T: in a mapping in the folder Use
+// gave when there is one and n is at least its minimum, else, or should
+// the mapping fail, in the heap. Per-row arrays of millions of rows are
+// made with it, so that a one-shot fit does not hold them in its heap.
+func LargeArray[T Value](n int) []T {
 	large.Lock()
-	dir := large.dir
+	dir, least := large.dir, large.min
 	large.Unlock()
-	if dir != "" && n >= LargeMin {
-		if a, err := Float64s(dir, n); err == nil {
+	if dir != "" && n >= least && n > 0 {
+		if a, err := Array[T](dir, n); err == nil {
 			return a
 		}
 	}
-	return make([]float64, n)
+	return make([]T, n)
 }

@@ -76,6 +76,11 @@ func keep(b []byte) {
 func Evict() error {
 	mappings.Lock()
 	defer mappings.Unlock()
+	return evictLocked()
+}
+
+// evictLocked is Evict with mappings locked.
+func evictLocked() error {
 	for _, b := range mappings.all {
 		if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
 			return fmt.Errorf("mapped: dropping %d bytes from the resident set: %w", len(b), err)

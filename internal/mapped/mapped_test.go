@@ -58,20 +58,20 @@ func TestEvict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The evicter may run between the writes and the first measure; it
-	// is retried until the write is seen resident.
-	var before int64
-	for try := 0; try < 20; try++ {
+	// The evicter waits while the mappings are locked: the pages written
+	// stay resident until evictLocked drops them.
+	before := func() int64 {
+		mappings.Lock()
+		defer mappings.Unlock() // residentKiB may end the test
 		for i := range a {
 			a[i] = float64(i)
 		}
-		if before = residentKiB(t); before >= 48<<10 {
-			break
+		before := residentKiB(t)
+		if err := evictLocked(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := Evict(); err != nil {
-		t.Fatal(err)
-	}
+		return before
+	}()
 	after := residentKiB(t)
 	if before-after < 48<<10 {
 		t.Fatalf("resident set %d KiB before Evict, %d after: want at least 48 MiB fewer", before, after)
@@ -103,33 +103,53 @@ func residentKiB(t *testing.T) int64 {
 	return 0
 }
 
-// TestLarge: arrays from LargeMin values go to a mapping once Use names a
-// folder, smaller ones and all after Use("") to the heap; all are zeroed.
+// TestLarge: arrays from the minimum Use gives go to a mapping in its
+// folder, smaller ones, and all once the setting is restored, to the heap;
+// all are zeroed.
 func TestLarge(t *testing.T) {
-	defer Use("")
 	if _, err := Float64s(t.TempDir(), 8); errors.Is(err, ErrUnsupported) {
 		t.Skip(err)
 	}
 	before := len(allMappings())
 	for _, c := range []struct {
 		dir    string
-		n      int
+		min, n int
 		mapped bool
 	}{
-		{"", LargeMin, false},
-		{t.TempDir(), LargeMin - 1, false},
-		{t.TempDir(), LargeMin, true},
-		{filepath.Join(t.TempDir(), "missing"), LargeMin, false}, // a failed mapping: the heap
+		{"", LargeMin, LargeMin, false},
+		{t.TempDir(), LargeMin, LargeMin - 1, false},
+		{t.TempDir(), LargeMin, LargeMin, true},
+		{t.TempDir(), 10, 10, true},
+		{t.TempDir(), 0, 1, true}, // a minimum below 1 is 1
+		{t.TempDir(), 10, 0, false},
+		{filepath.Join(t.TempDir(), "missing"), LargeMin, LargeMin, false}, // a failed mapping: the heap
 	} {
-		Use(c.dir)
+		restore := Use(c.dir, c.min)
 		a := Large(c.n)
-		if len(a) != c.n || a[0] != 0 || a[c.n-1] != 0 {
-			t.Fatalf("Large(%d) in %q: %d values, first %v", c.n, c.dir, len(a), a[0])
+		restore()
+		if len(a) != c.n || c.n > 0 && (a[0] != 0 || a[c.n-1] != 0) {
+			t.Fatalf("Large(%d) in %q from %d: %d values", c.n, c.dir, c.min, len(a))
 		}
 		now := len(allMappings())
 		if got := now > before; got != c.mapped {
-			t.Errorf("Large(%d) in %q: mapped %v, want %v", c.n, c.dir, got, c.mapped)
+			t.Errorf("Large(%d) in %q from %d: mapped %v, want %v", c.n, c.dir, c.min, got, c.mapped)
 		}
 		before = now
 	}
+	// Restored: nothing is mapped any more.
+	if a := LargeArray[[32]byte](LargeMin); len(a) != LargeMin || len(allMappings()) != before {
+		t.Errorf("after restore: %d values, %d mappings, want %d and %d", len(a), len(allMappings()), LargeMin, before)
+	}
+	// Nested settings restore in turn.
+	dir := t.TempDir()
+	outer := Use(dir, 4)
+	inner := Use("", 0)
+	if Large(8); len(allMappings()) != before {
+		t.Error("the inner setting (the heap) mapped")
+	}
+	inner()
+	if Large(8); len(allMappings()) != before+1 {
+		t.Error("the outer setting, restored, did not map")
+	}
+	outer()
 }
