@@ -202,7 +202,7 @@ func crossFitLearners(ctx context.Context, setup *Setup, site int, data *Data, h
 		return cands, err
 	}
 	for c := range cands {
-		cands[c] = inference.Nuisance{Propensity: make([]float64, n), Mu0: make([]float64, n), Mu1: make([]float64, n)}
+		cands[c] = inference.Nuisance{Propensity: mapped.Large(n), Mu0: mapped.Large(n), Mu1: mapped.Large(n)}
 	}
 	// The folds are independent and write disjoint rows of cands, so they
 	// run on every core without changing the result.

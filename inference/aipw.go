@@ -7,6 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/crffd/crffd/internal/mapped"
 )
 
 // DefaultClip is the η to which propensities are clipped, [η, 1 − η],
@@ -89,7 +91,7 @@ func ControlScores(w, y []float64, nu Nuisance, clip float64) ([]float64, error)
 	if n < 0 || len(w) != n || len(y) != n || !(clip >= 0 && clip < 0.5) {
 		return nil, fmt.Errorf("%w: %d treatments, %d outcomes and %d rows of nuisances, clip %v", ErrInput, len(w), len(y), n, clip)
 	}
-	out := make([]float64, n)
+	out := mapped.Large(n)
 	for i := range n {
 		e := min(max(nu.Propensity[i], clip), 1-clip)
 		out[i] = nu.Mu0[i]
@@ -112,7 +114,7 @@ func Scores(w, y []float64, nu Nuisance, clip float64) (psi []float64, clipped i
 	case !(clip >= 0 && clip < 0.5):
 		return nil, 0, fmt.Errorf("%w: clip %v outside [0, 0.5)", ErrInput, clip)
 	}
-	psi = make([]float64, n)
+	psi = mapped.Large(n)
 	for i := range n {
 		e, m0, m1 := nu.Propensity[i], nu.Mu0[i], nu.Mu1[i]
 		if !finite(e) || e < 0 || e > 1 || !finite(m0) || !finite(m1) || !finite(y[i]) {

@@ -7,6 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/crffd/crffd/internal/mapped"
 )
 
 // Calibration is a doubly robust correction of a CATE estimate τ̂: the
@@ -98,7 +100,7 @@ func FitCalibration(psi, cate []float64, x mat.Matrix) (*Calibration, error) {
 	// The design's rows [1, z_i] (then u_i, once fitOrth has fitted it)
 	// are made as each pass reads them, a chunk at a time for the normal
 	// equations: no copy of every row is held.
-	r := make([]float64, n)
+	r := mapped.Large(n)
 	for i := range n {
 		r[i] = psi[i] - cate[i]
 	}
@@ -343,7 +345,7 @@ func (c *Calibration) Interval(cate []float64, x mat.Matrix) (tau, se, lower, up
 	if d != len(c.mean) || len(cate) != n {
 		return nil, nil, nil, nil, fmt.Errorf("%w: %d estimates of %d rows in %d covariates; the correction has %d", ErrInput, len(cate), n, d, len(c.mean))
 	}
-	tau, se, lower, upper = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	tau, se, lower, upper = mapped.Large(n), mapped.Large(n), mapped.Large(n), mapped.Large(n)
 	zi := mat.NewVecDense(len(c.coef), nil)
 	g := mat.NewVecDense(len(c.coef), c.coef)
 	wald := g

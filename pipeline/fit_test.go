@@ -11,6 +11,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/modelstore"
 	"github.com/crffd/crffd/selection"
 	"github.com/crffd/crffd/store"
@@ -107,5 +108,56 @@ func TestFitSiteReusesSelectionsEffects(t *testing.T) {
 				t.Fatalf("%s of row %d: %v, scored again %v", name, i, pair[0][i], pair[1][i])
 			}
 		}
+	}
+}
+
+// TestFitSiteMapped: a fit with every per-row array in a mapping (as a
+// one-shot fit of millions of rows keeps them) gives the heap's results
+// bit for bit: the CATEs, their intervals, the latent effects, the
+// scores and the ATEs.
+func TestFitSiteMapped(t *testing.T) {
+	cfg := estimator.DefaultConfig()
+	cfg.Features, cfg.Latent, cfg.Rounds, cfg.Samples = 20, 3, 30, 10
+	open := func(context.Context, modelstore.Kernel) (estimator.Spectral, error) {
+		return estimator.GaussianSpectral{}, nil
+	}
+	fit := func() *Fit {
+		recs := confounded(300)
+		recs.Layout.Covariates = []string{"a", "b"}
+		f, err := FitSite(context.Background(), SiteFit{Run: "run-1", DB: "site.sqlite", Records: recs, Config: cfg, Open: open,
+			Choice: Selection{Kinds: []string{selection.KindLatent, selection.KindTLearner, selection.KindDR},
+				Kernels: []modelstore.Kernel{{Name: "gaussian"}}, Share: 0.2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	heap := fit()
+	before, _ := mapped.Made()
+	restore := mapped.Use(t.TempDir(), 1)
+	inMappings := fit()
+	restore()
+	if after, _ := mapped.Made(); after == before {
+		t.Skip("nothing was mapped (no unnamed files here?)")
+	}
+	same := func(name string, a, b []float64) {
+		t.Helper()
+		if len(a) != len(b) {
+			t.Fatalf("%s: %d and %d rows", name, len(a), len(b))
+		}
+		for i := range a {
+			if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+				t.Fatalf("%s of row %d: heap %v, mapped %v", name, i, a[i], b[i])
+			}
+		}
+	}
+	h, m := heap.Run, inMappings.Run
+	same("CATE", h.CATE, m.CATE)
+	same("latent CATE", h.Effects.CATE, m.Effects.CATE)
+	same("latent SD", h.Effects.SD, m.Effects.SD)
+	same("propensity", h.Effects.Propensity, m.Effects.Propensity)
+	same("psi", h.Scores.PSI, m.Scores.PSI)
+	if heap.ATEs.AIPW != inMappings.ATEs.AIPW {
+		t.Errorf("AIPW ATE: heap %+v, mapped %+v", heap.ATEs.AIPW, inMappings.ATEs.AIPW)
 	}
 }

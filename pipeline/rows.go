@@ -7,6 +7,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/store"
 )
 
@@ -23,7 +24,7 @@ type Scores struct {
 // predictions nu of d's rows.
 func NewScores(d *estimator.Data, nu inference.Nuisance) (Scores, error) {
 	n := d.Rows()
-	sc := Scores{PSI: make([]float64, n), Clipped: make([]bool, n)}
+	sc := Scores{PSI: mapped.Large(n), Clipped: make([]bool, n)}
 	var keep []int
 	for i := range n {
 		sc.PSI[i] = math.NaN()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crffd/crffd/estimator"
 	"github.com/crffd/crffd/inference"
+	"github.com/crffd/crffd/internal/mapped"
 	"github.com/crffd/crffd/internal/parallel"
 )
 
@@ -719,7 +720,7 @@ func SiteLosses(ctx context.Context, nu inference.Nuisance, site int, d *estimat
 	if err != nil {
 		return SiteSums{}, fmt.Errorf("validation pseudo-outcomes: %w", err)
 	}
-	psi := make([]float64, len(val))
+	psi := mapped.Large(len(val))
 	for j, i := range val {
 		if i < 0 || i >= len(all) {
 			return SiteSums{}, fmt.Errorf("%w: validation row %d of %d", ErrInput, i, len(all))
@@ -742,7 +743,7 @@ func SiteLosses(ctx context.Context, nu inference.Nuisance, site int, d *estimat
 	}
 	held := make([][]float64, len(ests))
 	for c, tau := range cates {
-		held[c] = make([]float64, len(val))
+		held[c] = mapped.Large(len(val))
 		for j, i := range val {
 			held[c][j] = tau[i]
 		}

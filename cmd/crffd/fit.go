@@ -114,6 +114,11 @@ func runFit(cmd *cobra.Command, a *app) error {
 	if err := a.reportFit(f.Run, f.Selected, f.ATEs, start); err != nil {
 		return err
 	}
+	if arrays, bytes := mapped.Made(); arrays > 0 {
+		// What this fit kept beside the site file, freed as it ends.
+		a.log.Info("arrays kept in unnamed temporary files", slog.String("folder", filepath.Dir(src.DB)),
+			slog.Int("arrays", arrays), slog.Int64("bytes", bytes))
+	}
 	return phases.WriteText(a.stdout)
 }
 

@@ -89,9 +89,13 @@ func evictLocked() error {
 	return nil
 }
 
-// allMappings returns the mappings made so far.
-func allMappings() [][]byte {
+// Made returns how many mappings the process has made, and their bytes:
+// what a one-shot fit put beside its site file.
+func Made() (arrays int, bytes int64) {
 	mappings.Lock()
 	defer mappings.Unlock()
-	return mappings.all
+	for _, b := range mappings.all {
+		bytes += int64(len(b))
+	}
+	return len(mappings.all), bytes
 }

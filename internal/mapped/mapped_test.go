@@ -110,7 +110,7 @@ func TestLarge(t *testing.T) {
 	if _, err := Float64s(t.TempDir(), 8); errors.Is(err, ErrUnsupported) {
 		t.Skip(err)
 	}
-	before := len(allMappings())
+	before, _ := Made()
 	for _, c := range []struct {
 		dir    string
 		min, n int
@@ -130,26 +130,38 @@ func TestLarge(t *testing.T) {
 		if len(a) != c.n || c.n > 0 && (a[0] != 0 || a[c.n-1] != 0) {
 			t.Fatalf("Large(%d) in %q from %d: %d values", c.n, c.dir, c.min, len(a))
 		}
-		now := len(allMappings())
+		now, _ := Made()
 		if got := now > before; got != c.mapped {
 			t.Errorf("Large(%d) in %q from %d: mapped %v, want %v", c.n, c.dir, c.min, got, c.mapped)
 		}
 		before = now
 	}
 	// Restored: nothing is mapped any more.
-	if a := LargeArray[[32]byte](LargeMin); len(a) != LargeMin || len(allMappings()) != before {
-		t.Errorf("after restore: %d values, %d mappings, want %d and %d", len(a), len(allMappings()), LargeMin, before)
+	if a := LargeArray[[32]byte](LargeMin); len(a) != LargeMin {
+		t.Errorf("after restore: %d values, want %d", len(a), LargeMin)
+	}
+	if now, _ := Made(); now != before {
+		t.Errorf("after restore: %d mappings, want %d", now, before)
 	}
 	// Nested settings restore in turn.
 	dir := t.TempDir()
 	outer := Use(dir, 4)
 	inner := Use("", 0)
-	if Large(8); len(allMappings()) != before {
+	if Large(8); count() != before {
 		t.Error("the inner setting (the heap) mapped")
 	}
 	inner()
-	if Large(8); len(allMappings()) != before+1 {
+	if Large(8); count() != before+1 {
 		t.Error("the outer setting, restored, did not map")
 	}
+	if _, b := Made(); b < 8*8+LargeMin*8 {
+		t.Errorf("%d bytes mapped, want at least those of this test", b)
+	}
 	outer()
+}
+
+// count is the number of mappings made.
+func count() int {
+	n, _ := Made()
+	return n
 }
