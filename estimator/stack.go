@@ -253,7 +253,7 @@ func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisan
 		return inference.Nuisance{}, err
 	} else if isHeld != nil {
 		// The weights are chosen on the rows not held alone.
-		every = make([]int, 0, n-len(held))
+		every = mapped.LargeArray[int](n - len(held))[:0]
 		for i, h := range isHeld {
 			if !h {
 				every = append(every, i)
@@ -290,7 +290,18 @@ func stack(d *Data, binaryOutcome bool, names []string, cands []inference.Nuisan
 // armRows returns the positions of the control rows and of the treated
 // rows of the treatments w.
 func armRows(w []float64) [2][]int {
+	treated := 0
+	for _, v := range w {
+		treated += int(v)
+	}
+	// An arm without rows stays nil, which chooseWeight reads as every
+	// row.
 	var arm [2][]int
+	for a, k := range [2]int{len(w) - treated, treated} {
+		if k > 0 {
+			arm[a] = mapped.LargeArray[int](k)[:0]
+		}
+	}
 	for i, v := range w {
 		arm[int(v)] = append(arm[int(v)], i)
 	}
@@ -310,7 +321,7 @@ func blend(dst []float64, a float64, x, y []float64) {
 // choice, without its name.
 func chooseWeight(x, y, target []float64, rows []int, binary bool) (float64, inference.StackedModel, error) {
 	if rows == nil {
-		rows = make([]int, len(target))
+		rows = mapped.LargeArray[int](len(target))
 		for i := range rows {
 			rows[i] = i
 		}

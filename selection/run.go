@@ -432,7 +432,7 @@ func TrainingRows(n int, val []int) ([]int, error) {
 	if len(val) == 1 || len(val) > n-1 {
 		return nil, fmt.Errorf("%w: %d validation rows of %d; need none or at least 2, and a training row", ErrInput, len(val), n)
 	}
-	train := make([]int, 0, n-len(val))
+	train := mapped.LargeArray[int](n - len(val))[:0]
 	next := 0
 	for j, i := range val {
 		if i < next || i >= n || (j > 0 && i == val[j-1]) {

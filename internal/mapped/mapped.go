@@ -39,7 +39,7 @@ const EvictEvery = 250 * time.Millisecond
 // Value is what an array in a mapping may hold: types without pointers,
 // since the collector does not look into mappings for what they point to.
 type Value interface {
-	~float64 | ~int64 | ~[32]byte
+	~float64 | ~int64 | ~int | ~[32]byte
 }
 
 // Float64s returns n zeroed float64s in a mapping (Array).
