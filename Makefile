@@ -6,13 +6,22 @@ BIN     ?= bin
 PROTOC  ?= protoc
 GOBIN   := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: build test check generate clean soak
+.PHONY: build test check generate clean soak deb
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/crffd ./plugins/kernels/... ./plugins/transport/...
 
 test:
 	$(GO) test ./...
+
+# The Debian package: crffd and its plugins, stripped, under /usr, with
+# hardened systemd units (packaging/deb). Its version is the last commit's
+# date and hash, which Debian orders by date.
+DEB_VERSION ?= 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+DEB_BIN     ?= $(BIN)/deb
+deb:
+	$(GO) build -trimpath -buildmode=pie -ldflags "-s -w -X main.version=$(VERSION)" -o $(DEB_BIN)/ ./cmd/crffd ./plugins/kernels/... ./plugins/transport/...
+	sh packaging/deb/build.sh "$(DEB_VERSION)" "$(DEB_BIN)" "$(BIN)"
 
 # The static checks CI runs before the tests.
 check:
