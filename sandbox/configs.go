@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/crffd/crffd/internal/yamlout"
 	"github.com/crffd/crffd/synth"
 )
 
@@ -16,24 +17,24 @@ func siteConfig(name, dbFile string, binary bool, bounds map[string]synth.Bound)
 	if binary {
 		outcome = "binary"
 	}
-	fields := []field{
-		{key: "site", value: []field{
-			{key: "name", value: name},
-			{key: "db", value: dbFile},
-			{key: "table", value: RecordsTable},
-			{key: "id_column", value: "id"},
-			{key: "treatment_column", value: "w"},
-			{key: "outcome_column", value: "y"},
-			{key: "outcome_type", value: outcome},
-			{key: "on_invalid", value: "refuse"},
+	fields := []yamlout.Field{
+		{Key: "site", Value: []yamlout.Field{
+			{Key: "name", Value: name},
+			{Key: "db", Value: dbFile},
+			{Key: "table", Value: RecordsTable},
+			{Key: "id_column", Value: "id"},
+			{Key: "treatment_column", Value: "w"},
+			{Key: "outcome_column", Value: "y"},
+			{Key: "outcome_type", Value: outcome},
+			{Key: "on_invalid", Value: "refuse"},
 		}},
-		{key: "kernel", value: []field{{key: "name", value: "gaussian"}}},
+		{Key: "kernel", Value: []yamlout.Field{{Key: "name", Value: "gaussian"}}},
 	}
 	if p, ok := privacyBounds(bounds); ok {
 		fields = append(fields, p)
 	}
 	header := fmt.Sprintf("# Site %[1]s, written by crffd simulate. Fit it alone with:\n#   crffd fit --config %[1]s.yaml", name)
-	return marshal(header, fields...)
+	return yamlout.Marshal(header, fields...)
 }
 
 // privacyBounds returns the privacy section of a simulated site's
@@ -41,53 +42,53 @@ func siteConfig(name, dbFile string, binary bool, bounds map[string]synth.Bound)
 // which a private site needs for its moments, and no budget, so that
 // adding epsilon under privacy makes the site private. It reports false
 // without bounds.
-func privacyBounds(bounds map[string]synth.Bound) (field, bool) {
+func privacyBounds(bounds map[string]synth.Bound) (yamlout.Field, bool) {
 	if len(bounds) == 0 {
-		return field{}, false
+		return yamlout.Field{}, false
 	}
-	var ranges []field
+	var ranges []yamlout.Field
 	for _, n := range slices.Sorted(maps.Keys(bounds)) {
-		ranges = append(ranges, field{key: n, value: flowPair{bounds[n].Lo, bounds[n].Hi}})
+		ranges = append(ranges, yamlout.Field{Key: n, Value: yamlout.FlowPair{bounds[n].Lo, bounds[n].Hi}})
 	}
-	return field{key: "privacy", value: []field{{key: "bounds", value: ranges}},
-		comment: "# Add epsilon (the site's budget) under privacy to make the site private;\n" +
+	return yamlout.Field{Key: "privacy", Value: []yamlout.Field{{Key: "bounds", Value: ranges}},
+		Comment: "# Add epsilon (the site's budget) under privacy to make the site private;\n" +
 			"# bounds are the simulated design's public column ranges (docs/privacy.md)."}, true
 }
 
 // tlsSection is the federation.tls section of the daemon name, whose
 // certificates are under certs/NAME.
-func tlsSection(name string) field {
+func tlsSection(name string) yamlout.Field {
 	dir := "certs/" + name + "/"
-	return field{key: "tls", value: []field{
-		{key: "ca", value: dir + "ca.crt"},
-		{key: "cert", value: dir + name + ".crt"},
-		{key: "key", value: dir + name + ".key"},
+	return yamlout.Field{Key: "tls", Value: []yamlout.Field{
+		{Key: "ca", Value: dir + "ca.crt"},
+		{Key: "cert", Value: dir + name + ".crt"},
+		{Key: "key", Value: dir + name + ".key"},
 	}}
 }
 
 // coordinatorConfig returns the configuration of the sandbox federation's
 // coordinator of sites, listening on addr with metrics on metrics.
 func coordinatorConfig(addr, metrics string, sites []string) ([]byte, error) {
-	return marshal("# The coordinator of the sandbox federation, written by crffd simulate.\n#   crffd coordinator --config coordinator.yaml --once",
-		field{key: "federation", value: []field{
-			{key: "coordinator", value: "coordinator"},
-			{key: "address", value: addr},
-			{key: "transport", value: "grpc"},
+	return yamlout.Marshal("# The coordinator of the sandbox federation, written by crffd simulate.\n#   crffd coordinator --config coordinator.yaml --once",
+		yamlout.Field{Key: "federation", Value: []yamlout.Field{
+			{Key: "coordinator", Value: "coordinator"},
+			{Key: "address", Value: addr},
+			{Key: "transport", Value: "grpc"},
 			tlsSection("coordinator"),
-			{key: "round_timeout", value: "2m"},
-			{key: "retries", value: 3},
-			{key: "metrics_address", value: metrics},
+			{Key: "round_timeout", Value: "2m"},
+			{Key: "retries", Value: 3},
+			{Key: "metrics_address", Value: metrics},
 		}},
-		field{key: "coordinator", value: []field{
-			{key: "sites", value: sites},
-			{key: "state_db", value: "coordinator.sqlite"},
-			{key: "checkpoint_every", value: 1},
+		yamlout.Field{Key: "coordinator", Value: []yamlout.Field{
+			{Key: "sites", Value: sites},
+			{Key: "state_db", Value: "coordinator.sqlite"},
+			{Key: "checkpoint_every", Value: 1},
 		}},
-		field{key: "kernel", value: []field{{key: "name", value: "gaussian"}}},
-		field{key: "model", value: []field{
-			{key: "features", value: 50},
-			{key: "latent", value: 5},
-			{key: "rounds", value: 100},
+		yamlout.Field{Key: "kernel", Value: []yamlout.Field{{Key: "name", Value: "gaussian"}}},
+		yamlout.Field{Key: "model", Value: []yamlout.Field{
+			{Key: "features", Value: 50},
+			{Key: "latent", Value: 5},
+			{Key: "rounds", Value: 100},
 		}},
 	)
 }
@@ -96,12 +97,12 @@ func coordinatorConfig(addr, metrics string, sites []string) ([]byte, error) {
 // sandbox federation whose coordinator listens on addr, with the sites'
 // shared secret.
 func siteFederation(name, addr, secret string) ([]byte, error) {
-	return marshal(fmt.Sprintf("# Take part in the sandbox federation with:\n#   crffd site --config %s.yaml --once", name),
-		field{key: "federation", value: []field{
-			{key: "coordinator", value: "coordinator"},
-			{key: "address", value: addr},
-			{key: "transport", value: "grpc"},
-			{key: "secret", value: secret, comment: "# Shared by the sandbox's sites and never by the coordinator: it keys the\n" +
+	return yamlout.Marshal(fmt.Sprintf("# Take part in the sandbox federation with:\n#   crffd site --config %s.yaml --once", name),
+		yamlout.Field{Key: "federation", Value: []yamlout.Field{
+			{Key: "coordinator", Value: "coordinator"},
+			{Key: "address", Value: addr},
+			{Key: "transport", Value: "grpc"},
+			{Key: "secret", Value: secret, Comment: "# Shared by the sandbox's sites and never by the coordinator: it keys the\n" +
 				"# column fingerprints. A real site would rather set CRFFD_FEDERATION_SECRET."},
 			tlsSection(name),
 		}},

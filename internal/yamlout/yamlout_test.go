@@ -1,4 +1,4 @@
-package sandbox
+package yamlout
 
 import (
 	"testing"
@@ -11,12 +11,12 @@ import (
 // they are, and the header and comments are kept.
 func TestMarshalQuotes(t *testing.T) {
 	values := []string{"a: b", "123", "true", "y", "#x", "dir with space/site.sqlite", "'quoted'", "- item"}
-	var fields []field
+	var fields []Field
 	for i, v := range values {
-		fields = append(fields, field{key: string(rune('a' + i)), value: v})
+		fields = append(fields, Field{Key: string(rune('a' + i)), Value: v})
 	}
-	out, err := marshal("# header", field{key: "section", value: fields, comment: "# above"},
-		field{key: "range", value: flowPair{-8, 24.5}})
+	out, err := Marshal("# header", Field{Key: "section", Value: fields, Comment: "# above"},
+		Field{Key: "range", Value: FlowPair{-8, 24.5}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package sandbox
+// Package yamlout writes configuration files for people to read: YAML
+// mappings in the order given, with comment lines above keys, strings
+// always strings, and pairs of numbers on one line.
+package yamlout
 
 import (
 	"bytes"
@@ -8,27 +11,27 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// field is one key of a YAML mapping, with the comment lines above it.
-type field struct {
-	key     string
-	value   any // a scalar, a []string, a flow pair of numbers, or []field
-	comment string
+// Field is one key of a YAML mapping, with the comment lines above it.
+type Field struct {
+	Key     string
+	Value   any // a scalar, a []string, a FlowPair, or []Field
+	Comment string
 }
 
-// flowPair is a pair of numbers written [LO, HI] on one line.
-type flowPair [2]float64
+// FlowPair is a pair of numbers written [LO, HI] on one line.
+type FlowPair [2]float64
 
 // node returns the YAML node of v.
 func node(v any) (*yaml.Node, error) {
 	switch v := v.(type) {
-	case []field:
+	case []Field:
 		m := &yaml.Node{Kind: yaml.MappingNode}
 		for _, f := range v {
-			val, err := node(f.value)
+			val, err := node(f.Value)
 			if err != nil {
 				return nil, err
 			}
-			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: f.key, HeadComment: f.comment}, val)
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: f.Key, HeadComment: f.Comment}, val)
 		}
 		return m, nil
 	case string:
@@ -36,7 +39,7 @@ func node(v any) (*yaml.Node, error) {
 		// as y, which YAML 1.1 read as a boolean, and crffd's reader
 		// (YAML 1.2) reads as the string it is.
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}, nil
-	case flowPair:
+	case FlowPair:
 		n := &yaml.Node{}
 		if err := n.Encode([]float64{v[0], v[1]}); err != nil {
 			return nil, err
@@ -51,24 +54,24 @@ func node(v any) (*yaml.Node, error) {
 	return n, nil
 }
 
-// marshal returns fields as a YAML document indented by two spaces,
+// Marshal returns fields as a YAML document indented by two spaces,
 // headed by the comment lines of header.
-func marshal(header string, fields ...field) ([]byte, error) {
+func Marshal(header string, fields ...Field) ([]byte, error) {
 	if header != "" && len(fields) > 0 {
-		fields[0].comment = strings.TrimSuffix(header+"\n"+fields[0].comment, "\n")
+		fields[0].Comment = strings.TrimSuffix(header+"\n"+fields[0].Comment, "\n")
 	}
 	n, err := node(fields)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("yamlout: %w", err)
 	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(n); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("yamlout: %w", err)
 	}
 	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("yamlout: %w", err)
 	}
 	return b.Bytes(), nil
 }
