@@ -111,6 +111,14 @@ func write(caDir, out, name string, req certs.Request, config func(crl bool) ([]
 	if _, err := certs.Issue(caDir, certDir, req); err != nil {
 		return fmt.Errorf("kit: %w", err)
 	}
+	// Unpacked by root, the folders are the daemon's group's to read; the
+	// key stays its owner's alone.
+	if err := os.Chmod(stage, 0o755); err != nil {
+		return fmt.Errorf("kit: %w", err)
+	}
+	if err := os.Chmod(certDir, 0o750); err != nil {
+		return fmt.Errorf("kit: %w", err)
+	}
 	crl := false
 	if b, err := os.ReadFile(filepath.Join(caDir, certs.CRLFile)); err == nil {
 		if err := os.WriteFile(filepath.Join(certDir, certs.CRLFile), b, 0o644); err != nil {
@@ -136,6 +144,9 @@ func write(caDir, out, name string, req certs.Request, config func(crl bool) ([]
 // archive writes the files under dir into a new gzip-compressed tar at
 // out, under the folder name/, keeping their modes.
 func archive(dir, name, out string) (err error) {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return fmt.Errorf("kit: %w", err)
+	}
 	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("kit: %w", err)

@@ -42,7 +42,7 @@ func rootCmd(a *app) *cobra.Command {
 	bindFlag(pf, "log-level", "log_level")
 	bindFlag(pf, "log-format", "log_format")
 
-	root.AddCommand(newVersionCmd(a), newKernelsCmd(a), newSimulateCmd(a), newEvalCmd(a), newImportCmd(a), newCertsCmd(a), newCheckCmd(a), newFitCmd(a), newSiteCmd(a), newCoordinatorCmd(a), newDemoCmd(a), newReportCmd(a), newConfigCmd(a), newPrivacyCmd(a))
+	root.AddCommand(newVersionCmd(a), newKernelsCmd(a), newSimulateCmd(a), newEvalCmd(a), newImportCmd(a), newCertsCmd(a), newKitCmd(a), newCheckCmd(a), newFitCmd(a), newSiteCmd(a), newCoordinatorCmd(a), newDemoCmd(a), newReportCmd(a), newConfigCmd(a), newPrivacyCmd(a))
 	return root
 }
 
