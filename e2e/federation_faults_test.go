@@ -140,7 +140,7 @@ func TestFederationHealthAndMetrics(t *testing.T) {
 		t.Errorf("/healthz: %s", h)
 	}
 	m := get("/metrics")
-	for _, want := range []string{"crffd_rounds_total 30", "crffd_round_seconds_total ", "crffd_payload_bytes_sent_total ", "crffd_payload_bytes_received_total "} {
+	for _, want := range []string{"crffd_rounds_total 30", "crffd_round_seconds_total ", "crffd_payload_bytes_sent_total ", "crffd_payload_bytes_received_total ", "crffd_certificate_days_left 89.9"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, m)
 		}

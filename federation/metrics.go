@@ -26,6 +26,16 @@ type Metrics struct {
 
 	once    sync.Once    // builds handler on the first scrape
 	handler http.Handler // the registry's, in ServeHTTP
+	extra   []prometheus.Collector
+}
+
+// Add adds collectors of the daemon's own (its certificate's days left,
+// its runs' outcomes) to those ServeHTTP serves. It must be called before
+// the first scrape.
+func (m *Metrics) Add(cs ...prometheus.Collector) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.extra = append(m.extra, cs...)
 }
 
 func (m *Metrics) sent(e *wire.Envelope) {
@@ -111,5 +121,8 @@ func (m *Metrics) register() {
 	counter("crffd_envelopes_received_total", "Envelopes received.", func(s Snapshot) float64 { return float64(s.EnvelopesRcv) })
 	counter("crffd_envelopes_dropped_total", "Envelopes dropped (stale, duplicate, unknown).", func(s Snapshot) float64 { return float64(s.EnvelopesDropped) })
 	reg.MustRegister(collectors.NewGoCollector())
+	m.mu.Lock()
+	reg.MustRegister(m.extra...)
+	m.mu.Unlock()
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

@@ -35,5 +35,5 @@ func (a *app) serveMetrics(ctx context.Context, role string, m *federation.Metri
 	if err != nil || addr == "" {
 		return err
 	}
-	return daemon.ServeHealth(ctx, addr, role, m, a.log)
+	return daemon.ServeHealth(ctx, addr, daemon.Health{Role: role, CertFile: a.conf().Resolve(a.v.GetString("federation.tls.cert"))}, m, a.log)
 }
