@@ -278,7 +278,7 @@ func (m *Model) OutcomeCATE(site int, data *Data) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float64, len(nu.Mu0))
+	out := mapped.Large(len(nu.Mu0))
 	for i := range out {
 		out[i] = nu.Mu1[i] - nu.Mu0[i]
 	}
