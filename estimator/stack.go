@@ -92,7 +92,7 @@ func pick(d *Data, rows []int) (x rowMatrix, w, y []float64) {
 
 // pickValues returns v at positions rows.
 func pickValues(v []float64, rows []int) []float64 {
-	out := make([]float64, len(rows))
+	out := mapped.Large(len(rows))
 	for k, i := range rows {
 		out[k] = v[i]
 	}

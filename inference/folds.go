@@ -3,6 +3,8 @@ package inference
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/crffd/crffd/internal/mapped"
 )
 
 // foldStream keys the permutation of Folds, so that it differs from every
@@ -17,15 +19,21 @@ func Folds(w []float64, k int, seed uint64) ([]int, error) {
 	if k < 2 {
 		return nil, fmt.Errorf("%w: %d folds; cross-fitting needs at least 2", ErrInput, k)
 	}
-	var arms [2][]int
+	treated := 0
 	for i, v := range w {
 		if v != 0 && v != 1 {
 			return nil, fmt.Errorf("%w: row %d: treatment is not 0 or 1", ErrInput, i)
 		}
+		treated += int(v)
+	}
+	// Each arm's positions, and the folds, of millions of rows are kept out
+	// of a one-shot fit's heap (mapped.Use).
+	arms := [2][]int{mapped.LargeArray[int](len(w) - treated)[:0], mapped.LargeArray[int](treated)[:0]}
+	for i, v := range w {
 		arms[int(v)] = append(arms[int(v)], i)
 	}
 	rng := rand.New(rand.NewPCG(seed, foldStream))
-	fold := make([]int, len(w))
+	fold := mapped.LargeArray[int](len(w))
 	next := 0
 	for _, rows := range arms {
 		rng.Shuffle(len(rows), func(a, b int) { rows[a], rows[b] = rows[b], rows[a] })
