@@ -73,36 +73,24 @@ func memory(a, b *sampleFit, rows int, mapped uint64) uint64 {
 	return uint64(live*(1+float64(gc)/100)) + min(mapped, mappedResident) + max(a.other, b.other)
 }
 
-// mappedResident is the most of the mapped rows resident at once: what a
-// fit reads of them between two evictions (mapped.EvictEvery, 250 ms),
-// at the 1 GB/s of a sequential pass.
+// mappedResident is the most of the mapped rows resident at once: a
+// training round reads a batch of 4096 random rows, and the kernel maps
+// 64 KB of the file around each page it faults in (fault-around), 256 MiB,
+// which the eviction every mapped.EvictEvery drops again.
 const mappedResident = 256 << 20
 
 // mappedBytes returns the bytes of a site's rows, rows rows of d
-// covariates, that a fit maps rather than holds in the heap: the read's
-// (the covariates, treatment and outcome as float64 and a 32-byte digest a
-// row) when the covariates reach store.MapRowsMin, and the per-row results
-// (resultArrays) when a row's array reaches mapped.LargeMin; on Linux
-// alone (package mapped).
+// covariates, that its read maps rather than holds in the heap (the
+// covariates, treatment and outcome as float64 and a 32-byte digest a
+// row), when the covariates reach store.MapRowsMin on Linux (package
+// mapped), else 0. The per-row results mapped later are written in order
+// and add nothing to what a batch maps.
 func mappedBytes(rows, d int) uint64 {
-	if runtime.GOOS != "linux" {
+	if runtime.GOOS != "linux" || !mapsRead(rows, d) {
 		return 0
 	}
-	var b uint64
-	if mapsRead(rows, d) {
-		b += uint64(rows) * uint64(8*(d+2)+len(store.RowDigest{}))
-	}
-	if rows >= mapped.LargeMin {
-		b += uint64(rows) * 8 * resultArrays
-	}
-	return b
+	return uint64(rows) * uint64(8*(d+2)+len(store.RowDigest{}))
 }
-
-// resultArrays are the per-row arrays of a fit's results that are
-// mapped.Large: the latent model's effects (estimator.Effects, six, and the
-// propensity and two outcome means it is scored with) and the cross-fitted
-// nuisances (three).
-const resultArrays = 6 + 3 + 3
 
 // memorySizes returns the two row counts the live heap is measured at,
 // for a sample of m rows of a site of n: twice and four times the sample
